@@ -1,0 +1,239 @@
+#include "graph/interpreter.h"
+
+#include "graph/error.h"
+#include "graph/number.h"
+
+namespace tessera {
+
+template <class T>
+RefTensor<T> to_ref(const Tensor& t) {
+  RefTensor<T> r;
+  r.type = t.type();
+  int64_t n = t.numel();
+  if (r.is_num()) {
+    r.num.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) r.num[i] = num_from_double<T>(t.get_double(i));
+  } else {
+    r.ints = t.to_ints();
+  }
+  return r;
+}
+
+template <class T>
+Tensor from_ref(const RefTensor<T>& r) {
+  Tensor t(r.type.dtype, r.type.shape);
+  int64_t n = r.numel();
+  if (r.is_num()) {
+    TESSERA_CHECK(static_cast<int64_t>(r.num.size()) == n, "tensor data size mismatch");
+    for (int64_t i = 0; i < n; ++i) t.set_double(i, num_to_double(r.num[i]));
+  } else {
+    TESSERA_CHECK(static_cast<int64_t>(r.ints.size()) == n, "tensor data size mismatch");
+    for (int64_t i = 0; i < n; ++i) t.set_int(i, r.ints[i]);
+  }
+  return t;
+}
+
+namespace {
+
+template <class T>
+EvalFn<T> eval_for(const OpDef& def) {
+  EvalFn<T> fn;
+  if constexpr (std::is_same_v<T, float>) fn = def.eval_f32;
+  else if constexpr (std::is_same_v<T, double>) fn = def.eval_f64;
+  else fn = def.eval_zp;
+  if (!fn) TESSERA_THROW(ErrorKind::kUnsupported, "op has no reference kernel");
+  return fn;
+}
+
+bool is_collective(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
+         k == OpKind::kAllToAll;
+}
+
+// Rounds results of 16-bit float dtypes, so float evaluation of an f16 graph
+// sees the values an f16 device would store.
+template <class T>
+void round_to_dtype(RefTensor<T>& t) {
+  if constexpr (!kIsZp<T>) {
+    if (t.type.dtype == DType::kF16)
+      for (T& x : t.num) x = static_cast<T>(half_to_float(float_to_half(static_cast<float>(x))));
+    else if (t.type.dtype == DType::kBF16)
+      for (T& x : t.num) x = static_cast<T>(bf16_to_float(float_to_bf16(static_cast<float>(x))));
+    else if (t.type.dtype == DType::kF32 && std::is_same_v<T, double>)
+      for (T& x : t.num) x = static_cast<T>(static_cast<float>(x));
+  }
+}
+
+// The per-rank state of one evaluation: every value's tensor, freed after its
+// last use.
+template <class T>
+struct Env {
+  std::vector<RefTensor<T>> values;
+  std::vector<bool> ready;
+};
+
+template <class T>
+void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>& env) {
+  env.values.assign(static_cast<size_t>(g.num_values()), RefTensor<T>{});
+  env.ready.assign(static_cast<size_t>(g.num_values()), false);
+  if (inputs.size() != g.inputs().size())
+    TESSERA_THROW(ErrorKind::kUsage, "graph takes " << g.inputs().size() << " inputs, got " << inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId v = g.inputs()[i];
+    if (inputs[i].type != g.type(v))
+      TESSERA_THROW(ErrorKind::kUsage, "input '" << g.value(v).name << "' must be " << type_str(g.type(v))
+                                                 << ", got " << type_str(inputs[i].type));
+    size_t want = static_cast<size_t>(inputs[i].numel());
+    if ((inputs[i].is_num() ? inputs[i].num.size() : inputs[i].ints.size()) != want)
+      TESSERA_THROW(ErrorKind::kUsage, "input '" << g.value(v).name << "' has the wrong amount of data");
+    env.values[v] = inputs[i];
+    env.ready[v] = true;
+  }
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) {
+      env.values[v] = to_ref<T>(*g.value(v).constant);
+      env.ready[v] = true;
+    }
+}
+
+// Index in `order` of each value's last reader (graph outputs live forever).
+std::vector<int64_t> last_uses(const Graph& g, const std::vector<NodeId>& order) {
+  std::vector<int64_t> last(static_cast<size_t>(g.num_values()), -1);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (ValueId in : g.node(order[k]).inputs)
+      if (in != kNoValue) last[in] = static_cast<int64_t>(k);
+  for (ValueId v : g.outputs()) last[v] = INT64_MAX;
+  return last;
+}
+
+template <class T>
+void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalContext* mesh) {
+  EvalArgs<T> args{node, {}, nullptr, mesh};
+  for (ValueId in : node.inputs) {
+    if (in == kNoValue) {
+      args.inputs.push_back(nullptr);
+      continue;
+    }
+    TESSERA_CHECK(env.ready[in], "value '" << g.value(in).name << "' read before it is computed");
+    args.inputs.push_back(&env.values[in]);
+  }
+  std::vector<RefTensor<T>> outs(node.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(node.outputs[i]);
+  args.outputs = &outs;
+  try {
+    eval_for<T>(op_def(node.kind))(args);
+  } catch (const Error& e) {
+    throw e.with_context({"", node.name, op_name(node.kind)});
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kInternal, e.what(), {"", node.name, op_name(node.kind)});
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    RefTensor<T>& o = outs[i];
+    size_t have = o.is_num() ? o.num.size() : o.ints.size();
+    TESSERA_CHECK(have == static_cast<size_t>(o.numel()),
+                  node.name << " (" << op_name(node.kind) << ") output " << i << " has " << have
+                            << " elements, expected " << o.numel());
+    round_to_dtype(o);
+    env.values[node.outputs[i]] = std::move(o);
+    env.ready[node.outputs[i]] = true;
+  }
+}
+
+template <class T>
+void release_dead(const Graph& g, const Node& node, int64_t k, const std::vector<int64_t>& last, Env<T>& env) {
+  for (ValueId in : node.inputs)
+    if (in != kNoValue && last[in] == k && !g.value(in).constant) env.values[in] = RefTensor<T>{};
+}
+
+}  // namespace
+
+template <class T>
+std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<T>>& inputs) {
+  std::vector<NodeId> order = g.topo_order();
+  std::vector<int64_t> last = last_uses(g, order);
+  Env<T> env;
+  bind_inputs(g, inputs, env);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& node = g.node(order[k]);
+    if (is_collective(node.kind))
+      throw Error(ErrorKind::kUsage, "collective op needs a device mesh: use interpret_on_mesh",
+                  {"", node.name, op_name(node.kind)});
+    run_node(g, node, env, nullptr);
+    release_dead(g, node, static_cast<int64_t>(k), last, env);
+  }
+  std::vector<RefTensor<T>> outs;
+  for (ValueId v : g.outputs()) outs.push_back(env.values[v]);
+  return outs;
+}
+
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(const Graph& g, const DeviceMesh& mesh,
+                                                         const std::vector<std::vector<RefTensor<T>>>& inputs) {
+  int64_t ranks = mesh.num_devices();
+  if (static_cast<int64_t>(inputs.size()) != ranks)
+    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got inputs for "
+                                             << inputs.size());
+  std::vector<NodeId> order = g.topo_order();
+  std::vector<int64_t> last = last_uses(g, order);
+  std::vector<Env<T>> envs(static_cast<size_t>(ranks));
+  for (int64_t r = 0; r < ranks; ++r) bind_inputs(g, inputs[r], envs[r]);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& node = g.node(order[k]);
+    if (!is_collective(node.kind)) {
+      for (int64_t r = 0; r < ranks; ++r) run_node(g, node, envs[r], nullptr);
+    } else {
+      // Every rank reads its peers' inputs before any output is stored.
+      std::vector<const void*> peers;
+      for (int64_t r = 0; r < ranks; ++r) peers.push_back(&envs[r].values[node.inputs[0]]);
+      std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
+      for (int64_t r = 0; r < ranks; ++r) {
+        MeshEvalContext ctx{&mesh, r, peers};
+        EvalArgs<T> args{node, {&envs[r].values[node.inputs[0]]}, nullptr, &ctx};
+        std::vector<RefTensor<T>> outs(node.outputs.size());
+        for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(node.outputs[i]);
+        args.outputs = &outs;
+        try {
+          eval_for<T>(op_def(node.kind))(args);
+        } catch (const Error& e) {
+          throw e.with_context({"", node.name, op_name(node.kind)});
+        }
+        results[r] = std::move(outs);
+      }
+      for (int64_t r = 0; r < ranks; ++r)
+        for (size_t i = 0; i < node.outputs.size(); ++i) {
+          envs[r].values[node.outputs[i]] = std::move(results[r][i]);
+          envs[r].ready[node.outputs[i]] = true;
+        }
+    }
+    for (int64_t r = 0; r < ranks; ++r) release_dead(g, node, static_cast<int64_t>(k), last, envs[r]);
+  }
+  std::vector<std::vector<RefTensor<T>>> outs(static_cast<size_t>(ranks));
+  for (int64_t r = 0; r < ranks; ++r)
+    for (ValueId v : g.outputs()) outs[r].push_back(envs[r].values[v]);
+  return outs;
+}
+
+std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs, Precision precision) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<RefTensor<T>> ins;
+    for (const Tensor& t : inputs) ins.push_back(to_ref<T>(t));
+    std::vector<Tensor> outs;
+    for (const RefTensor<T>& r : interpret<T>(g, ins)) outs.push_back(from_ref<T>(r));
+    return outs;
+  };
+  return precision == Precision::kF32 ? run(float{}) : run(double{});
+}
+
+#define TESSERA_INSTANTIATE(T)                                                                         \
+  template RefTensor<T> to_ref<T>(const Tensor&);                                                      \
+  template Tensor from_ref<T>(const RefTensor<T>&);                                                    \
+  template std::vector<RefTensor<T>> interpret<T>(const Graph&, const std::vector<RefTensor<T>>&);     \
+  template std::vector<std::vector<RefTensor<T>>> interpret_on_mesh<T>(                                \
+      const Graph&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);
+TESSERA_INSTANTIATE(float)
+TESSERA_INSTANTIATE(double)
+TESSERA_INSTANTIATE(Zp)
+#undef TESSERA_INSTANTIATE
+
+}  // namespace tessera

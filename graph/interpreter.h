@@ -1,0 +1,50 @@
+// The reference interpreter: evaluates a graph with each op's reference kernel,
+// written once over the number type. It runs in float, double, or Z_p (for the
+// verifier). Simple and obviously correct; the fast path is runtime/.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op.h"
+#include "graph/sharding.h"
+
+namespace tessera {
+
+// Converts between tensors and the interpreter's representation. Float data
+// becomes T (for Z_p, see num_from_double); f16/bf16 results are rounded back.
+template <class T>
+RefTensor<T> to_ref(const Tensor& t);
+template <class T>
+Tensor from_ref(const RefTensor<T>& r);
+
+// Evaluates `g` on `inputs` (one per graph input, in order, types must match)
+// and returns the graph outputs. Throws Error naming the node that failed.
+template <class T>
+std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<T>>& inputs);
+
+// Evaluates the same per-rank program on every rank of `mesh`:
+// inputs[rank][i] is rank's i-th graph input. Collective ops exchange data
+// between ranks along their mesh axis. Returns outputs[rank][j].
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(
+    const Graph& g, const DeviceMesh& mesh, const std::vector<std::vector<RefTensor<T>>>& inputs);
+
+enum class Precision { kF32, kF64 };
+// Convenience over Tensor: runs in float or double and converts back to each
+// output's dtype.
+std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs,
+                             Precision precision = Precision::kF32);
+
+// What a collective kernel sees when the graph runs on a mesh: the values of
+// its input on every rank, and where this rank sits.
+struct MeshEvalContext {
+  const DeviceMesh* mesh = nullptr;
+  int64_t rank = 0;
+  // peer_inputs[r] = the collective's input tensor on rank r (type-erased: a
+  // pointer to RefTensor<T> of the interpreter's T).
+  std::vector<const void*> peer_inputs;
+};
+
+}  // namespace tessera

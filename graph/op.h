@@ -1,0 +1,114 @@
+// Op kinds and their definitions. ops.def lists every kind once; op_def(kind)
+// gives the one record that holds everything about a kind: attribute schema,
+// arity, shape inference, reference kernels, linearity and sharding rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/attrs.h"
+#include "graph/tensor.h"
+#include "graph/zp.h"
+
+namespace tessera {
+
+enum class OpKind : uint16_t {
+#define TESSERA_OP(name, family) k##name,
+#include "graph/ops.def"
+#undef TESSERA_OP
+};
+inline constexpr int kNumOpKinds = 0
+#define TESSERA_OP(name, family) +1
+#include "graph/ops.def"
+#undef TESSERA_OP
+    ;
+
+// The op's name as in ONNX ("Conv"); collectives use their IR names.
+const char* op_name(OpKind kind);
+std::optional<OpKind> op_from_name(std::string_view name);
+
+struct Node;
+class Graph;
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // nullopt: required
+};
+
+// What shape inference sees: the node, its input types, and the data of the
+// inputs that are constants (nullptr otherwise), for the few ops whose output
+// shape depends on values (Range, ConstantOfShape).
+struct InferContext {
+  const Node& node;
+  std::vector<TensorType> inputs;  // omitted optional inputs have rank -1 (see has_input)
+  std::vector<const Tensor*> constants;
+  std::vector<bool> present;
+
+  bool has_input(size_t i) const { return i < present.size() && present[i]; }
+};
+using InferFn = std::vector<TensorType> (*)(const InferContext&);
+
+// A tensor as the reference interpreter holds it: floating dtypes in the
+// number type T, integer and bool dtypes as int64 (indices, masks, shapes).
+template <class T>
+struct RefTensor {
+  TensorType type;
+  std::vector<T> num;
+  std::vector<int64_t> ints;
+
+  bool is_num() const { return is_float(type.dtype); }
+  int64_t numel() const { return type.numel(); }
+};
+
+// Device-mesh context for collectives: all ranks' copies of the inputs.
+struct MeshEvalContext;
+
+template <class T>
+struct EvalArgs {
+  const Node& node;
+  std::vector<const RefTensor<T>*> inputs;  // nullptr for omitted optional inputs
+  std::vector<RefTensor<T>>* outputs;       // pre-sized; types already set by shape inference
+  const MeshEvalContext* mesh = nullptr;    // set only when evaluating on a mesh
+};
+template <class T>
+using EvalFn = void (*)(const EvalArgs<T>&);
+
+// Which inputs the op is linear in, and how. `separately`: linear in each
+// listed input with the others fixed (MatMul, Conv without bias, Mul);
+// otherwise linear in the listed inputs jointly (Add, Concat, Transpose).
+struct Linearity {
+  uint32_t inputs_mask = 0;
+  bool separately = false;
+
+  bool linear_in(int i) const { return (inputs_mask >> i) & 1u; }
+  bool any() const { return inputs_mask != 0; }
+};
+
+struct OpDef {
+  OpKind kind;
+  int min_inputs = 1;
+  int max_inputs = 1;   // -1: variadic
+  int min_outputs = 1;
+  int max_outputs = 1;  // -1: variadic (Split)
+  std::vector<AttrSpec> attrs;
+  InferFn infer = nullptr;
+  EvalFn<float> eval_f32 = nullptr;
+  EvalFn<double> eval_f64 = nullptr;
+  EvalFn<Zp> eval_zp = nullptr;
+  // Linearity given the node (Pad is linear only with value 0, Conv only
+  // without bias): a function so that attributes can decide.
+  Linearity (*linearity)(const Node&) = nullptr;
+  bool elementwise = false;  // output[i] depends only on inputs at i (after broadcast)
+};
+
+const OpDef& op_def(OpKind kind);
+
+// Checks `attrs` against the kind's schema: unknown names and wrong types are
+// errors, missing optional attributes get their defaults.
+void validate_attrs(OpKind kind, Attrs& attrs);
+
+}  // namespace tessera

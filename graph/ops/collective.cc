@@ -1,0 +1,206 @@
+// Collective ops over a device mesh. In a per-rank program each is an ordinary
+// op whose reference semantics read the same input on every rank of its group
+// (the ranks that differ only along `mesh_axis`).
+//
+//   AllReduce(x)            = sum over the group of x
+//   AllGather(x, axis)      = concat over the group of x along axis
+//   ReduceScatter(x, axis)  = this rank's 1/n slice along axis of AllReduce(x)
+//   AllToAll(x, split, cat) = split x into n chunks along `split_axis`, send
+//                             chunk j to rank j, concat received along `concat_axis`
+//
+// Shape inference needs the group size, which is a property of the mesh, not
+// the graph; the node carries it as `group_size`.
+#include "graph/interpreter.h"
+#include "graph/ops/op_util.h"
+#include "graph/ops/registry.h"
+
+namespace tessera {
+namespace {
+
+using ops::normalize_axis;
+
+std::vector<TensorType> infer_all_reduce(const InferContext& c) { return {c.inputs[0]}; }
+
+std::vector<TensorType> infer_all_gather(const InferContext& c) {
+  TensorType t = c.inputs[0];
+  int64_t axis = normalize_axis(c.node.attrs.i("axis"), t.rank());
+  t.shape[axis] *= c.node.attrs.i("group_size");
+  return {t};
+}
+
+std::vector<TensorType> infer_reduce_scatter(const InferContext& c) {
+  TensorType t = c.inputs[0];
+  int64_t axis = normalize_axis(c.node.attrs.i("axis"), t.rank());
+  int64_t n = c.node.attrs.i("group_size");
+  if (t.shape[axis] % n != 0)
+    TESSERA_SHAPE_ERROR("dim " << axis << " of " << type_str(t) << " is not divisible by group size " << n);
+  t.shape[axis] /= n;
+  return {t};
+}
+
+std::vector<TensorType> infer_all_to_all(const InferContext& c) {
+  TensorType t = c.inputs[0];
+  int64_t split = normalize_axis(c.node.attrs.i("split_axis"), t.rank());
+  int64_t cat = normalize_axis(c.node.attrs.i("concat_axis"), t.rank());
+  int64_t n = c.node.attrs.i("group_size");
+  if (t.shape[split] % n != 0)
+    TESSERA_SHAPE_ERROR("dim " << split << " of " << type_str(t) << " is not divisible by group size " << n);
+  t.shape[split] /= n;
+  t.shape[cat] *= n;
+  return {t};
+}
+
+template <class T>
+struct Group {
+  std::vector<const RefTensor<T>*> members;  // ordered by coordinate on the axis
+  int64_t my_index = 0;
+};
+
+template <class T>
+Group<T> group_of(const EvalArgs<T>& a) {
+  TESSERA_CHECK(a.mesh != nullptr, "collective evaluated without a mesh");
+  const DeviceMesh& mesh = *a.mesh->mesh;
+  int axis = mesh.axis_index(a.node.attrs.s("mesh_axis"));
+  Group<T> g;
+  std::vector<int64_t> ranks = mesh.group(a.mesh->rank, axis);
+  if (static_cast<int64_t>(ranks.size()) != a.node.attrs.i("group_size"))
+    TESSERA_THROW(ErrorKind::kInvalidGraph, "group_size " << a.node.attrs.i("group_size") << " does not match mesh axis '"
+                                                          << a.node.attrs.s("mesh_axis") << "' of size " << ranks.size());
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    g.members.push_back(static_cast<const RefTensor<T>*>(a.mesh->peer_inputs[ranks[k]]));
+    if (ranks[k] == a.mesh->rank) g.my_index = static_cast<int64_t>(k);
+  }
+  return g;
+}
+
+// Element access that works for both number and integer tensors.
+template <class T, class F>
+void for_storage(RefTensor<T>& out, F&& f) {
+  if (out.is_num()) f(out.num, [](const RefTensor<T>& t) -> const std::vector<T>& { return t.num; });
+  else f(out.ints, [](const RefTensor<T>& t) -> const std::vector<int64_t>& { return t.ints; });
+}
+
+template <class T>
+RefTensor<T> sum_of(const Group<T>& g) {
+  RefTensor<T> s = *g.members[0];
+  for (size_t k = 1; k < g.members.size(); ++k) {
+    if (s.is_num())
+      for (size_t i = 0; i < s.num.size(); ++i) s.num[i] = s.num[i] + g.members[k]->num[i];
+    else
+      for (size_t i = 0; i < s.ints.size(); ++i) s.ints[i] += g.members[k]->ints[i];
+  }
+  return s;
+}
+
+// Copies block `k` of `n` along `axis` between tensors: to=true writes src into
+// that block of dst, to=false reads that block of src into dst.
+template <class V>
+void copy_block(const V& src, const Shape& src_shape, V& dst, const Shape& dst_shape, int64_t axis, int64_t k,
+                bool into_dst_block) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= src_shape[d];
+  for (size_t d = axis + 1; d < src_shape.size(); ++d) inner *= src_shape[d];
+  int64_t small = into_dst_block ? src_shape[axis] : dst_shape[axis];
+  int64_t big = into_dst_block ? dst_shape[axis] : src_shape[axis];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < small; ++a)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t small_idx = (o * small + a) * inner + i;
+        int64_t big_idx = (o * big + k * small + a) * inner + i;
+        if (into_dst_block) dst[big_idx] = src[small_idx];
+        else dst[small_idx] = src[big_idx];
+      }
+}
+
+template <class T>
+void eval_all_reduce(const EvalArgs<T>& a) {
+  (*a.outputs)[0] = sum_of(group_of(a));
+  (*a.outputs)[0].type = a.inputs[0]->type;
+}
+
+template <class T>
+void eval_all_gather(const EvalArgs<T>& a) {
+  Group<T> g = group_of(a);
+  RefTensor<T>& out = (*a.outputs)[0];
+  ops::alloc(out);
+  int64_t axis = normalize_axis(a.node.attrs.i("axis"), out.type.rank());
+  for_storage(out, [&](auto& dst, auto get) {
+    for (size_t k = 0; k < g.members.size(); ++k)
+      copy_block(get(*g.members[k]), g.members[k]->type.shape, dst, out.type.shape, axis, static_cast<int64_t>(k), true);
+  });
+}
+
+template <class T>
+void eval_reduce_scatter(const EvalArgs<T>& a) {
+  Group<T> g = group_of(a);
+  RefTensor<T> total = sum_of(g);
+  RefTensor<T>& out = (*a.outputs)[0];
+  ops::alloc(out);
+  int64_t axis = normalize_axis(a.node.attrs.i("axis"), out.type.rank());
+  for_storage(out, [&](auto& dst, auto get) {
+    copy_block(get(total), total.type.shape, dst, out.type.shape, axis, g.my_index, false);
+  });
+}
+
+template <class T>
+void eval_all_to_all(const EvalArgs<T>& a) {
+  Group<T> g = group_of(a);
+  RefTensor<T>& out = (*a.outputs)[0];
+  ops::alloc(out);
+  int64_t rank = out.type.rank();
+  int64_t split = normalize_axis(a.node.attrs.i("split_axis"), rank);
+  int64_t cat = normalize_axis(a.node.attrs.i("concat_axis"), rank);
+  int64_t n = static_cast<int64_t>(g.members.size());
+  for (int64_t k = 0; k < n; ++k) {
+    // Chunk my_index of member k's input, placed as block k along `cat`.
+    const RefTensor<T>& src = *g.members[k];
+    RefTensor<T> chunk;
+    chunk.type = src.type;
+    chunk.type.shape[split] /= n;
+    ops::alloc(chunk);
+    for_storage(chunk, [&](auto& dst, auto get) {
+      copy_block(get(src), src.type.shape, dst, chunk.type.shape, split, g.my_index, false);
+    });
+    for_storage(out, [&](auto& dst, auto get) {
+      copy_block(get(chunk), chunk.type.shape, dst, out.type.shape, cat, k, true);
+    });
+  }
+}
+
+Linearity linear_in_input0(const Node&) { return {1u, false}; }
+
+AttrSpec mesh_axis_attr() { return {"mesh_axis", AttrType::kString, std::nullopt}; }
+AttrSpec group_size_attr() { return {"group_size", AttrType::kInt, std::nullopt}; }
+
+}  // namespace
+
+void register_collective_ops(std::vector<OpDef>& defs) {
+  auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
+
+  OpDef& ar = def(OpKind::kAllReduce);
+  ar.attrs = {mesh_axis_attr(), group_size_attr()};
+  ar.infer = infer_all_reduce;
+  TESSERA_SET_KERNELS(ar, eval_all_reduce);
+  ar.linearity = linear_in_input0;
+
+  OpDef& ag = def(OpKind::kAllGather);
+  ag.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
+  ag.infer = infer_all_gather;
+  TESSERA_SET_KERNELS(ag, eval_all_gather);
+  ag.linearity = linear_in_input0;
+
+  OpDef& rs = def(OpKind::kReduceScatter);
+  rs.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
+  rs.infer = infer_reduce_scatter;
+  TESSERA_SET_KERNELS(rs, eval_reduce_scatter);
+  rs.linearity = linear_in_input0;
+
+  OpDef& aa = def(OpKind::kAllToAll);
+  aa.attrs = {mesh_axis_attr(), group_size_attr(), {"split_axis", AttrType::kInt, std::nullopt},
+              {"concat_axis", AttrType::kInt, std::nullopt}};
+  aa.infer = infer_all_to_all;
+  TESSERA_SET_KERNELS(aa, eval_all_to_all);
+  aa.linearity = linear_in_input0;
+}
+
+}  // namespace tessera

@@ -1,0 +1,207 @@
+#include "graph/tensor.h"
+
+#include <cstring>
+#include <new>
+
+#include "graph/error.h"
+
+namespace tessera {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) TESSERA_THROW(ErrorKind::kInvalidGraph, "negative dimension in shape " << shape_str(shape));
+    if (d != 0 && n > INT64_MAX / d)
+      TESSERA_THROW(ErrorKind::kResource, "shape " << shape_str(shape) << " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += "x";
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+std::vector<int64_t> shape_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::string type_str(const TensorType& type) {
+  std::string s = dtype_name(type.dtype);
+  s += "[";
+  for (size_t i = 0; i < type.shape.size(); ++i) {
+    if (i) s += "x";
+    s += std::to_string(type.shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+std::shared_ptr<std::vector<uint8_t>> allocate(const TensorType& type) {
+  int64_t n = type.numel();
+  int64_t size = static_cast<int64_t>(dtype_size(type.dtype));
+  if (n > kMaxTensorBytes / size)
+    TESSERA_THROW(ErrorKind::kResource, "tensor " << type_str(type) << " is too large to allocate");
+  try {
+    return std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * size));
+  } catch (const std::bad_alloc&) {
+    TESSERA_THROW(ErrorKind::kResource, "out of memory allocating tensor " << type_str(type));
+  }
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : type_{dtype, std::move(shape)} {
+  data_ = allocate(type_);
+}
+
+Tensor Tensor::from_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  if (static_cast<int64_t>(bytes.size()) != t.nbytes())
+    TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor " << type_str(t.type_) << " needs " << t.nbytes()
+                                                      << " bytes of data but has " << bytes.size());
+  t.data_ = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  return t;
+}
+
+Tensor Tensor::from_doubles(DType dtype, Shape shape, const std::vector<double>& values) {
+  Tensor t(dtype, std::move(shape));
+  TESSERA_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count " << values.size());
+  for (size_t i = 0; i < values.size(); ++i) t.set_double(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+Tensor Tensor::from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values) {
+  Tensor t(dtype, std::move(shape));
+  TESSERA_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count " << values.size());
+  for (size_t i = 0; i < values.size(); ++i) t.set_int(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+uint8_t* Tensor::mutable_data() {
+  if (!data_) return nullptr;
+  if (data_.use_count() > 1) data_ = std::make_shared<std::vector<uint8_t>>(*data_);
+  return data_->data();
+}
+
+template <class T>
+static T load(const uint8_t* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+template <class T>
+static void store(uint8_t* p, int64_t i, T v) {
+  std::memcpy(p + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
+double Tensor::get_double(int64_t i) const {
+  const uint8_t* p = data();
+  switch (dtype()) {
+    case DType::kF32: return load<float>(p, i);
+    case DType::kF16: return half_to_float(load<uint16_t>(p, i));
+    case DType::kBF16: return bf16_to_float(load<uint16_t>(p, i));
+    case DType::kF64: return load<double>(p, i);
+    case DType::kI64: return static_cast<double>(load<int64_t>(p, i));
+    case DType::kI32: return load<int32_t>(p, i);
+    case DType::kI8: return load<int8_t>(p, i);
+    case DType::kU8: return load<uint8_t>(p, i);
+    case DType::kBool: return load<uint8_t>(p, i) ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+int64_t Tensor::get_int(int64_t i) const {
+  const uint8_t* p = data();
+  switch (dtype()) {
+    case DType::kI64: return load<int64_t>(p, i);
+    case DType::kI32: return load<int32_t>(p, i);
+    case DType::kI8: return load<int8_t>(p, i);
+    case DType::kU8: return load<uint8_t>(p, i);
+    case DType::kBool: return load<uint8_t>(p, i) ? 1 : 0;
+    default: return static_cast<int64_t>(get_double(i));
+  }
+}
+
+void Tensor::set_double(int64_t i, double v) {
+  uint8_t* p = mutable_data();
+  switch (dtype()) {
+    case DType::kF32: store<float>(p, i, static_cast<float>(v)); break;
+    case DType::kF16: store<uint16_t>(p, i, float_to_half(static_cast<float>(v))); break;
+    case DType::kBF16: store<uint16_t>(p, i, float_to_bf16(static_cast<float>(v))); break;
+    case DType::kF64: store<double>(p, i, v); break;
+    case DType::kBool: store<uint8_t>(p, i, v != 0.0); break;
+    default: set_int(i, static_cast<int64_t>(v)); break;
+  }
+}
+
+void Tensor::set_int(int64_t i, int64_t v) {
+  uint8_t* p = mutable_data();
+  switch (dtype()) {
+    case DType::kI64: store<int64_t>(p, i, v); break;
+    case DType::kI32: store<int32_t>(p, i, static_cast<int32_t>(v)); break;
+    case DType::kI8: store<int8_t>(p, i, static_cast<int8_t>(v)); break;
+    case DType::kU8: store<uint8_t>(p, i, static_cast<uint8_t>(v)); break;
+    case DType::kBool: store<uint8_t>(p, i, v != 0); break;
+    default: set_double(i, static_cast<double>(v)); break;
+  }
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  std::vector<double> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[i] = get_double(i);
+  return out;
+}
+
+std::vector<int64_t> Tensor::to_ints() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[i] = get_int(i);
+  return out;
+}
+
+Tensor Tensor::cast(DType to) const {
+  if (to == dtype()) return *this;
+  Tensor out(to, shape());
+  bool int_path = is_integer(dtype()) && is_integer(to);
+  for (int64_t i = 0; i < numel(); ++i) {
+    if (int_path) out.set_int(i, get_int(i));
+    else out.set_double(i, get_double(i));
+  }
+  return out;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  TESSERA_CHECK(shape_numel(shape) == numel(), "reshape " << shape_str(this->shape()) << " to " << shape_str(shape));
+  Tensor t = *this;
+  t.type_.shape = std::move(shape);
+  return t;
+}
+
+bool Tensor::identical(const Tensor& other) const {
+  if (type_ != other.type_) return false;
+  if (data_ == other.data_) return true;
+  if (!data_ || !other.data_) return false;
+  return *data_ == *other.data_;
+}
+
+uint64_t Tensor::hash() const {
+  // FNV-1a over type and bytes.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(dtype()));
+  for (int64_t d : shape()) mix(static_cast<uint64_t>(d));
+  if (data_)
+    for (uint8_t b : *data_) mix(b);
+  return h;
+}
+
+}  // namespace tessera

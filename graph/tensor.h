@@ -1,0 +1,89 @@
+// Tensor types (dtype + static shape) and tensors with data. Data is shared
+// between copies and copied on first write.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+
+namespace tessera {
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims; 1 for a scalar. Throws Error(kResource) on overflow.
+int64_t shape_numel(const Shape& shape);
+// "1x3x224x224"; "scalar" for rank 0.
+std::string shape_str(const Shape& shape);
+// Row-major strides of `shape`.
+std::vector<int64_t> shape_strides(const Shape& shape);
+
+struct TensorType {
+  DType dtype = DType::kF32;
+  Shape shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const { return shape_numel(shape); }
+  int64_t nbytes() const { return numel() * static_cast<int64_t>(dtype_size(dtype)); }
+  bool operator==(const TensorType&) const = default;
+};
+
+// "f32[1x3x224x224]"
+std::string type_str(const TensorType& type);
+
+// Largest tensor Tessera allocates (bytes); larger requests raise kResource.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor.
+  Tensor(DType dtype, Shape shape);
+  // Takes ownership of raw little-endian bytes; size must match the type.
+  static Tensor from_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes);
+  // Converts each value to `dtype` (rounding for f16/bf16, truncation for ints).
+  static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
+  static Tensor from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values);
+  static Tensor scalar_f32(float v) { return from_doubles(DType::kF32, {}, {v}); }
+  static Tensor vector_i64(const std::vector<int64_t>& v) {
+    return from_ints(DType::kI64, {static_cast<int64_t>(v.size())}, v);
+  }
+
+  const TensorType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int64_t rank() const { return type_.rank(); }
+  int64_t numel() const { return type_.numel(); }
+  int64_t nbytes() const { return type_.nbytes(); }
+  bool defined() const { return data_ != nullptr; }
+
+  const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
+  uint8_t* mutable_data();  // copies shared data first
+  template <class T>
+  const T* data_as() const { return reinterpret_cast<const T*>(data()); }
+  template <class T>
+  T* mutable_data_as() { return reinterpret_cast<T*>(mutable_data()); }
+
+  // Element access with conversion; index is the flat row-major offset.
+  double get_double(int64_t i) const;
+  int64_t get_int(int64_t i) const;
+  void set_double(int64_t i, double v);
+  void set_int(int64_t i, int64_t v);
+  std::vector<double> to_doubles() const;
+  std::vector<int64_t> to_ints() const;
+
+  Tensor cast(DType dtype) const;
+  Tensor reshaped(Shape shape) const;  // same data, new shape of equal numel
+
+  // Bitwise equality of type and data.
+  bool identical(const Tensor& other) const;
+  uint64_t hash() const;
+
+ private:
+  TensorType type_;
+  std::shared_ptr<std::vector<uint8_t>> data_;
+};
+
+}  // namespace tessera
