@@ -1,0 +1,24 @@
+// Graph -> ONNX: a ModelProto that onnx.checker accepts and ONNX Runtime runs.
+#pragma once
+
+#include <string>
+
+#include "graph/graph.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace tessera {
+
+struct ExportOptions {
+  int64_t opset = 17;  // default domain opset of the written model
+  std::string producer_name = "tessera";
+};
+
+onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options = {});
+// Writes atomically (temporary file in the same folder, then rename), so a
+// failure leaves nothing half-written. Throws Error(kIo).
+void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions& options = {});
+
+}  // namespace tessera

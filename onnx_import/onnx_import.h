@@ -1,0 +1,36 @@
+// ONNX -> Graph. Reads a ModelProto with the ONNX protobuf classes and builds a
+// statically shaped Graph: dynamic dims fixed from the model or the user's
+// --input-shape, shape arithmetic folded, Identity/Dropout dropped, ONNX's
+// opset-dependent input forms turned into the IR's attributes.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace tessera {
+
+struct ImportOptions {
+  // Fixes the shape of graph inputs by name (--input-shape name=1x3x224x224).
+  std::map<std::string, Shape> input_shapes;
+  // Value for dynamic dims the model leaves unnamed and the user did not fix;
+  // -1 means "no default: report an error".
+  int64_t default_dim = -1;
+};
+
+// Parses "name=1x3x224x224" into options.input_shapes; throws Error(kUsage).
+void parse_input_shape_flag(const std::string& flag, ImportOptions& options);
+
+// Reads and imports a model file. Errors are Error with the file, node and op.
+Graph import_onnx_file(const std::string& path, const ImportOptions& options = {});
+// Imports an already-parsed model; `model_dir` resolves external data and
+// `display_name` names the model in errors.
+Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& options,
+                        const std::string& model_dir, const std::string& display_name);
+
+}  // namespace tessera
