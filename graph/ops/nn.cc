@@ -1,5 +1,233 @@
-// Placeholder: being written.
+// Linear algebra and global pooling: MatMul, Gemm, GlobalAveragePool,
+// GlobalMaxPool. The windowed ops (Conv, ConvTranspose, MaxPool, AveragePool)
+// live in conv.cc and register through register_conv_ops.
+//
+//   MatMul(A, B)     numpy matmul: 1-D operands are promoted (A to 1xK, B to
+//                    Kx1) and the promoted dim removed again; batch dims broadcast
+//   Gemm(A, B, [C])  alpha * op(A) op(B) + beta * C, op = transpose if transX,
+//                    C broadcast (unidirectionally) to [M, N]
+//   Global*Pool(X)   [N, C, d...] -> [N, C, 1...], mean or max over d...
+#include "graph/interpreter.h"
+#include "graph/number.h"
+#include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
+
 namespace tessera {
-void register_nn_ops(std::vector<OpDef>&) {}
+
+// Defined in conv.cc: the windowed half of the nn family.
+void register_conv_ops(std::vector<OpDef>& defs);
+
+namespace {
+
+// MatMul operands after 1-D promotion: out = batch + [m] + [n], minus the
+// promoted dims.
+struct MatMulGeometry {
+  Shape a_batch, b_batch, batch, out;
+  int64_t m = 0, k = 0, n = 0;
+};
+
+MatMulGeometry matmul_geometry(const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty())
+    TESSERA_SHAPE_ERROR("MatMul inputs must have rank >= 1, got " << shape_str(a) << " and " << shape_str(b));
+  Shape pa = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape pb = b.size() == 1 ? Shape{b[0], 1} : b;
+  MatMulGeometry g;
+  g.m = pa[pa.size() - 2];
+  g.k = pa.back();
+  g.n = pb.back();
+  int64_t kb = pb[pb.size() - 2];
+  if (g.k != kb)
+    TESSERA_SHAPE_ERROR("MatMul inner dimensions differ: A " << shape_str(a) << " has K=" << g.k << ", B "
+                                                               << shape_str(b) << " has K=" << kb);
+  g.a_batch.assign(pa.begin(), pa.end() - 2);
+  g.b_batch.assign(pb.begin(), pb.end() - 2);
+  try {
+    g.batch = ops::broadcast_shapes(g.a_batch, g.b_batch);
+  } catch (const Error&) {
+    TESSERA_SHAPE_ERROR("MatMul batch dimensions of " << shape_str(a) << " and " << shape_str(b)
+                                                      << " do not broadcast");
+  }
+  g.out = g.batch;
+  if (a.size() > 1) g.out.push_back(g.m);
+  if (b.size() > 1) g.out.push_back(g.n);
+  return g;
+}
+
+std::vector<TensorType> infer_matmul(const InferContext& c) {
+  const TensorType &a = c.inputs[0], &b = c.inputs[1];
+  if (a.dtype != b.dtype)
+    TESSERA_SHAPE_ERROR("MatMul inputs have different dtypes: " << type_str(a) << " and " << type_str(b));
+  if (a.dtype == DType::kBool) TESSERA_SHAPE_ERROR("MatMul does not take bool inputs");
+  return ops::one(a.dtype, matmul_geometry(a.shape, b.shape).out);
+}
+
+// C[m, n] += A[m, k] * B[k, n] for one batch entry; V is T or int64_t.
+template <class V>
+void matmul_block(const V* a, const V* b, V* out, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      V acc{};
+      for (int64_t p = 0; p < k; ++p) acc = acc + a[i * k + p] * b[p * n + j];
+      out[i * n + j] = acc;
+    }
+}
+
+template <class T>
+void eval_matmul(const EvalArgs<T>& args) {
+  const RefTensor<T>& a = *args.inputs[0];
+  const RefTensor<T>& b = *args.inputs[1];
+  RefTensor<T>& out = (*args.outputs)[0];
+  ops::alloc(out);
+  MatMulGeometry g = matmul_geometry(a.type.shape, b.type.shape);
+  std::vector<int64_t> a_map = ops::broadcast_index_map(g.a_batch, g.batch);
+  std::vector<int64_t> b_map = ops::broadcast_index_map(g.b_batch, g.batch);
+  int64_t a_step = g.m * g.k, b_step = g.k * g.n, o_step = g.m * g.n;
+  for (size_t i = 0; i < a_map.size(); ++i) {
+    int64_t ao = a_map[i] * a_step, bo = b_map[i] * b_step, oo = static_cast<int64_t>(i) * o_step;
+    if (out.is_num())
+      matmul_block(a.num.data() + ao, b.num.data() + bo, out.num.data() + oo, g.m, g.k, g.n);
+    else
+      matmul_block(a.ints.data() + ao, b.ints.data() + bo, out.ints.data() + oo, g.m, g.k, g.n);
+  }
+}
+
+void require_float(const TensorType& t, const char* what) {
+  if (!is_float(t.dtype)) TESSERA_SHAPE_ERROR(what << " must have a floating dtype, got " << type_str(t));
+}
+
+std::vector<TensorType> infer_gemm(const InferContext& c) {
+  const TensorType &a = c.inputs[0], &b = c.inputs[1];
+  require_float(a, "Gemm input A");
+  if (a.dtype != b.dtype)
+    TESSERA_SHAPE_ERROR("Gemm inputs have different dtypes: " << type_str(a) << " and " << type_str(b));
+  if (a.rank() != 2 || b.rank() != 2)
+    TESSERA_SHAPE_ERROR("Gemm A and B must be 2-D, got " << shape_str(a.shape) << " and " << shape_str(b.shape));
+  bool ta = c.node.attrs.i("transA") != 0, tb = c.node.attrs.i("transB") != 0;
+  int64_t m = ta ? a.shape[1] : a.shape[0], ka = ta ? a.shape[0] : a.shape[1];
+  int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
+  if (ka != kb)
+    TESSERA_SHAPE_ERROR("Gemm inner dimensions differ: op(A) is " << m << "x" << ka << ", op(B) is " << kb << "x"
+                                                                    << n);
+  Shape out{m, n};
+  if (c.has_input(2)) {
+    const TensorType& ct = c.inputs[2];
+    if (ct.dtype != a.dtype) TESSERA_SHAPE_ERROR("Gemm C has dtype " << dtype_name(ct.dtype) << ", expected "
+                                                                     << dtype_name(a.dtype));
+    bool ok = ct.rank() <= 2;
+    for (int64_t d = 0; ok && d < ct.rank(); ++d) {
+      int64_t want = out[2 - ct.rank() + d];
+      ok = ct.shape[d] == want || ct.shape[d] == 1;
+    }
+    if (!ok) TESSERA_SHAPE_ERROR("Gemm C of shape " << shape_str(ct.shape) << " does not broadcast to "
+                                                    << shape_str(out));
+  }
+  return ops::one(a.dtype, out);
+}
+
+template <class T>
+void eval_gemm(const EvalArgs<T>& args) {
+  const RefTensor<T>& a = *args.inputs[0];
+  const RefTensor<T>& b = *args.inputs[1];
+  const RefTensor<T>* c = args.inputs.size() > 2 ? args.inputs[2] : nullptr;
+  RefTensor<T>& out = (*args.outputs)[0];
+  ops::alloc(out);
+  bool ta = args.node.attrs.i("transA") != 0, tb = args.node.attrs.i("transB") != 0;
+  T alpha = num_from_double<T>(args.node.attrs.f("alpha"));
+  T beta = num_from_double<T>(args.node.attrs.f("beta"));
+  int64_t m = out.type.shape[0], n = out.type.shape[1];
+  int64_t k = ta ? a.type.shape[0] : a.type.shape[1];
+  auto at = [&](int64_t i, int64_t p) { return ta ? a.num[p * m + i] : a.num[i * k + p]; };
+  auto bt = [&](int64_t p, int64_t j) { return tb ? b.num[j * k + p] : b.num[p * n + j]; };
+  std::vector<int64_t> c_map;
+  if (c) c_map = ops::broadcast_index_map(c->type.shape, out.type.shape);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T acc{};
+      for (int64_t p = 0; p < k; ++p) acc = acc + at(i, p) * bt(p, j);
+      T y = alpha * acc;
+      if (c) y = y + beta * c->num[c_map[i * n + j]];
+      out.num[i * n + j] = y;
+    }
+}
+
+std::vector<TensorType> infer_global_pool(const InferContext& c) {
+  const TensorType& x = c.inputs[0];
+  require_float(x, "pooling input");
+  if (x.rank() < 3) TESSERA_SHAPE_ERROR("pooling input must be [N, C, spatial...], got " << shape_str(x.shape));
+  Shape out = x.shape;
+  for (int64_t d = 2; d < x.rank(); ++d) {
+    if (x.shape[d] == 0) TESSERA_SHAPE_ERROR("global pooling over an empty spatial dim " << d);
+    out[d] = 1;
+  }
+  return ops::one(x.dtype, out);
+}
+
+template <class T, bool kMax>
+void eval_global_pool(const EvalArgs<T>& args) {
+  const RefTensor<T>& x = *args.inputs[0];
+  RefTensor<T>& out = (*args.outputs)[0];
+  ops::alloc(out);
+  int64_t channels = x.type.shape[0] * x.type.shape[1];
+  int64_t area = channels == 0 ? 0 : x.numel() / channels;
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    const T* p = x.num.data() + ch * area;
+    T acc = p[0];
+    for (int64_t i = 1; i < area; ++i) {
+      if constexpr (kMax) {
+        if (num_less(acc, p[i])) acc = p[i];
+      } else {
+        acc = acc + p[i];
+      }
+    }
+    if constexpr (!kMax) acc = num_div(acc, num_from_int<T>(area));
+    out.num[ch] = acc;
+  }
+}
+
+template <class T>
+void eval_global_average_pool(const EvalArgs<T>& a) { eval_global_pool<T, false>(a); }
+template <class T>
+void eval_global_max_pool(const EvalArgs<T>& a) { eval_global_pool<T, true>(a); }
+
+Linearity bilinear(const Node&) { return {0b11u, true}; }
+Linearity bilinear_without_c(const Node& n) {
+  bool has_c = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  return has_c ? Linearity{} : Linearity{0b11u, true};
+}
+Linearity linear_in_input0(const Node&) { return {1u, false}; }
+
+}  // namespace
+
+void register_nn_ops(std::vector<OpDef>& defs) {
+  auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
+
+  OpDef& mm = def(OpKind::kMatMul);
+  mm.min_inputs = mm.max_inputs = 2;
+  mm.infer = infer_matmul;
+  TESSERA_SET_KERNELS(mm, eval_matmul);
+  mm.linearity = bilinear;
+
+  OpDef& gemm = def(OpKind::kGemm);
+  gemm.min_inputs = 2;
+  gemm.max_inputs = 3;
+  gemm.attrs = {{"alpha", AttrType::kFloat, AttrValue{1.0}},
+                {"beta", AttrType::kFloat, AttrValue{1.0}},
+                {"transA", AttrType::kInt, AttrValue{int64_t{0}}},
+                {"transB", AttrType::kInt, AttrValue{int64_t{0}}}};
+  gemm.infer = infer_gemm;
+  TESSERA_SET_KERNELS(gemm, eval_gemm);
+  gemm.linearity = bilinear_without_c;
+
+  OpDef& gap = def(OpKind::kGlobalAveragePool);
+  gap.infer = infer_global_pool;
+  TESSERA_SET_KERNELS(gap, eval_global_average_pool);
+  gap.linearity = linear_in_input0;
+
+  OpDef& gmp = def(OpKind::kGlobalMaxPool);
+  gmp.infer = infer_global_pool;
+  TESSERA_SET_KERNELS(gmp, eval_global_max_pool);
+
+  register_conv_ops(defs);
+}
+
 }  // namespace tessera

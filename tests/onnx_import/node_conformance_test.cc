@@ -1,1 +1,317 @@
-// Being written.
+// ONNX backend node tests run through the importer and the reference
+// interpreter. tests/data/generate_node_tests.py writes the cases (from the
+// installed onnx package) into the build folder; every case whose ops are all
+// ops Tessera claims is imported, evaluated and compared with ONNX's expected
+// outputs. A failure must be fixed or listed in kExpectedFailures with a
+// reason, and a listed case that passes fails the test so the list stays honest.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/interpreter.h"
+#include "graph/op.h"
+#include "onnx/onnx_pb.h"
+#include "onnx_import/onnx_import.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Cases that fail for a reason Tessera accepts (or that an owning engineer is
+// fixing). Each needs its reason; the test fails if one of them passes.
+const std::map<std::string, std::string>& expected_failures() {
+  static const std::map<std::string, std::string> kExpectedFailures = {
+  };
+  return kExpectedFailures;
+}
+
+// ONNX op types Tessera claims besides the IR's own kinds: the importer folds
+// Constant, drops Dropout, and chains the variadic Sum and Mean.
+const std::set<std::string> kImporterOps = {"Constant", "Dropout", "Sum", "Mean"};
+
+// Inputs that Tessera's static-shape IR needs as constants (they become
+// attributes at import). Node tests feed them as graph inputs; the harness
+// binds them to the test data as initializers, which is what a user's model
+// holds. Maps op type to the input positions.
+const std::map<std::string, std::vector<int>> kConstantOperands = {
+    {"Reshape", {1}},       {"Squeeze", {1}},       {"Unsqueeze", {1}},
+    {"Split", {1}},         {"Slice", {1, 2, 3, 4}}, {"Pad", {1, 2, 3}},
+    {"Expand", {1}},        {"Tile", {1}},          {"Trilu", {1}},
+    {"Clip", {1, 2}},       {"CumSum", {1}},        {"ConstantOfShape", {0}},
+    {"Range", {0, 1, 2}},   {"ReduceSum", {1}},     {"ReduceMean", {1}},
+    {"ReduceMax", {1}},     {"ReduceMin", {1}},     {"ReduceProd", {1}},
+    {"ReduceL2", {1}},      {"ReduceSumSquare", {1}},
+};
+
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-5;
+
+enum class Outcome { kPassed, kFailed, kSkipped };
+
+struct CaseResult {
+  Outcome outcome = Outcome::kFailed;
+  std::string message;
+};
+
+onnx::ModelProto read_model(const fs::path& path) {
+  onnx::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !model.ParseFromIstream(&in)) {
+    TESSERA_THROW(ErrorKind::kParse, "cannot parse " << path.string());
+  }
+  return model;
+}
+
+// Empty when every op is one Tessera claims; otherwise the first that is not.
+std::string unsupported_op(const onnx::ModelProto& model) {
+  for (const auto& node : model.graph().node()) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") return node.domain() + "." + node.op_type();
+    if (kImporterOps.count(node.op_type())) continue;
+    if (!op_from_name(node.op_type())) return node.op_type();
+  }
+  return "";
+}
+
+// Empty when all graph inputs and outputs have dtypes Tessera has.
+std::string unsupported_dtype(const onnx::ModelProto& model) {
+  auto check = [](const onnx::ValueInfoProto& v) -> std::string {
+    try {
+      dtype_from_onnx(v.type().tensor_type().elem_type());
+      return "";
+    } catch (const Error&) {
+      return v.name() + " has ONNX elem_type " + std::to_string(v.type().tensor_type().elem_type());
+    }
+  };
+  for (const auto& v : model.graph().input()) {
+    if (std::string why = check(v); !why.empty()) return why;
+  }
+  for (const auto& v : model.graph().output()) {
+    if (std::string why = check(v); !why.empty()) return why;
+  }
+  return "";
+}
+
+// Moves the graph inputs that feed constant operands into the initializers,
+// with the test data's values. Returns the indices of the inputs that remain.
+std::vector<int> bind_constant_operands(onnx::ModelProto& model, const fs::path& data_dir) {
+  std::set<std::string> to_bind;
+  for (const auto& node : model.graph().node()) {
+    auto it = kConstantOperands.find(node.op_type());
+    if (it == kConstantOperands.end()) continue;
+    for (int pos : it->second) {
+      if (pos < node.input_size() && !node.input(pos).empty()) to_bind.insert(node.input(pos));
+    }
+  }
+  std::vector<int> kept;
+  onnx::GraphProto* graph = model.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> remaining;
+  for (int i = 0; i < graph->input_size(); ++i) {
+    const onnx::ValueInfoProto& in = graph->input(i);
+    if (!to_bind.count(in.name())) {
+      kept.push_back(i);
+      *remaining.Add() = in;
+      continue;
+    }
+    onnx::TensorProto value;
+    fs::path file = data_dir / ("input_" + std::to_string(i) + ".pb");
+    std::ifstream f(file, std::ios::binary);
+    if (!f || !value.ParseFromIstream(&f)) {
+      TESSERA_THROW(ErrorKind::kParse, "cannot parse " << file.string());
+    }
+    value.set_name(in.name());
+    *graph->add_initializer() = value;
+  }
+  graph->mutable_input()->Swap(&remaining);
+  return kept;
+}
+
+bool uses_f64(const onnx::ModelProto& model) {
+  constexpr int kOnnxDouble = onnx::TensorProto::DOUBLE;
+  for (const auto& v : model.graph().input()) {
+    if (v.type().tensor_type().elem_type() == kOnnxDouble) return true;
+  }
+  for (const auto& v : model.graph().output()) {
+    if (v.type().tensor_type().elem_type() == kOnnxDouble) return true;
+  }
+  return false;
+}
+
+// Empty when `got` matches `want` (ONNX runner tolerances for floats, exact
+// otherwise); else what differs.
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+    return "got " + type_str(got.type()) + ", expected " + type_str(want.type());
+  }
+  if (!is_float(want.dtype())) {
+    std::vector<int64_t> g = got.to_ints(), w = want.to_ints();
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (g[i] != w[i]) {
+        return "element " + std::to_string(i) + ": got " + std::to_string(g[i]) + ", expected " +
+               std::to_string(w[i]);
+      }
+    }
+    return "";
+  }
+  std::vector<double> g = got.to_doubles(), w = want.to_doubles();
+  for (size_t i = 0; i < w.size(); ++i) {
+    bool ok = (std::isnan(w[i]) && std::isnan(g[i])) || g[i] == w[i] ||
+              std::abs(g[i] - w[i]) <= kAtol + kRtol * std::abs(w[i]);
+    if (!ok) {
+      std::ostringstream os;
+      os << "element " << i << ": got " << g[i] << ", expected " << w[i];
+      return os.str();
+    }
+  }
+  return "";
+}
+
+CaseResult run_case_in_process(const fs::path& case_dir) {
+  onnx::ModelProto model = read_model(case_dir / "model.onnx");
+  if (std::string op = unsupported_op(model); !op.empty()) {
+    return {Outcome::kSkipped, "op " + op};
+  }
+  if (std::string why = unsupported_dtype(model); !why.empty()) {
+    return {Outcome::kSkipped, why};
+  }
+  fs::path data_dir = case_dir / "test_data_set_0";
+  std::vector<int> kept = bind_constant_operands(model, data_dir);
+  Graph g = import_onnx_model(model, ImportOptions{}, case_dir.string(), case_dir.filename().string());
+
+  std::vector<Tensor> inputs;
+  for (int i : kept) inputs.push_back(read_tensor_file((data_dir / ("input_" + std::to_string(i) + ".pb")).string()));
+  std::vector<Tensor> outputs =
+      evaluate(g, inputs, uses_f64(model) ? Precision::kF64 : Precision::kF32);
+
+  int num_expected = model.graph().output_size();
+  if (static_cast<int>(outputs.size()) != num_expected) {
+    return {Outcome::kFailed, "got " + std::to_string(outputs.size()) + " outputs, expected " +
+                                  std::to_string(num_expected)};
+  }
+  for (int j = 0; j < num_expected; ++j) {
+    Tensor want = read_tensor_file((data_dir / ("output_" + std::to_string(j) + ".pb")).string());
+    if (std::string diff = compare(outputs[j], want); !diff.empty()) {
+      return {Outcome::kFailed, "output " + std::to_string(j) + ": " + diff};
+    }
+  }
+  return {Outcome::kPassed, ""};
+}
+
+// Runs one case in a child process so that a crash or a hang in one kernel is
+// reported as that case's failure instead of ending the whole run.
+CaseResult run_case(const fs::path& case_dir) {
+  int fds[2];
+  if (pipe(fds) != 0) return {Outcome::kFailed, "pipe() failed"};
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return {Outcome::kFailed, "fork() failed"};
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(60);
+    CaseResult r;
+    try {
+      r = run_case_in_process(case_dir);
+    } catch (const std::exception& e) {
+      r = {Outcome::kFailed, e.what()};
+    }
+    std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.message;
+    ssize_t ignored = write(fds[1], msg.data(), msg.size());
+    (void)ignored;
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    return {Outcome::kFailed, std::string("crashed with signal ") + strsignal(WTERMSIG(status))};
+  }
+  if (msg.empty()) return {Outcome::kFailed, "no result from the child process"};
+  CaseResult r;
+  r.outcome = static_cast<Outcome>(msg[0] - '0');
+  r.message = msg.substr(1);
+  std::replace(r.message.begin(), r.message.end(), '\n', ' ');
+  return r;
+}
+
+// Generates the data if needed; returns the folder, or empty if python3/onnx
+// is missing.
+fs::path node_test_dir() {
+  fs::path out = fs::path(TESSERA_BINARY_DIR) / "node_tests";
+  std::string cmd = "python3 '" + std::string(TESSERA_SOURCE_DIR) +
+                    "/tests/data/generate_node_tests.py' -o '" + out.string() + "'";
+  if (std::system(cmd.c_str()) != 0) return {};
+  return out;
+}
+
+TEST(NodeConformance, OnnxBackendNodeTests) {
+  fs::path dir = node_test_dir();
+  if (dir.empty()) GTEST_SKIP() << "python3 with onnx is needed to generate ONNX's node tests";
+
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  ASSERT_GT(cases.size(), 1000u) << "the node test data in " << dir << " looks incomplete";
+
+  int passed = 0, failed = 0, skipped = 0;
+  std::vector<std::string> unexpected_failures, unexpected_passes;
+  std::set<std::string> seen;
+  const auto& expected = expected_failures();
+  for (const fs::path& c : cases) {
+    std::string name = c.filename().string();
+    CaseResult r = run_case(c);
+    if (r.outcome == Outcome::kSkipped) {
+      ++skipped;
+      continue;
+    }
+    seen.insert(name);
+    bool listed = expected.count(name) > 0;
+    if (r.outcome == Outcome::kPassed) {
+      ++passed;
+      if (listed) unexpected_passes.push_back(name);
+    } else {
+      ++failed;
+      std::cout << "  FAIL " << name << ": " << r.message << "\n";
+      if (!listed) unexpected_failures.push_back(name + ": " + r.message);
+    }
+  }
+  std::cout << "node tests: " << passed << " passed, " << failed << " failed, " << skipped
+            << " skipped (unsupported ops)\n";
+
+  for (const auto& [name, reason] : expected) {
+    EXPECT_TRUE(seen.count(name)) << "expected failure " << name
+                                  << " no longer runs (missing or skipped): remove it from the list";
+  }
+  for (const std::string& f : unexpected_failures) ADD_FAILURE() << "unexpected failure " << f;
+  for (const std::string& p : unexpected_passes) {
+    ADD_FAILURE() << "expected failure " << p << " now passes: remove it from kExpectedFailures";
+  }
+}
+
+}  // namespace
+}  // namespace tessera

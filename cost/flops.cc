@@ -1,0 +1,106 @@
+#include "cost/flops.h"
+
+#include <numeric>
+
+namespace tessera {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+// Arithmetic weight of one output element for element-wise kinds: the number
+// of basic operations a straightforward kernel performs (transcendentals
+// count as one, as hardware and vector libraries issue them as one).
+int64_t elementwise_weight(OpKind k) {
+  switch (k) {
+    case OpKind::kIdentity:
+    case OpKind::kCast:
+      return 0;
+    case OpKind::kGelu:
+    case OpKind::kHardSwish:
+    case OpKind::kSoftplus:
+    case OpKind::kElu:
+      return 4;
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kClip:
+    case OpKind::kLeakyRelu:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+int64_t node_flops(const Graph& g, const Node& n) {
+  const OpDef& def = op_def(n.kind);
+  auto in = [&](size_t i) -> const TensorType& { return g.type(n.inputs[i]); };
+  const TensorType& out = g.type(n.outputs[0]);
+  bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  switch (n.kind) {
+    case OpKind::kMatMul: {
+      const Shape& a = in(0).shape;
+      int64_t k = a.empty() ? 1 : a.back();
+      return 2 * out.numel() * k;
+    }
+    case OpKind::kGemm: {
+      const Shape& a = in(0).shape;
+      int64_t k = n.attrs.i("transA") ? a[0] : a[1];
+      return 2 * out.numel() * k + (has_bias ? out.numel() : 0);
+    }
+    case OpKind::kConv: {
+      // Each output element is a dot product over (C_in / group) * prod(kernel).
+      const Shape& w = in(1).shape;
+      return 2 * out.numel() * product(w, 1) + (has_bias ? out.numel() : 0);
+    }
+    case OpKind::kConvTranspose: {
+      // Each input element scatters into (C_out / group) * prod(kernel) outputs.
+      const Shape& w = in(1).shape;
+      return 2 * in(0).numel() * product(w, 1) + (has_bias ? out.numel() : 0);
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool:
+      return out.numel() * product(n.attrs.ints("kernel_shape"));
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool:
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceProd:
+    case OpKind::kArgMax:
+    case OpKind::kArgMin:
+    case OpKind::kCumSum:
+      return in(0).numel();
+    case OpKind::kReduceL2:
+    case OpKind::kReduceSumSquare:
+      return 2 * in(0).numel();
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+      return 5 * in(0).numel();  // max, subtract, exp, sum, divide
+    case OpKind::kLayerNormalization:
+      return 8 * in(0).numel();  // mean, centre, square, sum, rsqrt, scale, shift
+    case OpKind::kBatchNormalization:
+      return 2 * in(0).numel();  // folded into one multiply-add per element
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter:
+      return in(0).numel();
+    default:
+      break;
+  }
+  if (def.elementwise) return out.numel() * elementwise_weight(n.kind);
+  return 0;  // data movement
+}
+
+int64_t graph_flops(const Graph& g) {
+  int64_t total = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) total += node_flops(g, g.node(n));
+  return total;
+}
+
+}  // namespace tessera

@@ -1,0 +1,410 @@
+// Windowed ops of the nn family (ONNX NCHW layout, 1 to 3 spatial dims):
+//
+//   Conv(X[N,C,d..], W[M,C/group,k..], [B[M]])
+//       out = (d + pad_begin + pad_end - dilation*(k-1) - 1) / stride + 1
+//   ConvTranspose(X[N,C,d..], W[C,M/group,k..], [B[M]])
+//       out = (d-1)*stride - pad_begin - pad_end + dilation*(k-1) + output_padding + 1
+//   MaxPool / AveragePool(X) with ceil_mode; a ceil-mode window that would
+//       start past the input and its left padding is dropped (ONNX's rule).
+//
+// Kernels lift every op to 3 spatial dims (missing leading dims have size 1,
+// kernel 1, stride 1, no padding), so one naive loop nest serves 1-D to 3-D.
+#include "graph/interpreter.h"
+#include "graph/number.h"
+#include "graph/ops/op_util.h"
+#include "graph/ops/registry.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kMaxSpatial = 3;
+
+// Window attributes, checked against the spatial rank. pads: begins then ends.
+struct Window {
+  int64_t spatial = 0;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+};
+
+const std::vector<int64_t>& spatial_attr(const Node& node, const char* name, int64_t want) {
+  const std::vector<int64_t>& v = node.attrs.ints(name);
+  if (static_cast<int64_t>(v.size()) != want)
+    TESSERA_SHAPE_ERROR("attribute '" << name << "' has " << v.size() << " values, expected " << want);
+  return v;
+}
+
+void require_at_least(const std::vector<int64_t>& v, const char* name, int64_t lo) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < lo) TESSERA_SHAPE_ERROR("attribute '" << name << "'[" << i << "] is " << v[i] << ", must be >= " << lo);
+}
+
+Window read_window(const Node& node, int64_t spatial) {
+  Window w;
+  w.spatial = spatial;
+  w.kernel = spatial_attr(node, "kernel_shape", spatial);
+  w.strides = spatial_attr(node, "strides", spatial);
+  w.pads = spatial_attr(node, "pads", 2 * spatial);
+  w.dilations = spatial_attr(node, "dilations", spatial);
+  require_at_least(w.kernel, "kernel_shape", 1);
+  require_at_least(w.strides, "strides", 1);
+  require_at_least(w.pads, "pads", 0);
+  require_at_least(w.dilations, "dilations", 1);
+  return w;
+}
+
+// The spatial rank of an [N, C, d...] input, which must be floating.
+int64_t spatial_rank(const TensorType& x, const char* what) {
+  if (!is_float(x.dtype)) TESSERA_SHAPE_ERROR(what << " must have a floating dtype, got " << type_str(x));
+  if (x.rank() < 3 || x.rank() > 2 + kMaxSpatial)
+    TESSERA_SHAPE_ERROR(what << " must be [N, C, d1..dk] with 1 to 3 spatial dims, got " << shape_str(x.shape));
+  return x.rank() - 2;
+}
+
+// The window geometry of one op call, lifted to 3 spatial dims.
+struct Geometry {
+  int64_t in[kMaxSpatial], out[kMaxSpatial], k[kMaxSpatial], s[kMaxSpatial];
+  int64_t pb[kMaxSpatial], pe[kMaxSpatial], d[kMaxSpatial];
+};
+
+Geometry lift(const Window& w, const Shape& x, const Shape& y) {
+  Geometry g;
+  int64_t off = kMaxSpatial - w.spatial;
+  for (int64_t i = 0; i < kMaxSpatial; ++i) {
+    bool real = i >= off;
+    int64_t j = i - off;
+    g.in[i] = real ? x[2 + j] : 1;
+    g.out[i] = real ? y[2 + j] : 1;
+    g.k[i] = real ? w.kernel[j] : 1;
+    g.s[i] = real ? w.strides[j] : 1;
+    g.pb[i] = real ? w.pads[j] : 0;
+    g.pe[i] = real ? w.pads[w.spatial + j] : 0;
+    g.d[i] = real ? w.dilations[j] : 1;
+  }
+  return g;
+}
+
+// Span of a dilated window minus one: the `dilation*(k-1)` of the formulas.
+int64_t reach(const Window& w, int64_t i) { return w.dilations[i] * (w.kernel[i] - 1); }
+
+void check_bias(const InferContext& c, int64_t channels, DType dtype) {
+  if (!c.has_input(2)) return;
+  const TensorType& b = c.inputs[2];
+  if (b.dtype != dtype || b.shape != Shape{channels})
+    TESSERA_SHAPE_ERROR("bias must be " << dtype_name(dtype) << "[" << channels << "], got " << type_str(b));
+}
+
+std::vector<TensorType> infer_conv(const InferContext& c) {
+  const TensorType &x = c.inputs[0], &w = c.inputs[1];
+  int64_t spatial = spatial_rank(x, "Conv input X");
+  if (w.dtype != x.dtype) TESSERA_SHAPE_ERROR("Conv weight has dtype " << dtype_name(w.dtype) << ", X has "
+                                                                       << dtype_name(x.dtype));
+  if (w.rank() != x.rank())
+    TESSERA_SHAPE_ERROR("Conv weight " << shape_str(w.shape) << " must have rank " << x.rank() << " like X");
+  Window win = read_window(c.node, spatial);
+  int64_t group = c.node.attrs.i("group");
+  int64_t channels = x.shape[1], maps = w.shape[0];
+  if (group < 1) TESSERA_SHAPE_ERROR("group is " << group << ", must be >= 1");
+  if (channels % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << channels
+                                                          << " input channels");
+  if (maps % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << maps
+                                                      << " output channels of W");
+  if (channels != w.shape[1] * group)
+    TESSERA_SHAPE_ERROR("X has " << channels << " channels but W " << shape_str(w.shape) << " with group " << group
+                                 << " expects " << w.shape[1] * group);
+  Shape out{x.shape[0], maps};
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (win.kernel[i] != w.shape[2 + i])
+      TESSERA_SHAPE_ERROR("kernel_shape[" << i << "] is " << win.kernel[i] << " but W " << shape_str(w.shape)
+                                          << " has " << w.shape[2 + i]);
+    int64_t span = x.shape[2 + i] + win.pads[i] + win.pads[spatial + i] - reach(win, i) - 1;
+    if (span < 0)
+      TESSERA_SHAPE_ERROR("spatial dim " << i << " of size " << x.shape[2 + i]
+                                         << " (with padding) is smaller than the dilated kernel "
+                                         << reach(win, i) + 1);
+    out.push_back(span / win.strides[i] + 1);
+  }
+  check_bias(c, maps, x.dtype);
+  return ops::one(x.dtype, out);
+}
+
+template <class T>
+void eval_conv(const EvalArgs<T>& a) {
+  const RefTensor<T>& x = *a.inputs[0];
+  const RefTensor<T>& w = *a.inputs[1];
+  const RefTensor<T>* b = a.inputs.size() > 2 ? a.inputs[2] : nullptr;
+  RefTensor<T>& y = (*a.outputs)[0];
+  ops::alloc(y);
+  Window win = read_window(a.node, x.type.rank() - 2);
+  Geometry g = lift(win, x.type.shape, y.type.shape);
+  int64_t batch = x.type.shape[0], channels = x.type.shape[1], maps = y.type.shape[1];
+  int64_t group = a.node.attrs.i("group");
+  int64_t cg = channels / group, mg = maps / group;
+  int64_t in_area = g.in[0] * g.in[1] * g.in[2], k_area = g.k[0] * g.k[1] * g.k[2];
+  int64_t out_area = g.out[0] * g.out[1] * g.out[2];
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t m = 0; m < maps; ++m) {
+      int64_t grp = m / mg;
+      T* dst = y.num.data() + (n * maps + m) * out_area;
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+            T acc = b ? b->num[m] : T{};
+            for (int64_t ic = 0; ic < cg; ++ic) {
+              const T* src = x.num.data() + (n * channels + grp * cg + ic) * in_area;
+              const T* ker = w.num.data() + (m * cg + ic) * k_area;
+              for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+                int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+                if (i0 < 0 || i0 >= g.in[0]) continue;
+                for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                  int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+                  if (i1 < 0 || i1 >= g.in[1]) continue;
+                  for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                    int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+                    if (i2 < 0 || i2 >= g.in[2]) continue;
+                    acc = acc + src[(i0 * g.in[1] + i1) * g.in[2] + i2] * ker[(k0 * g.k[1] + k1) * g.k[2] + k2];
+                  }
+                }
+              }
+            }
+            dst[(o0 * g.out[1] + o1) * g.out[2] + o2] = acc;
+          }
+    }
+}
+
+std::vector<TensorType> infer_conv_transpose(const InferContext& c) {
+  const TensorType &x = c.inputs[0], &w = c.inputs[1];
+  int64_t spatial = spatial_rank(x, "ConvTranspose input X");
+  if (w.dtype != x.dtype) TESSERA_SHAPE_ERROR("ConvTranspose weight has dtype " << dtype_name(w.dtype) << ", X has "
+                                                                                << dtype_name(x.dtype));
+  if (w.rank() != x.rank())
+    TESSERA_SHAPE_ERROR("ConvTranspose weight " << shape_str(w.shape) << " must have rank " << x.rank() << " like X");
+  Window win = read_window(c.node, spatial);
+  const std::vector<int64_t>& extra = spatial_attr(c.node, "output_padding", spatial);
+  require_at_least(extra, "output_padding", 0);
+  int64_t group = c.node.attrs.i("group");
+  int64_t channels = x.shape[1];
+  if (group < 1) TESSERA_SHAPE_ERROR("group is " << group << ", must be >= 1");
+  if (channels % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << channels
+                                                          << " input channels");
+  if (w.shape[0] != channels)
+    TESSERA_SHAPE_ERROR("X has " << channels << " channels but W " << shape_str(w.shape) << " expects "
+                                 << w.shape[0]);
+  int64_t maps = w.shape[1] * group;
+  Shape out{x.shape[0], maps};
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (win.kernel[i] != w.shape[2 + i])
+      TESSERA_SHAPE_ERROR("kernel_shape[" << i << "] is " << win.kernel[i] << " but W " << shape_str(w.shape)
+                                          << " has " << w.shape[2 + i]);
+    if (extra[i] >= win.strides[i] && extra[i] >= win.dilations[i])
+      TESSERA_SHAPE_ERROR("output_padding[" << i << "] is " << extra[i] << ", must be smaller than stride "
+                                            << win.strides[i] << " or dilation " << win.dilations[i]);
+    int64_t size = (x.shape[2 + i] - 1) * win.strides[i] - win.pads[i] - win.pads[spatial + i] + reach(win, i) +
+                   extra[i] + 1;
+    if (size < 1)
+      TESSERA_SHAPE_ERROR("output spatial dim " << i << " would have size " << size << " (pads too large)");
+    out.push_back(size);
+  }
+  check_bias(c, maps, x.dtype);
+  return ops::one(x.dtype, out);
+}
+
+// Scatter form: each input pixel adds its weighted kernel into the output.
+template <class T>
+void eval_conv_transpose(const EvalArgs<T>& a) {
+  const RefTensor<T>& x = *a.inputs[0];
+  const RefTensor<T>& w = *a.inputs[1];
+  const RefTensor<T>* b = a.inputs.size() > 2 ? a.inputs[2] : nullptr;
+  RefTensor<T>& y = (*a.outputs)[0];
+  ops::alloc(y);
+  Window win = read_window(a.node, x.type.rank() - 2);
+  Geometry g = lift(win, x.type.shape, y.type.shape);
+  int64_t batch = x.type.shape[0], channels = x.type.shape[1], maps = y.type.shape[1];
+  int64_t group = a.node.attrs.i("group");
+  int64_t cg = channels / group, mg = maps / group;
+  int64_t in_area = g.in[0] * g.in[1] * g.in[2], k_area = g.k[0] * g.k[1] * g.k[2];
+  int64_t out_area = g.out[0] * g.out[1] * g.out[2];
+  if (b)
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t m = 0; m < maps; ++m)
+        for (int64_t i = 0; i < out_area; ++i) y.num[(n * maps + m) * out_area + i] = b->num[m];
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      int64_t grp = c / cg;
+      const T* src = x.num.data() + (n * channels + c) * in_area;
+      for (int64_t om = 0; om < mg; ++om) {
+        const T* ker = w.num.data() + (c * mg + om) * k_area;
+        T* dst = y.num.data() + (n * maps + grp * mg + om) * out_area;
+        for (int64_t i0 = 0; i0 < g.in[0]; ++i0)
+          for (int64_t i1 = 0; i1 < g.in[1]; ++i1)
+            for (int64_t i2 = 0; i2 < g.in[2]; ++i2) {
+              T v = src[(i0 * g.in[1] + i1) * g.in[2] + i2];
+              for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+                int64_t o0 = i0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+                if (o0 < 0 || o0 >= g.out[0]) continue;
+                for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                  int64_t o1 = i1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+                  if (o1 < 0 || o1 >= g.out[1]) continue;
+                  for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                    int64_t o2 = i2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+                    if (o2 < 0 || o2 >= g.out[2]) continue;
+                    T& slot = dst[(o0 * g.out[1] + o1) * g.out[2] + o2];
+                    slot = slot + v * ker[(k0 * g.k[1] + k1) * g.k[2] + k2];
+                  }
+                }
+              }
+            }
+      }
+    }
+}
+
+// Output size of a pooling window along one dim, as ONNX defines it.
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d, bool ceil_mode) {
+  int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0) return -1;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  return out;
+}
+
+std::vector<TensorType> infer_pool(const InferContext& c) {
+  const TensorType& x = c.inputs[0];
+  int64_t spatial = spatial_rank(x, "pooling input");
+  Window win = read_window(c.node, spatial);
+  bool ceil_mode = c.node.attrs.i("ceil_mode") != 0;
+  Shape out{x.shape[0], x.shape[1]};
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t in = x.shape[2 + i], s = win.strides[i], pb = win.pads[i], d = win.dilations[i];
+    int64_t size = pool_out_size(in, win.kernel[i], s, pb, win.pads[spatial + i], d, ceil_mode);
+    if (size < 1)
+      TESSERA_SHAPE_ERROR("spatial dim " << i << " of size " << in << " (with padding) is smaller than the window "
+                                         << reach(win, i) + 1);
+    // A window that sees only padding has no defined max or average.
+    for (int64_t o = 0; o < size; ++o) {
+      bool hit = false;
+      for (int64_t k = 0; k < win.kernel[i] && !hit; ++k) {
+        int64_t pos = o * s - pb + k * d;
+        hit = pos >= 0 && pos < in;
+      }
+      if (!hit) TESSERA_SHAPE_ERROR("pooling window " << o << " along spatial dim " << i << " covers only padding");
+    }
+    out.push_back(size);
+  }
+  return ops::one(x.dtype, out);
+}
+
+template <class T, bool kMax>
+void eval_pool(const EvalArgs<T>& a) {
+  const RefTensor<T>& x = *a.inputs[0];
+  RefTensor<T>& y = (*a.outputs)[0];
+  ops::alloc(y);
+  Window win = read_window(a.node, x.type.rank() - 2);
+  Geometry g = lift(win, x.type.shape, y.type.shape);
+  bool include_pad = !kMax && a.node.attrs.i("count_include_pad") != 0;
+  int64_t planes = x.type.shape[0] * x.type.shape[1];
+  int64_t in_area = g.in[0] * g.in[1] * g.in[2], out_area = g.out[0] * g.out[1] * g.out[2];
+  // Per dim, whether a tap position is inside the input, and inside input plus
+  // its explicit padding (ceil-mode windows may reach beyond both).
+  auto inside = [&](int dim, int64_t pos) { return pos >= 0 && pos < g.in[dim]; };
+  auto padded = [&](int dim, int64_t pos) { return pos >= -g.pb[dim] && pos < g.in[dim] + g.pe[dim]; };
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* src = x.num.data() + p * in_area;
+    T* dst = y.num.data() + p * out_area;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+          T acc{};
+          bool first = true;
+          int64_t count[kMaxSpatial] = {0, 0, 0}, padded_count[kMaxSpatial] = {0, 0, 0};
+          const int64_t o[kMaxSpatial] = {o0, o1, o2};
+          for (int dim = 0; dim < kMaxSpatial; ++dim)
+            for (int64_t k = 0; k < g.k[dim]; ++k) {
+              int64_t pos = o[dim] * g.s[dim] - g.pb[dim] + k * g.d[dim];
+              count[dim] += inside(dim, pos);
+              padded_count[dim] += padded(dim, pos);
+            }
+          for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+            int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+            if (!inside(0, i0)) continue;
+            for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+              int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+              if (!inside(1, i1)) continue;
+              for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+                if (!inside(2, i2)) continue;
+                T v = src[(i0 * g.in[1] + i1) * g.in[2] + i2];
+                if constexpr (kMax) {
+                  if (first || num_less(acc, v)) acc = v;
+                } else {
+                  acc = acc + v;
+                }
+                first = false;
+              }
+            }
+          }
+          TESSERA_CHECK(!first, "pooling window without input taps passed shape inference");
+          if constexpr (!kMax) {
+            const int64_t* n = include_pad ? padded_count : count;
+            acc = num_div(acc, num_from_int<T>(n[0] * n[1] * n[2]));
+          }
+          dst[(o0 * g.out[1] + o1) * g.out[2] + o2] = acc;
+        }
+  }
+}
+
+template <class T>
+void eval_max_pool(const EvalArgs<T>& a) { eval_pool<T, true>(a); }
+template <class T>
+void eval_average_pool(const EvalArgs<T>& a) { eval_pool<T, false>(a); }
+
+bool has_bias(const Node& n) { return n.inputs.size() > 2 && n.inputs[2] != kNoValue; }
+Linearity conv_linearity(const Node& n) { return has_bias(n) ? Linearity{} : Linearity{0b11u, true}; }
+Linearity linear_in_input0(const Node&) { return {1u, false}; }
+
+std::vector<AttrSpec> window_attrs() {
+  return {{"kernel_shape", AttrType::kInts, std::nullopt},
+          {"strides", AttrType::kInts, std::nullopt},
+          {"pads", AttrType::kInts, std::nullopt},
+          {"dilations", AttrType::kInts, std::nullopt}};
+}
+
+}  // namespace
+
+void register_conv_ops(std::vector<OpDef>& defs) {
+  auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
+  const AttrSpec group{"group", AttrType::kInt, AttrValue{int64_t{1}}};
+  const AttrSpec ceil_mode{"ceil_mode", AttrType::kInt, AttrValue{int64_t{0}}};
+
+  OpDef& conv = def(OpKind::kConv);
+  conv.min_inputs = 2;
+  conv.max_inputs = 3;
+  conv.attrs = window_attrs();
+  conv.attrs.push_back(group);
+  conv.infer = infer_conv;
+  TESSERA_SET_KERNELS(conv, eval_conv);
+  conv.linearity = conv_linearity;
+
+  OpDef& convt = def(OpKind::kConvTranspose);
+  convt.min_inputs = 2;
+  convt.max_inputs = 3;
+  convt.attrs = window_attrs();
+  convt.attrs.push_back({"output_padding", AttrType::kInts, std::nullopt});
+  convt.attrs.push_back(group);
+  convt.infer = infer_conv_transpose;
+  TESSERA_SET_KERNELS(convt, eval_conv_transpose);
+  convt.linearity = conv_linearity;
+
+  OpDef& maxp = def(OpKind::kMaxPool);
+  maxp.attrs = window_attrs();
+  maxp.attrs.push_back(ceil_mode);
+  maxp.infer = infer_pool;
+  TESSERA_SET_KERNELS(maxp, eval_max_pool);
+
+  OpDef& avgp = def(OpKind::kAveragePool);
+  avgp.attrs = window_attrs();
+  avgp.attrs.push_back(ceil_mode);
+  avgp.attrs.push_back({"count_include_pad", AttrType::kInt, AttrValue{int64_t{0}}});
+  avgp.infer = infer_pool;
+  TESSERA_SET_KERNELS(avgp, eval_average_pool);
+  avgp.linearity = linear_in_input0;
+}
+
+}  // namespace tessera

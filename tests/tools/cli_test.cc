@@ -1,0 +1,151 @@
+// End-to-end tests of the tessera CLI: exit codes, messages, outputs.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+#include "onnx_import/tensor_proto.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
+const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Result run(const std::string& args) {
+  fs::path dir = fs::temp_directory_path() / ("tessera_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string cmd = kTessera + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(dir / "out");
+  r.err = read_file(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tessera_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(Cli, HelpOnEveryVerb) {
+  for (const char* verb : {"", "inspect ", "run "}) {
+    Result r = run(std::string(verb) + "--help");
+    EXPECT_EQ(r.code, 0) << verb;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb << r.out;
+  }
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run("").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+  EXPECT_EQ(run("inspect").code, 2);  // missing model
+  EXPECT_EQ(run("inspect " + kExamples + "/tiny_cnn.onnx --no-such-flag").code, 2);
+  Result r = run("inspect " + kExamples + "/tiny_cnn.onnx --input-shape nonsense");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nonsense"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingModelFileIsOneLineError) {
+  Result r = run("inspect /nonexistent/model.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model.onnx"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Cli, TruncatedModelIsErrorAndWritesNothing) {
+  fs::path dir = scratch("trunc");
+  fs::create_directories(dir);
+  std::string bytes = read_file(kExamples + "/tiny_cnn.onnx");
+  ASSERT_GT(bytes.size(), 1000u);
+  {
+    std::ofstream out(dir / "cut.onnx", std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  Result r = run("run " + (dir / "cut.onnx").string() + " --output-dir " + (dir / "out").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cut.onnx"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
+}
+
+TEST(Cli, InspectDescribesModel) {
+  Result r = run("inspect " + kExamples + "/tiny_cnn.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters:"), std::string::npos);
+  EXPECT_NE(r.out.find("flops:"), std::string::npos);
+
+  Result j = run("inspect --json " + kExamples + "/tiny_cnn.onnx");
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_GT(doc["flops"].get<int64_t>(), 0);
+  EXPECT_GT(doc["parameters"].get<int64_t>(), 0);
+  EXPECT_GE(doc["ops"]["Conv"].get<int64_t>(), 1);
+  ASSERT_EQ(doc["inputs"].size(), 1u);
+  EXPECT_EQ(doc["inputs"][0]["dtype"], "f32");
+}
+
+TEST(Cli, RunIsDeterministicForASeed) {
+  std::string model = kExamples + "/tiny_cnn.onnx";
+  Result a = run("run " + model + " --seed 7");
+  Result b = run("run " + model + " --seed 7");
+  Result c = run("run " + model + " --seed 8");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  EXPECT_NE(a.out.find("sum="), std::string::npos);
+}
+
+// The bundled reference input/output were produced by ONNX Runtime.
+TEST(Cli, RunMatchesOnnxRuntimeReference) {
+  for (const char* name : {"tiny_cnn", "tiny_transformer"}) {
+    fs::path ref = fs::path(kExamples) / name;
+    fs::path out = scratch(std::string("run_") + name);
+    Result r = run("run " + kExamples + "/" + name + ".onnx --input " + (ref / "input_0.pb").string() +
+                   " --output-dir " + out.string());
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    tessera::Tensor got = tessera::read_tensor_file((out / "output_0.pb").string());
+    tessera::Tensor want = tessera::read_tensor_file((ref / "output_0.pb").string());
+    ASSERT_EQ(got.type(), want.type()) << name;
+    double max_err = 0, max_ref = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      max_err = std::max(max_err, std::fabs(got.get_double(i) - want.get_double(i)));
+      max_ref = std::max(max_ref, std::fabs(want.get_double(i)));
+    }
+    EXPECT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << name;
+    fs::remove_all(out);
+  }
+}
+
+TEST(Cli, RunRejectsWrongInputType) {
+  fs::path dir = scratch("badinput");
+  fs::create_directories(dir);
+  tessera::write_tensor_file(tessera::Tensor(tessera::DType::kF32, {2, 2}), "x", (dir / "x.pb").string());
+  Result r = run("run " + kExamples + "/tiny_cnn.onnx --input " + (dir / "x.pb").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("f32[2x2]"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace

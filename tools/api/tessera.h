@@ -1,0 +1,53 @@
+// The embedding API: what a framework, the CLI and the Python module call.
+// Load a model, describe it, run it, export it. Everything below is the
+// libraries of graph/, onnx_import/, cost/ and runtime/; this header is the
+// small stable surface over them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace tessera::api {
+
+struct LoadOptions {
+  std::map<std::string, Shape> input_shapes;  // fixes dynamic dims by input name
+};
+
+// Imports an ONNX model file. Throws tessera::Error naming file, node and op.
+Graph load(const std::string& path, const LoadOptions& options = {});
+
+struct ValueSummary {
+  std::string name;
+  TensorType type;
+};
+
+struct ModelSummary {
+  std::string name;
+  std::vector<ValueSummary> inputs;
+  std::vector<ValueSummary> outputs;
+  std::map<std::string, int64_t> ops_by_kind;  // op name -> node count
+  int64_t nodes = 0;
+  int64_t parameters = 0;       // elements of float constants
+  int64_t parameter_bytes = 0;  // bytes of all constants
+  int64_t flops = 0;            // per run, multiply-add = 2
+};
+
+ModelSummary summarize(const Graph& g);
+
+// Seeded random inputs for every graph input: floats uniform in [-1, 1),
+// integers and bools in {0, 1} (valid as token ids, masks and indices alike).
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed);
+
+// Runs the graph. Today the reference interpreter (float, or double for f64
+// models); the runtime's backends plug in here.
+std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs);
+
+// Writes the graph as an ONNX model, atomically.
+void export_onnx(const Graph& g, const std::string& path);
+
+}  // namespace tessera::api
