@@ -142,7 +142,11 @@ Sharding Sharding::parse(const std::string& text) {
     else if (item == "P") s.placements.push_back(Placement::partial());
     else if (item.size() > 3 && item.rfind("S(", 0) == 0 && item.back() == ')') {
       try {
-        s.placements.push_back(Placement::shard(std::stoll(item.substr(2, item.size() - 3))));
+        std::string digits = item.substr(2, item.size() - 3);
+        size_t used = 0;
+        int64_t dim = std::stoll(digits, &used);
+        if (used != digits.size()) throw std::invalid_argument("trailing characters");
+        s.placements.push_back(Placement::shard(dim));
       } catch (const std::exception&) {
         TESSERA_THROW(ErrorKind::kParse, "bad placement '" << item << "' in sharding '" << text << "'");
       }

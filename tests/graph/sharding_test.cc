@@ -1,1 +1,134 @@
-// Being written.
+// Device meshes and shardings: parsing, validation errors, rank coordinates,
+// collective groups, and local shapes.
+#include "graph/sharding.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/error.h"
+
+namespace tessera {
+namespace {
+
+template <class F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an Error";
+  return Error(ErrorKind::kInternal, "no error");
+}
+
+TEST(ShardingTest, MeshParseAndPrint) {
+  DeviceMesh m = DeviceMesh::parse("dp=2,tp=4");
+  ASSERT_EQ(m.axes().size(), 2u);
+  EXPECT_EQ(m.axes()[0].name, "dp");
+  EXPECT_EQ(m.axes()[1].size, 4);
+  EXPECT_EQ(m.num_devices(), 8);
+  EXPECT_EQ(m.str(), "dp=2,tp=4");
+  EXPECT_EQ(m.axis_index("tp"), 1);
+  EXPECT_EQ(m.axis_size("dp"), 2);
+  EXPECT_EQ(DeviceMesh::parse(m.str()), m);
+  EXPECT_EQ(DeviceMesh::parse("single").num_devices(), 1);
+  EXPECT_EQ(DeviceMesh().str(), "single");
+  EXPECT_FALSE(DeviceMesh::parse("tp=4") == DeviceMesh::parse("dp=4"));
+}
+
+TEST(ShardingTest, MeshErrors) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"tp", "expected NAME=SIZE"},
+      {"=4", "expected NAME=SIZE"},
+      {"tp=", "expected NAME=SIZE"},
+      {"tp=4,", "expected NAME=SIZE"},
+      {"tp=four", "size of 'tp' is not a number"},
+      {"tp=4x", "size of 'tp' is not a number"},
+      {"tp=0", "mesh axis 'tp' has size 0"},
+      {"tp=-2", "mesh axis 'tp' has size -2"},
+      {"tp=2,tp=2", "mesh axis 'tp' appears twice"},
+  };
+  for (const Case& c : cases) {
+    Error e = error_of([&] { DeviceMesh::parse(c.text); });
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage) << c.text;
+    EXPECT_NE(e.message().find(c.message), std::string::npos) << c.text << ": " << e.what();
+  }
+  Error missing = error_of([] { DeviceMesh::parse("tp=4").axis_index("dp"); });
+  EXPECT_NE(missing.message().find("mesh tp=4 has no axis 'dp'"), std::string::npos) << missing.what();
+}
+
+TEST(ShardingTest, CoordsAreRowMajorAndInvertible) {
+  DeviceMesh m = DeviceMesh::parse("dp=2,tp=3");
+  EXPECT_EQ(m.coords(0), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(m.coords(2), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(m.coords(4), (std::vector<int64_t>{1, 1}));
+  for (int64_t r = 0; r < m.num_devices(); ++r) EXPECT_EQ(m.rank_of(m.coords(r)), r);
+  EXPECT_THROW(m.coords(6), Error);
+}
+
+TEST(ShardingTest, GroupsRunAlongOneAxis) {
+  DeviceMesh m = DeviceMesh::parse("dp=2,tp=3");
+  // Along tp: the ranks sharing rank 4's dp coordinate.
+  EXPECT_EQ(m.group(4, 1), (std::vector<int64_t>{3, 4, 5}));
+  // Along dp: the ranks sharing rank 4's tp coordinate.
+  EXPECT_EQ(m.group(4, 0), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(m.group(0, 0), (std::vector<int64_t>{0, 3}));
+}
+
+TEST(ShardingTest, PlacementsPrintAndParse) {
+  Sharding s{{Placement::shard(1), Placement::replicate(), Placement::partial()}};
+  EXPECT_EQ(s.str(), "[S(1),R,P]");
+  EXPECT_EQ(Sharding::parse("[S(1),R,P]"), s);
+  EXPECT_EQ(Sharding::parse("[]").placements.size(), 0u);
+  EXPECT_EQ(Sharding::parse("[S(0)]").placements[0], Placement::shard(0));
+  EXPECT_FALSE(Sharding::parse("[S(0)]") == Sharding::parse("[S(1)]"));
+  EXPECT_NE(Sharding::parse("[S(0),R]").hash(), Sharding::parse("[R,S(0)]").hash());
+  Sharding s0r{{Placement::shard(0), Placement::replicate()}};
+  EXPECT_EQ(Sharding::parse("[S(0),R]").hash(), s0r.hash());
+}
+
+TEST(ShardingTest, ShardingParseErrors) {
+  for (const char* text : {"", "R", "[R", "[X]", "[S()]", "[S(a)]", "[R,,P]", "[r]", "[S(1x)]"}) {
+    Error e = error_of([&] { Sharding::parse(text); });
+    EXPECT_EQ(e.kind(), ErrorKind::kParse) << text;
+  }
+  Error e = error_of([] { Sharding::parse("[R,Q]"); });
+  EXPECT_NE(e.message().find("bad placement 'Q'"), std::string::npos) << e.what();
+}
+
+TEST(ShardingTest, ValidateChecksMeshAndShape) {
+  DeviceMesh m = DeviceMesh::parse("dp=2,tp=4");
+  TensorType t{DType::kF32, {8, 12}};
+  Sharding::parse("[S(0),S(1)]").validate(m, t);
+  Sharding::parse("[R,P]").validate(m, t);
+  Sharding::replicated(m).validate(m, t);
+  EXPECT_EQ(Sharding::replicated(m).str(), "[R,R]");
+
+  Error count = error_of([&] { Sharding::parse("[R]").validate(m, t); });
+  EXPECT_EQ(count.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_NE(count.message().find("has 1 placements for mesh dp=2,tp=4"), std::string::npos) << count.what();
+
+  Error range = error_of([&] { Sharding::parse("[S(2),R]").validate(m, t); });
+  EXPECT_NE(range.message().find("splits dim 2 of f32[8x12]"), std::string::npos) << range.what();
+  EXPECT_THROW(Sharding::parse("[S(-1),R]").validate(m, t), Error);
+
+  Error divide = error_of([&] { Sharding::parse("[R,S(0)]").validate(m, TensorType{DType::kF32, {6, 12}}); });
+  EXPECT_NE(divide.message().find("dim 0 of f32[6x12] is not divisible by mesh axis 'tp' (4)"), std::string::npos)
+      << divide.what();
+  // Two axes on one dim divide it twice: 8 / 2 / 4 = 1 is fine, 4 / 2 / 4 is not.
+  Sharding::parse("[S(0),S(0)]").validate(m, t);
+  EXPECT_THROW(Sharding::parse("[S(0),S(0)]").validate(m, TensorType{DType::kF32, {4, 12}}), Error);
+}
+
+TEST(ShardingTest, LocalShape) {
+  DeviceMesh m = DeviceMesh::parse("dp=2,tp=4");
+  EXPECT_EQ(Sharding::parse("[S(0),S(1)]").local_shape(m, {8, 12}), (Shape{4, 3}));
+  EXPECT_EQ(Sharding::parse("[S(1),S(1)]").local_shape(m, {8, 16}), (Shape{8, 2}));
+  EXPECT_EQ(Sharding::parse("[R,P]").local_shape(m, {8, 12}), (Shape{8, 12}));
+}
+
+}  // namespace
+}  // namespace tessera
