@@ -48,6 +48,7 @@ class NodeImporter {
   const std::string& name() const { return name_; }
   const std::string& op_type() const { return proto_.op_type(); }
   int64_t opset() const { return state_.opset; }
+  const ImportState& state() const { return state_; }
   Graph& graph() { return state_.graph; }
 
   // Inputs. Omitted optional inputs are absent or have an empty name.

@@ -1,0 +1,382 @@
+// Graph -> ONNX. The IR keeps shape-like operands as attributes; ONNX moved
+// them to inputs at various opsets, so each such op is written in the form of
+// the target opset (see write_node). Constants become initializers.
+#include "onnx_import/onnx_export.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unordered_set>
+
+#include "graph/error.h"
+#include "onnx/onnx_pb.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace tessera {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTesseraDomain = "tessera";
+
+bool is_collective(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll;
+}
+
+int64_t ir_version_for(int64_t opset) {
+  if (opset >= 21) return 10;
+  if (opset >= 19) return 9;
+  if (opset >= 15) return 8;
+  if (opset >= 13) return 7;
+  return 6;
+}
+
+void set_attr(onnx::NodeProto& p, const std::string& name, const AttrValue& v) {
+  onnx::AttributeProto* a = p.add_attribute();
+  a->set_name(name);
+  switch (attr_type_of(v)) {
+    case AttrType::kInt: a->set_type(onnx::AttributeProto::INT); a->set_i(std::get<int64_t>(v)); break;
+    case AttrType::kFloat:
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(static_cast<float>(std::get<double>(v)));
+      break;
+    case AttrType::kString: a->set_type(onnx::AttributeProto::STRING); a->set_s(std::get<std::string>(v)); break;
+    case AttrType::kInts:
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t x : std::get<std::vector<int64_t>>(v)) a->add_ints(x);
+      break;
+    case AttrType::kFloats:
+      a->set_type(onnx::AttributeProto::FLOATS);
+      for (double x : std::get<std::vector<double>>(v)) a->add_floats(static_cast<float>(x));
+      break;
+    case AttrType::kTensor:
+      a->set_type(onnx::AttributeProto::TENSOR);
+      *a->mutable_t() = tensor_to_proto(std::get<Tensor>(v), "");
+      break;
+  }
+}
+
+void set_type(onnx::ValueInfoProto& vi, const std::string& name, const TensorType& t) {
+  vi.set_name(name);
+  auto* tt = vi.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(dtype_to_onnx(t.dtype));
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : t.shape) shape->add_dim()->set_dim_value(d);
+}
+
+class Exporter {
+ public:
+  Exporter(const Graph& g, const ExportOptions& options) : g_(g), opset_(options.opset) {
+    model_.set_ir_version(ir_version_for(opset_));
+    model_.set_producer_name(options.producer_name);
+    gp_ = model_.mutable_graph();
+    gp_->set_name(g.name);
+    for (ValueId v = 0; v < g.num_values(); ++v) names_.insert(g.value(v).name);
+  }
+
+  onnx::ModelProto run() {
+    if (opset_ < 13) TESSERA_THROW(ErrorKind::kUnsupported, "export opset " << opset_ << " is below 13, the oldest supported");
+    std::vector<bool> is_input(static_cast<size_t>(g_.num_values()), false);
+    for (ValueId v : g_.inputs()) {
+      is_input[v] = true;
+      set_type(*gp_->add_input(), g_.value(v).name, g_.type(v));
+    }
+    std::vector<bool> used(static_cast<size_t>(g_.num_values()), false);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n)
+      for (ValueId in : g_.node(n).inputs)
+        if (in != kNoValue) used[in] = true;
+    for (ValueId v = 0; v < g_.num_values(); ++v)
+      if (g_.value(v).constant && used[v]) *gp_->add_initializer() = tensor_to_proto(*g_.value(v).constant, g_.value(v).name);
+    for (NodeId n : g_.topo_order()) write_node(g_.node(n));
+    write_outputs(is_input);
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset_);
+    if (uses_tessera_) {
+      op = model_.add_opset_import();
+      op->set_domain(kTesseraDomain);
+      op->set_version(1);
+    }
+    return std::move(model_);
+  }
+
+ private:
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 0; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  std::string initializer(const Tensor& t, const std::string& base) {
+    std::string name = fresh(base);
+    *gp_->add_initializer() = tensor_to_proto(t, name);
+    return name;
+  }
+
+  std::string ints_input(const std::vector<int64_t>& v, const std::string& base) {
+    return initializer(Tensor::vector_i64(v), base);
+  }
+
+  std::string scalar_input(DType dt, double v, const std::string& base) {
+    return initializer(Tensor::from_doubles(dt, {}, {v}), base);
+  }
+
+  onnx::NodeProto* new_node(const std::string& op, const std::string& name) {
+    onnx::NodeProto* p = gp_->add_node();
+    p->set_op_type(op);
+    std::string unique = name;
+    for (int k = 0; node_names_.count(unique); ++k) unique = name + "_" + std::to_string(k);
+    node_names_.insert(unique);
+    p->set_name(unique);
+    return p;
+  }
+
+  [[noreturn]] void unsupported(const Node& n, const std::string& msg) {
+    throw Error(ErrorKind::kUnsupported, msg + " at export opset " + std::to_string(opset_), {"", n.name, op_name(n.kind)});
+  }
+
+  void write_node(const Node& n);
+  void write_gelu(const Node& n);
+  void write_outputs(const std::vector<bool>& is_input);
+
+  const Graph& g_;
+  int64_t opset_;
+  onnx::ModelProto model_;
+  onnx::GraphProto* gp_ = nullptr;
+  std::unordered_set<std::string> names_, node_names_;
+  bool uses_tessera_ = false;
+};
+
+bool is_reduce(OpKind k) {
+  switch (k) {
+    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
+    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare: return true;
+    default: return false;
+  }
+}
+
+// Gelu is an ONNX op only from opset 20; below that it is written as its
+// formula: 0.5 x (1 + erf(x / sqrt 2)), or with tanh for approximate="tanh".
+void Exporter::write_gelu(const Node& n) {
+  DType dt = g_.type(n.inputs[0]).dtype;
+  const std::string& x = g_.value(n.inputs[0]).name;
+  const std::string& y = g_.value(n.outputs[0]).name;
+  auto op = [&](const char* type, std::vector<std::string> ins, const std::string& out = "") {
+    onnx::NodeProto* p = new_node(type, n.name + "/" + type);
+    for (auto& s : ins) p->add_input(s);
+    std::string o = out.empty() ? fresh(n.name + "/" + type) : out;
+    p->add_output(o);
+    return o;
+  };
+  std::string inner;
+  if (n.attrs.s("approximate") == "tanh") {
+    std::string x3 = op("Mul", {op("Mul", {x, x}), x});
+    std::string t = op("Add", {x, op("Mul", {x3, scalar_input(dt, 0.044715, n.name + "/c")})});
+    inner = op("Tanh", {op("Mul", {t, scalar_input(dt, std::sqrt(2.0 / M_PI), n.name + "/k")})});
+  } else {
+    inner = op("Erf", {op("Mul", {x, scalar_input(dt, M_SQRT1_2, n.name + "/k")})});
+  }
+  std::string one_plus = op("Add", {inner, scalar_input(dt, 1.0, n.name + "/one")});
+  op("Mul", {op("Mul", {x, scalar_input(dt, 0.5, n.name + "/half")}), one_plus}, y);
+}
+
+void Exporter::write_node(const Node& n) {
+  if (n.kind == OpKind::kGelu && opset_ < 20) return write_gelu(n);
+  std::string type = op_name(n.kind);
+  // Attributes that this opset takes as inputs instead, in input order.
+  std::vector<std::string> extra_inputs;
+  std::unordered_set<std::string> skip;
+  const std::string& base = n.name;
+  auto move_ints = [&](const char* attr, const char* input_suffix) {
+    extra_inputs.push_back(ints_input(n.attrs.ints(attr), base + "/" + input_suffix));
+    skip.insert(attr);
+  };
+  std::vector<std::pair<std::string, AttrValue>> added;
+  DType in_dtype = n.inputs.empty() || n.inputs[0] == kNoValue ? DType::kF32 : g_.type(n.inputs[0]).dtype;
+
+  switch (n.kind) {
+    case OpKind::kReshape: {
+      move_ints("shape", "shape");
+      const auto& s = n.attrs.ints("shape");
+      if (std::find(s.begin(), s.end(), 0) != s.end()) added.push_back({"allowzero", int64_t{1}});
+      break;
+    }
+    case OpKind::kSqueeze: case OpKind::kUnsqueeze:
+      if (n.attrs.ints("axes").empty()) {
+        type = "Identity";
+        skip.insert("axes");
+      } else {
+        move_ints("axes", "axes");
+      }
+      break;
+    case OpKind::kSplit: move_ints("split", "split"); break;
+    case OpKind::kSlice:
+      for (const char* a : {"starts", "ends", "axes", "steps"}) move_ints(a, a);
+      break;
+    case OpKind::kExpand: move_ints("shape", "shape"); break;
+    case OpKind::kTile: move_ints("repeats", "repeats"); break;
+    case OpKind::kTrilu:
+      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("k")}), base + "/k"));
+      skip.insert("k");
+      break;
+    case OpKind::kCumSum:
+      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("axis")}), base + "/axis"));
+      skip.insert("axis");
+      break;
+    case OpKind::kPad: {
+      move_ints("pads", "pads");
+      skip.insert("value");
+      if (n.attrs.s("mode") == "constant")
+        extra_inputs.push_back(scalar_input(in_dtype, n.attrs.f("value"), base + "/value"));
+      break;
+    }
+    case OpKind::kClip: {
+      skip.insert("min");
+      skip.insert("max");
+      double lo = n.attrs.f("min"), hi = n.attrs.f("max");
+      extra_inputs.push_back(std::isinf(lo) ? "" : scalar_input(in_dtype, lo, base + "/min"));
+      extra_inputs.push_back(std::isinf(hi) ? "" : scalar_input(in_dtype, hi, base + "/max"));
+      while (!extra_inputs.empty() && extra_inputs.back().empty()) extra_inputs.pop_back();
+      break;
+    }
+    case OpKind::kCast:
+      skip.insert("to");
+      added.push_back({"to", int64_t{dtype_to_onnx(dtype_from_name(n.attrs.s("to")))}});
+      break;
+    case OpKind::kAveragePool:
+      if (opset_ < 19) {
+        for (int64_t d : n.attrs.ints("dilations"))
+          if (d != 1) unsupported(n, "AveragePool with dilations");
+        skip.insert("dilations");
+      }
+      break;
+    case OpKind::kLayerNormalization:
+      if (opset_ < 17) unsupported(n, "LayerNormalization");
+      break;
+    case OpKind::kShape:
+      skip.insert("start");
+      skip.insert("end");
+      if (n.attrs.i("start") != 0) added.push_back({"start", n.attrs.i("start")});
+      if (n.attrs.i("end") != INT64_MAX) added.push_back({"end", n.attrs.i("end")});
+      if (opset_ < 15 && !added.empty()) unsupported(n, "Shape with start/end");
+      break;
+    default:
+      if (is_reduce(n.kind)) {
+        skip.insert("axes");
+        const auto& axes = n.attrs.ints("axes");
+        bool as_input = n.kind == OpKind::kReduceSum ? opset_ >= 13 : opset_ >= 18;
+        if (!axes.empty()) {
+          if (as_input) extra_inputs.push_back(ints_input(axes, base + "/axes"));
+          else added.push_back({"axes", axes});
+        }
+      }
+      break;
+  }
+
+  onnx::NodeProto* p = new_node(type, n.name);
+  if (is_collective(n.kind)) {
+    p->set_domain(kTesseraDomain);
+    uses_tessera_ = true;
+  }
+  for (ValueId in : n.inputs) p->add_input(in == kNoValue ? "" : g_.value(in).name);
+  for (const std::string& s : extra_inputs) p->add_input(s);
+  for (ValueId out : n.outputs) p->add_output(g_.value(out).name);
+  if (type == "Identity") return;
+  for (const auto& [name, value] : n.attrs.map())
+    if (!skip.count(name)) set_attr(*p, name, value);
+  for (const auto& [name, value] : added) set_attr(*p, name, value);
+}
+
+// ONNX graph outputs must be produced by nodes and be distinct; outputs that
+// are graph inputs, constants or repeats go through an Identity.
+void Exporter::write_outputs(const std::vector<bool>& is_input) {
+  std::unordered_set<ValueId> seen;
+  std::unordered_set<std::string> initializers;
+  for (const auto& t : gp_->initializer()) initializers.insert(t.name());
+  for (ValueId v : g_.outputs()) {
+    const Value& val = g_.value(v);
+    std::string name = val.name;
+    if (val.constant && !seen.count(v) && !initializers.count(name)) {
+      std::string init = initializer(*val.constant, name + "/value");
+      onnx::NodeProto* p = new_node("Identity", name + "/output");
+      p->add_input(init);
+      p->add_output(name);
+    } else if (is_input[v] || seen.count(v) || val.constant) {
+      name = fresh(name + "_output");
+      onnx::NodeProto* p = new_node("Identity", name);
+      p->add_input(val.name);
+      p->add_output(name);
+    }
+    seen.insert(v);
+    set_type(*gp_->add_output(), name, val.type);
+  }
+  std::unordered_set<std::string> outs;
+  for (const auto& o : gp_->output()) outs.insert(o.name());
+  for (NodeId n = 0; n < g_.num_nodes(); ++n)
+    for (ValueId v : g_.node(n).outputs)
+      if (!outs.count(g_.value(v).name)) set_type(*gp_->add_value_info(), g_.value(v).name, g_.type(v));
+}
+
+// Protobuf cannot serialize messages of 2 GiB or more: past a threshold the
+// large initializers go to one side file next to the model.
+constexpr int64_t kExternalThreshold = int64_t{1800} << 20;
+constexpr int64_t kExternalMinBytes = 1024;
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) TESSERA_THROW(ErrorKind::kIo, path << ": cannot write " << what);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      TESSERA_THROW(ErrorKind::kIo, path << ": writing " << what << " failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    TESSERA_THROW(ErrorKind::kIo, path << ": cannot rename temporary file: " << ec.message());
+  }
+}
+
+void externalize(onnx::ModelProto& model, const std::string& path) {
+  std::string data_name = fs::path(path).filename().string() + ".data";
+  std::string data;
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (static_cast<int64_t>(t.raw_data().size()) < kExternalMinBytes) continue;
+    while (data.size() % 64 != 0) data.push_back('\0');  // aligned for mmap
+    int64_t offset = static_cast<int64_t>(data.size());
+    data += t.raw_data();
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
+                        {"offset", std::to_string(offset)},
+                        {"length", std::to_string(data.size() - offset)}}) {
+      auto* e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+  }
+  write_file_atomic((fs::path(path).parent_path() / data_name).string(), data, "external data");
+}
+
+}  // namespace
+
+onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options) { return Exporter(g, options).run(); }
+
+void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions& options) {
+  onnx::ModelProto model = export_onnx(g, options);
+  if (static_cast<int64_t>(model.ByteSizeLong()) > kExternalThreshold) externalize(model, path);
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) TESSERA_THROW(ErrorKind::kInternal, path << ": cannot serialize the model");
+  write_file_atomic(path, bytes, "the model");
+}
+
+}  // namespace tessera

@@ -1,0 +1,246 @@
+// Model-level import: opset, graph inputs with their static shapes,
+// initializers, a topological order of the nodes, and the graph outputs.
+// Per-node conversion is in op_converters.cc.
+#include "onnx_import/onnx_import.h"
+
+#include <filesystem>
+#include <fstream>
+#include <queue>
+#include <sstream>
+#include <unordered_set>
+
+#include "graph/error.h"
+#include "onnx/onnx_pb.h"
+#include "onnx_import/node_importer.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace tessera {
+
+namespace fs = std::filesystem;
+using onnx_import::ImportState;
+using onnx_import::NodeImporter;
+
+void parse_input_shape_flag(const std::string& flag, ImportOptions& options) {
+  size_t eq = flag.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size())
+    TESSERA_THROW(ErrorKind::kUsage, "--input-shape '" << flag << "': expected name=DIMS, e.g. x=1x3x224x224");
+  std::string name = flag.substr(0, eq), dims = flag.substr(eq + 1);
+  Shape shape;
+  if (dims != "scalar") {
+    std::stringstream ss(dims);
+    std::string part;
+    while (std::getline(ss, part, 'x')) {
+      bool digits = !part.empty() && part.size() <= 12 &&
+                    part.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits)
+        TESSERA_THROW(ErrorKind::kUsage, "--input-shape '" << flag << "': '" << part
+                                                           << "' is not a dimension (use non-negative integers joined by 'x')");
+      shape.push_back(std::stoll(part));
+    }
+    if (dims.back() == 'x')
+      TESSERA_THROW(ErrorKind::kUsage, "--input-shape '" << flag << "': trailing 'x'");
+  }
+  options.input_shapes[name] = shape;
+}
+
+namespace {
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
+  TESSERA_THROW(ErrorKind::kInvalidGraph, "the model imports no opset of the default ONNX domain");
+}
+
+TensorType input_type(const onnx::ValueInfoProto& vi, const ImportOptions& options) {
+  const std::string& name = vi.name();
+  if (!vi.type().has_tensor_type())
+    TESSERA_THROW(ErrorKind::kUnsupported, "input '" << name << "' is not a tensor");
+  const auto& tt = vi.type().tensor_type();
+  TensorType type;
+  try {
+    type.dtype = dtype_from_onnx(tt.elem_type());
+  } catch (const Error& e) {
+    TESSERA_THROW(ErrorKind::kUnsupported, "input '" << name << "': " << e.message());
+  }
+  auto fixed = options.input_shapes.find(name);
+  if (fixed != options.input_shapes.end()) {
+    if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(fixed->second.size()))
+      TESSERA_THROW(ErrorKind::kUsage, "--input-shape " << name << "=" << shape_str(fixed->second) << " has rank "
+                                                        << fixed->second.size() << ", the model's input has rank "
+                                                        << tt.shape().dim_size());
+    type.shape = fixed->second;
+    return type;
+  }
+  if (!tt.has_shape())
+    TESSERA_THROW(ErrorKind::kInvalidGraph, "input '" << name << "' has no shape (unknown rank): fix it with --input-shape "
+                                                      << name << "=...");
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto& dim = tt.shape().dim(d);
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      type.shape.push_back(dim.dim_value());
+    } else if (options.default_dim >= 0) {
+      type.shape.push_back(options.default_dim);
+    } else {
+      std::string label = dim.has_dim_param() && !dim.dim_param().empty() ? " ('" + dim.dim_param() + "')" : "";
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "input '" << name << "' dim " << d << label
+                                                        << " is dynamic: fix it with --input-shape " << name << "=...");
+    }
+  }
+  return type;
+}
+
+// Kahn's algorithm over the ONNX nodes, keeping file order among ready nodes.
+std::vector<int> node_order(const onnx::GraphProto& g, const ImportState& state,
+                            const std::vector<std::string>& node_names) {
+  int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const std::string& out : g.node(i).output())
+      if (!out.empty()) producer[out] = i;
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> consumers(n);
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& in : g.node(i).input()) {
+      if (in.empty()) continue;
+      auto it = producer.find(in);
+      if (it != producer.end()) {
+        ++pending[i];
+        consumers[it->second].push_back(i);
+      } else if (!state.values.count(in)) {
+        throw Error(ErrorKind::kInvalidGraph, "input '" + in + "' is not defined by any node, initializer or graph input",
+                    {"", node_names[i], g.node(i).op_type()});
+      }
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int c : consumers[i])
+      if (--pending[c] == 0) ready.push(c);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int i = 0; i < n; ++i)
+      if (pending[i] > 0)
+        throw Error(ErrorKind::kInvalidGraph, "the graph has a cycle through this node",
+                    {"", node_names[i], g.node(i).op_type()});
+  }
+  return order;
+}
+
+std::vector<std::string> unique_node_names(const onnx::GraphProto& g) {
+  std::unordered_set<std::string> taken;
+  for (const auto& node : g.node())
+    if (!node.name().empty()) taken.insert(node.name());
+  std::vector<std::string> names;
+  std::unordered_set<std::string> given;
+  for (int i = 0; i < g.node_size(); ++i) {
+    std::string name = g.node(i).name();
+    if (name.empty() || given.count(name)) {
+      std::string base = (name.empty() ? g.node(i).op_type() : name) + "_";
+      int k = i;
+      do name = base + std::to_string(k++);
+      while (taken.count(name) || given.count(name));
+    }
+    given.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+void collect_names(const onnx::GraphProto& g, ImportState& state) {
+  for (const auto& vi : g.input()) state.onnx_value_names.insert(vi.name());
+  for (const auto& t : g.initializer()) state.onnx_value_names.insert(t.name());
+  for (const auto& node : g.node()) {
+    for (const auto& s : node.output()) state.onnx_value_names.insert(s);
+    for (const auto& s : node.input()) state.read_names.insert(s);
+  }
+  for (const auto& vi : g.output()) {
+    state.graph_outputs.insert(vi.name());
+    state.read_names.insert(vi.name());
+  }
+}
+
+}  // namespace
+
+Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
+                        const std::string& display_name) {
+  Graph graph;
+  const onnx::GraphProto& g = model.graph();
+  graph.name = g.name().empty() ? "graph" : g.name();
+  try {
+    ImportState state{graph};
+    state.opset = default_opset(model);
+    state.model_dir = model_dir;
+    collect_names(g, state);
+    for (const auto& [name, shape] : options.input_shapes) {
+      bool found = false;
+      for (const auto& vi : g.input()) found = found || vi.name() == name;
+      if (!found) TESSERA_THROW(ErrorKind::kUsage, "--input-shape names '" << name << "', which is not an input of the model");
+    }
+    for (const auto& t : g.initializer()) {
+      if (state.values.count(t.name()))
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "initializer '" << t.name() << "' is defined twice");
+      state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, model_dir, "initializer '" + t.name() + "'"));
+    }
+    // Inputs that are also initializers are constants with a default value
+    // (ONNX allows overriding them); Tessera treats them as constants.
+    for (const auto& vi : g.input())
+      if (!state.values.count(vi.name())) state.values[vi.name()] = graph.add_input(vi.name(), input_type(vi, options));
+
+    std::vector<std::string> node_names = unique_node_names(g);
+    for (int i : node_order(g, state, node_names)) {
+      const onnx::NodeProto& proto = g.node(i);
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx" && proto.domain() != "tessera") {
+        int64_t version = 0;
+        for (const auto& op : model.opset_import())
+          if (op.domain() == proto.domain()) version = op.version();
+        throw Error(ErrorKind::kUnsupported,
+                    "op '" + proto.op_type() + "' of domain '" + proto.domain() + "' (opset " + std::to_string(version) +
+                        ") is not supported: Tessera reads the default ONNX domain only",
+                    {"", node_names[i], proto.op_type()});
+      }
+      NodeImporter importer(state, proto, node_names[i]);
+      try {
+        onnx_import::convert_node(importer);
+      } catch (const Error& e) {
+        throw e.with_context({"", node_names[i], proto.op_type()});
+      }
+    }
+    std::vector<ValueId> outputs;
+    for (const auto& vi : g.output()) {
+      auto it = state.values.find(vi.name());
+      if (it == state.values.end())
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "graph output '" << vi.name() << "' is not defined");
+      outputs.push_back(it->second);
+    }
+    graph.set_outputs(outputs);
+    graph.remove_dead();
+  } catch (const Error& e) {
+    throw e.with_context({display_name, "", ""});
+  }
+  return graph;
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) TESSERA_THROW(ErrorKind::kIo, path << ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) TESSERA_THROW(ErrorKind::kIo, path << ": cannot open for reading");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) TESSERA_THROW(ErrorKind::kIo, path << ": read failed");
+  onnx::ModelProto model;
+  std::string why;
+  if (bytes.empty()) why = "the file is empty";
+  else if (!model.ParseFromString(bytes)) why = "protobuf parse failed: truncated or not a ModelProto";
+  else if (!model.has_graph() || model.opset_import_size() == 0) why = "no graph or no opset_import";
+  if (!why.empty()) TESSERA_THROW(ErrorKind::kParse, path << ": not a valid ONNX model (" << why << ")");
+  fs::path dir = fs::path(path).parent_path();
+  return import_onnx_model(model, options, dir.string(), path);
+}
+
+}  // namespace tessera

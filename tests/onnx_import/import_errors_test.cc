@@ -1,1 +1,256 @@
-// Being written.
+// Models the importer must refuse, with the kind and message of each error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "graph/error.h"
+#include "onnx_import/onnx_import.h"
+#include "tests/onnx_import/model_builder.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ModelBuilder;
+
+// Imports and returns the error; fails the test if the import succeeds.
+Error import_error(ModelBuilder& b, ImportOptions options = {}) {
+  try {
+    import_onnx_model(b.model(), options, ".", "bad.onnx");
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "import succeeded";
+  return Error(ErrorKind::kInternal, "no error");
+}
+
+Error file_error(const std::string& path) {
+  try {
+    import_onnx_file(path);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "import of " << path << " succeeded";
+  return Error(ErrorKind::kInternal, "no error");
+}
+
+bool has(const Error& e, const std::string& s) { return std::string(e.what()).find(s) != std::string::npos; }
+
+fs::path temp_dir() {
+  fs::path d = fs::path(TESSERA_BINARY_DIR) / "onnx_import_errors";
+  fs::create_directories(d);
+  return d;
+}
+
+ModelBuilder relu_model() {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).output("y");
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  return b;
+}
+
+TEST(ImportErrors, MissingFile) {
+  Error e = file_error((temp_dir() / "does_not_exist.onnx").string());
+  EXPECT_EQ(e.kind(), ErrorKind::kIo);
+  EXPECT_TRUE(has(e, "does_not_exist.onnx")) << e.what();
+}
+
+TEST(ImportErrors, TruncatedFile) {
+  std::string bytes = relu_model().model().SerializeAsString();
+  fs::path path = temp_dir() / "truncated.onnx";
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  Error e = file_error(path.string());
+  EXPECT_EQ(e.kind(), ErrorKind::kParse);
+  EXPECT_TRUE(has(e, "truncated.onnx: not a valid ONNX model (")) << e.what();
+}
+
+TEST(ImportErrors, NotAnOnnxFile) {
+  fs::path path = temp_dir() / "text.onnx";
+  std::ofstream(path) << "this is a text file, not a model\n";
+  Error e = file_error(path.string());
+  EXPECT_EQ(e.kind(), ErrorKind::kParse);
+  EXPECT_TRUE(has(e, "not a valid ONNX model")) << e.what();
+}
+
+TEST(ImportErrors, UnknownOp) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  b.node("FancyOp", {"x"}, {"y"}, "fancy");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(e.context().node, "fancy");
+  EXPECT_TRUE(has(e, "unknown op 'FancyOp' (domain '', opset 17)")) << e.what();
+}
+
+TEST(ImportErrors, OtherDomain) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  auto& n = b.node("Gelu", {"x"}, {"y"}, "g");
+  n.set_domain("com.microsoft");
+  auto* op = b.model().add_opset_import();
+  op->set_domain("com.microsoft");
+  op->set_version(1);
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "'com.microsoft'") && has(e, "opset 1") && has(e, "node 'g'")) << e.what();
+}
+
+TEST(ImportErrors, MissingInput) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  b.node("Add", {"x", "ghost"}, {"y"}, "add");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "add");
+  EXPECT_TRUE(has(e, "'ghost'")) << e.what();
+}
+
+TEST(ImportErrors, Cycle) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  b.node("Add", {"x", "b"}, {"a"}, "first");
+  b.node("Relu", {"a"}, {"b"}, "second");
+  b.node("Relu", {"a"}, {"y"}, "third");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "cycle")) << e.what();
+  EXPECT_TRUE(e.context().node == "first" || e.context().node == "second") << e.what();
+}
+
+TEST(ImportErrors, ShapeMismatch) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).input("z", {4, 5}).output("y");
+  b.node("Add", {"x", "z"}, {"y"}, "add");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "add");
+  EXPECT_EQ(e.context().op, "Add");
+  EXPECT_EQ(e.context().file, "bad.onnx");
+}
+
+TEST(ImportErrors, BadAttributeType) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).output("y");
+  ModelBuilder::attr(b.node("Transpose", {"x"}, {"y"}, "t"), "perm", int64_t{1});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "t");
+  EXPECT_TRUE(has(e, "attribute 'perm' must be INTS")) << e.what();
+}
+
+TEST(ImportErrors, UnknownAttribute) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).output("y");
+  ModelBuilder::attr(b.node("Relu", {"x"}, {"y"}, "r"), "flavour", int64_t{1});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "attribute 'flavour'")) << e.what();
+}
+
+TEST(ImportErrors, ShortInitializer) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).output("y");
+  b.init_f32("w", {2, 3}, {1, 2, 3});
+  b.node("Add", {"x", "w"}, {"y"});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "initializer 'w'")) << e.what();
+}
+
+TEST(ImportErrors, TooLargeTensor) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  auto& t = b.init_f32("huge", {int64_t{1} << 20, int64_t{1} << 20}, {});
+  t.set_raw_data("abcd");
+  b.node("Add", {"x", "huge"}, {"y"});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kResource);
+  EXPECT_TRUE(has(e, "initializer 'huge'")) << e.what();
+}
+
+TEST(ImportErrors, UnsupportedDtype) {
+  ModelBuilder b(17);
+  b.input("x", {2}, onnx::TensorProto::STRING).output("y");
+  b.node("Identity", {"x"}, {"y"});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "input 'x'") && has(e, "STRING")) << e.what();
+}
+
+TEST(ImportErrors, DynamicDimNotFixed) {
+  ModelBuilder b(17);
+  b.input("x", {-1, 3}).output("y");
+  b.node("Relu", {"x"}, {"y"});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "input 'x' dim 0 ('batch') is dynamic: fix it with --input-shape x=...")) << e.what();
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+}
+
+TEST(ImportErrors, InputShapeForUnknownInput) {
+  ModelBuilder b = relu_model();
+  ImportOptions o;
+  o.input_shapes["nope"] = {1};
+  EXPECT_EQ(import_error(b, o).kind(), ErrorKind::kUsage);
+}
+
+TEST(ImportErrors, ReshapeShapeMustBeConstant) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).input("s", {2}, onnx::TensorProto::INT64).output("y");
+  b.node("Reshape", {"x", "s"}, {"y"}, "reshape");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(e.context().node, "reshape");
+  EXPECT_TRUE(has(e, "input 'shape' of Reshape must be a constant")) << e.what();
+}
+
+TEST(ImportErrors, BatchNormTrainingMode) {
+  ModelBuilder b(15);
+  b.input("x", {1, 2, 2, 2}).output("y");
+  for (const char* p : {"s", "bias", "m", "v"}) b.init_f32(p, {2}, {1, 1});
+  ModelBuilder::attr(b.node("BatchNormalization", {"x", "s", "bias", "m", "v"}, {"y"}, "bn"), "training_mode",
+                     int64_t{1});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "training_mode")) << e.what();
+}
+
+TEST(ImportErrors, MaxPoolIndices) {
+  ModelBuilder b(12);
+  b.input("x", {1, 1, 4, 4}).output("y").output("i");
+  ModelBuilder::attr(b.node("MaxPool", {"x"}, {"y", "i"}, "pool"), "kernel_shape", std::vector<int64_t>{2, 2});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "Indices")) << e.what();
+}
+
+TEST(ImportErrors, OldSoftmaxOnInnerAxis) {
+  ModelBuilder b(11);
+  b.input("x", {2, 3, 4}).output("y");
+  ModelBuilder::attr(b.node("Softmax", {"x"}, {"y"}, "sm"), "axis", int64_t{1});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "last dim")) << e.what();
+}
+
+TEST(ImportErrors, UsedDropoutMask) {
+  ModelBuilder b(13);
+  b.input("x", {2}).output("y").output("mask");
+  b.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "mask")) << e.what();
+}
+
+TEST(ImportErrors, CastToUnsupportedType) {
+  ModelBuilder b(13);
+  b.input("x", {2}).output("y");
+  ModelBuilder::attr(b.node("Cast", {"x"}, {"y"}, "c"), "to", int64_t{onnx::TensorProto::STRING});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(e, "STRING")) << e.what();
+}
+
+}  // namespace
+}  // namespace tessera

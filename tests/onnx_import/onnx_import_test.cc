@@ -1,1 +1,360 @@
-// Being written.
+// Import of ONNX's opset-dependent forms into the IR conventions, folding of
+// shape arithmetic, Identity/Dropout removal, external data and input shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "graph/error.h"
+#include "graph/interpreter.h"
+#include "onnx_import/onnx_import.h"
+#include "tests/onnx_import/model_builder.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ModelBuilder;
+
+Graph import(ModelBuilder& b, ImportOptions options = {}, const std::string& dir = ".") {
+  return import_onnx_model(b.model(), options, dir, "test.onnx");
+}
+
+// The one node of kind `kind` in g (fails the test if there is not exactly one).
+const Node& only(const Graph& g, OpKind kind) {
+  const Node* found = nullptr;
+  int count = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (g.node(n).kind == kind) found = &g.node(n), ++count;
+  EXPECT_EQ(count, 1) << "nodes of kind " << op_name(kind);
+  if (!found) throw std::runtime_error("missing node");
+  return *found;
+}
+
+TEST(OnnxImport, SqueezeAxesAttributeBeforeOpset13AndInputFrom13) {
+  ModelBuilder b11(11);
+  b11.input("x", {2, 1, 3, 1}).output("y");
+  ModelBuilder::attr(b11.node("Squeeze", {"x"}, {"y"}), "axes", std::vector<int64_t>{-1, 1});
+  Graph g11 = import(b11);
+  EXPECT_EQ(only(g11, OpKind::kSqueeze).attrs.ints("axes"), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(g11.type(g11.outputs()[0]).shape, (Shape{2, 3}));
+
+  ModelBuilder b13(13);
+  b13.input("x", {2, 1, 3, 1}).output("y");
+  b13.init_i64("axes", {1});
+  b13.node("Squeeze", {"x", "axes"}, {"y"});
+  Graph g13 = import(b13);
+  EXPECT_EQ(only(g13, OpKind::kSqueeze).attrs.ints("axes"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(g13.type(g13.outputs()[0]).shape, (Shape{2, 3, 1}));
+  EXPECT_EQ(g13.num_values(), 2) << "the axes constant is dropped once it became an attribute";
+}
+
+TEST(OnnxImport, ReduceMeanAxesAttributeAtOpset13AndInputAt18) {
+  ModelBuilder b13(13);
+  b13.input("x", {2, 3, 4}).output("y");
+  auto& n13 = b13.node("ReduceMean", {"x"}, {"y"});
+  ModelBuilder::attr(n13, "axes", std::vector<int64_t>{1});
+  ModelBuilder::attr(n13, "keepdims", int64_t{0});
+  Graph g13 = import(b13);
+  EXPECT_EQ(only(g13, OpKind::kReduceMean).attrs.ints("axes"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(g13.type(g13.outputs()[0]).shape, (Shape{2, 4}));
+
+  ModelBuilder b18(18);
+  b18.input("x", {2, 3, 4}).output("y");
+  b18.init_i64("axes", {-1});
+  b18.node("ReduceMean", {"x", "axes"}, {"y"});
+  Graph g18 = import(b18);
+  EXPECT_EQ(only(g18, OpKind::kReduceMean).attrs.ints("axes"), (std::vector<int64_t>{-1}));
+  EXPECT_EQ(g18.type(g18.outputs()[0]).shape, (Shape{2, 3, 1}));
+}
+
+TEST(OnnxImport, ReduceSumNoopWithEmptyAxesIsAnAlias) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3}).output("y");
+  ModelBuilder::attr(b.node("ReduceSum", {"x"}, {"r"}), "noop_with_empty_axes", int64_t{1});
+  b.node("Relu", {"r"}, {"y"});
+  Graph g = import(b);
+  EXPECT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).kind, OpKind::kRelu);
+}
+
+TEST(OnnxImport, SplitSizesInputAtOpset13AndNumOutputsAt18) {
+  ModelBuilder b13(13);
+  b13.input("x", {7, 2}).output("a").output("b");
+  b13.init_i64("split", {5, 2});
+  b13.node("Split", {"x", "split"}, {"a", "b"});
+  Graph g13 = import(b13);
+  EXPECT_EQ(only(g13, OpKind::kSplit).attrs.ints("split"), (std::vector<int64_t>{5, 2}));
+
+  ModelBuilder b18(18);
+  b18.input("x", {7, 2}).output("a").output("b").output("c");
+  ModelBuilder::attr(b18.node("Split", {"x"}, {"a", "b", "c"}), "num_outputs", int64_t{3});
+  Graph g18 = import(b18);
+  EXPECT_EQ(only(g18, OpKind::kSplit).attrs.ints("split"), (std::vector<int64_t>{3, 3, 1}));
+  EXPECT_EQ(g18.type(g18.outputs()[2]).shape, (Shape{1, 2}));
+}
+
+TEST(OnnxImport, PadInputsAtOpset13AndAxesAt18) {
+  ModelBuilder b13(13);
+  b13.input("x", {2, 3}).output("y");
+  b13.init_i64("pads", {0, 1, 0, 2});
+  b13.init_f32("v", {}, {1.5f});
+  b13.node("Pad", {"x", "pads", "v"}, {"y"});
+  Graph g13 = import(b13);
+  const Node& p13 = only(g13, OpKind::kPad);
+  EXPECT_EQ(p13.attrs.ints("pads"), (std::vector<int64_t>{0, 1, 0, 2}));
+  EXPECT_DOUBLE_EQ(p13.attrs.f("value"), 1.5);
+  EXPECT_EQ(g13.type(g13.outputs()[0]).shape, (Shape{2, 6}));
+
+  ModelBuilder b18(18);
+  b18.input("x", {2, 3, 4}).output("y");
+  b18.init_i64("pads", {1, 2, 3, 4});  // begins then ends for axes (-1, 0)
+  b18.node("Pad", {"x", "pads", "", "axes"}, {"y"});
+  b18.init_i64("axes", {-1, 0});
+  Graph g18 = import(b18);
+  EXPECT_EQ(only(g18, OpKind::kPad).attrs.ints("pads"), (std::vector<int64_t>{2, 0, 1, 4, 0, 3}));
+  EXPECT_EQ(g18.type(g18.outputs()[0]).shape, (Shape{8, 3, 8}));
+}
+
+TEST(OnnxImport, ClipBoundsFromAttributesAtOpset6AndInputsFrom11) {
+  ModelBuilder b6(6);
+  b6.input("x", {4}).output("y");
+  auto& n6 = b6.node("Clip", {"x"}, {"y"});
+  ModelBuilder::attr(n6, "min", -1.0f);
+  ModelBuilder::attr(n6, "max", 2.0f);
+  Graph g6 = import(b6);
+  EXPECT_DOUBLE_EQ(only(g6, OpKind::kClip).attrs.f("min"), -1.0);
+  EXPECT_DOUBLE_EQ(only(g6, OpKind::kClip).attrs.f("max"), 2.0);
+
+  ModelBuilder b11(11);
+  b11.input("x", {4}).output("y");
+  b11.init_f32("hi", {}, {6.0f});
+  b11.node("Clip", {"x", "", "hi"}, {"y"});
+  Graph g11 = import(b11);
+  EXPECT_TRUE(std::isinf(only(g11, OpKind::kClip).attrs.f("min")));
+  EXPECT_DOUBLE_EQ(only(g11, OpKind::kClip).attrs.f("max"), 6.0);
+}
+
+TEST(OnnxImport, ReshapeResolvesZeroAndMinusOne) {
+  ModelBuilder b(14);
+  b.input("x", {2, 3, 4}).output("y");
+  b.init_i64("shape", {0, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  Graph g = import(b);
+  EXPECT_EQ(only(g, OpKind::kReshape).attrs.ints("shape"), (std::vector<int64_t>{2, 12}));
+}
+
+TEST(OnnxImport, ConvAutoPadSameUpperBecomesExplicitPads) {
+  ModelBuilder b(17);
+  b.input("x", {1, 2, 5, 6}).output("y");
+  std::vector<float> w(3 * 2 * 3 * 3, 0.5f);
+  b.init_f32("w", {3, 2, 3, 3}, w);
+  auto& n = b.node("Conv", {"x", "w"}, {"y"});
+  ModelBuilder::attr(n, "auto_pad", std::string("SAME_UPPER"));
+  ModelBuilder::attr(n, "strides", std::vector<int64_t>{2, 2});
+  Graph g = import(b);
+  const Node& conv = only(g, OpKind::kConv);
+  // H: out 3, total pad (3-1)*2+3-5 = 2 -> 1,1. W: out 3, total (3-1)*2+3-6 = 1 -> 0 before, 1 after.
+  EXPECT_EQ(conv.attrs.ints("pads"), (std::vector<int64_t>{1, 0, 1, 1}));
+  EXPECT_EQ(conv.attrs.ints("kernel_shape"), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(conv.attrs.ints("dilations"), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(g.type(g.outputs()[0]).shape, (Shape{1, 3, 3, 3}));
+}
+
+TEST(OnnxImport, ShapeArithmeticFoldsIntoOneReshape) {
+  // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])): what
+  // torch.onnx writes for x.view(x.size(0), -1).
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 4}).output("y");
+  b.init_i64("zero", {0}, /*scalar=*/true);
+  b.init_i64("ax0", {0});
+  b.init_i64("minus1", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"d0"});
+  b.node("Unsqueeze", {"d0", "ax0"}, {"d0v"});
+  ModelBuilder::attr(b.node("Concat", {"d0v", "minus1"}, {"shape"}), "axis", int64_t{0});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).kind, OpKind::kReshape);
+  EXPECT_EQ(g.node(0).attrs.ints("shape"), (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+}
+
+TEST(OnnxImport, ConstantOfShapeAndRangeFold) {
+  ModelBuilder b(17);
+  b.input("x", {3}).output("y");
+  b.init_i64("n", {3});
+  b.node("ConstantOfShape", {"n"}, {"ones"}).add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    a.mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a.mutable_t()->add_dims(1);
+    a.mutable_t()->add_float_data(2.0f);
+    return a;
+  }());
+  b.init_f32("start", {}, {0.0f});
+  b.init_f32("limit", {}, {3.0f});
+  b.init_f32("delta", {}, {1.0f});
+  b.node("Range", {"start", "limit", "delta"}, {"r"});
+  b.node("Mul", {"ones", "r"}, {"c"});
+  b.node("Add", {"x", "c"}, {"y"});
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 1);
+  const Node& add = only(g, OpKind::kAdd);
+  const Value& c = g.value(add.inputs[1]);
+  ASSERT_TRUE(c.constant.has_value());
+  EXPECT_EQ(c.constant->to_doubles(), (std::vector<double>{0.0, 2.0, 4.0}));
+}
+
+TEST(OnnxImport, IdentityAndDropoutAreRemovedAndOutputNamesKept) {
+  ModelBuilder b(13);
+  b.input("x", {2, 2}).output("y");
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Dropout", {"r"}, {"d", "unused_mask"});
+  b.node("Identity", {"d"}, {"y"});
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).kind, OpKind::kRelu);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
+}
+
+TEST(OnnxImport, NodesInAnyOrderAreSorted) {
+  ModelBuilder b(13);
+  b.input("x", {2}).output("y");
+  b.node("Neg", {"t"}, {"y"});
+  b.node("Relu", {"x"}, {"t"});
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 2);
+  std::vector<Tensor> out = evaluate(g, {Tensor::from_doubles(DType::kF32, {2}, {-1.0, 2.0})});
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0.0, -2.0}));
+}
+
+TEST(OnnxImport, VariadicSumAndMeanAreChainedBinaryOps) {
+  ModelBuilder b(13);
+  b.input("a", {2}).input("b", {2}).input("c", {2}).output("s").output("m");
+  b.node("Sum", {"a", "b", "c"}, {"s"});
+  b.node("Mean", {"a", "b", "c"}, {"m"});
+  Graph g = import(b);
+  std::vector<Tensor> out = evaluate(g, {Tensor::from_doubles(DType::kF32, {2}, {1, 2}),
+                                         Tensor::from_doubles(DType::kF32, {2}, {3, 4}),
+                                         Tensor::from_doubles(DType::kF32, {2}, {5, 9})});
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{9, 15}));
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{3, 5}));
+}
+
+TEST(OnnxImport, InputShapeOverridesDynamicDim) {
+  ModelBuilder b(13);
+  b.input("x", {-1, 3}).output("y");
+  b.node("Relu", {"x"}, {"y"});
+  ImportOptions options;
+  parse_input_shape_flag("x=5x3", options);
+  Graph g = import(b, options);
+  EXPECT_EQ(g.type(g.inputs()[0]).shape, (Shape{5, 3}));
+  EXPECT_EQ(g.type(g.outputs()[0]).shape, (Shape{5, 3}));
+}
+
+TEST(OnnxImport, ParseInputShapeFlag) {
+  ImportOptions o;
+  parse_input_shape_flag("input_ids=1x128", o);
+  EXPECT_EQ(o.input_shapes.at("input_ids"), (Shape{1, 128}));
+  parse_input_shape_flag("s=scalar", o);
+  EXPECT_EQ(o.input_shapes.at("s"), Shape{});
+  for (const char* bad : {"x", "=1x2", "x=", "x=1xx2", "x=1x-2", "x=ax3", "x=1x2x"}) {
+    try {
+      parse_input_shape_flag(bad, o);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << bad;
+    }
+  }
+}
+
+class ExternalDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(TESSERA_BINARY_DIR) / "onnx_import_external";
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "model");
+    std::vector<float> w = {1, 2, 3, 4, 5, 6};
+    std::ofstream out(dir_ / "model" / "weights.bin", std::ios::binary);
+    out.write("PAD!", 4);  // the tensor starts at offset 4
+    out.write(reinterpret_cast<const char*>(w.data()), 24);
+  }
+
+  ModelBuilder model(const std::string& location) {
+    ModelBuilder b(13);
+    b.input("x", {2, 3}).output("y");
+    auto* t = b.model().mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(2);
+    t->add_dims(3);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair<const char*, std::string>{"location", location}, {"offset", "4"}, {"length", "24"}}) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    b.node("Add", {"x", "w"}, {"y"});
+    return b;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ExternalDataTest, ReadsRelativeToTheModelFolder) {
+  ModelBuilder b = model("weights.bin");
+  std::string path = (dir_ / "model" / "m.onnx").string();
+  std::ofstream(path, std::ios::binary) << b.model().SerializeAsString();
+  Graph g = import_onnx_file(path);
+  const Node& add = only(g, OpKind::kAdd);
+  ASSERT_TRUE(g.value(add.inputs[1]).constant);
+  EXPECT_EQ(g.value(add.inputs[1]).constant->to_doubles(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(ExternalDataTest, RefusesPathsThatLeaveTheFolder) {
+  fs::copy_file(dir_ / "model" / "weights.bin", dir_ / "outside.bin");
+  for (std::string location : {std::string("../outside.bin"), std::string("sub/../../outside.bin"),
+                               (dir_ / "outside.bin").string()}) {
+    ModelBuilder b = model(location);
+    try {
+      import_onnx_model(b.model(), {}, (dir_ / "model").string(), "m.onnx");
+      ADD_FAILURE() << "accepted " << location;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+      EXPECT_NE(std::string(e.what()).find("initializer 'w'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(OnnxImport, GraphOutputThatIsAnInputOrConstantStillWorks) {
+  ModelBuilder b(13);
+  b.input("x", {2}).output("y").output("k");
+  b.init_f32("c", {2}, {7, 8});
+  b.node("Identity", {"x"}, {"y"});
+  b.node("Identity", {"c"}, {"k"});
+  Graph g = import(b);
+  ASSERT_EQ(g.outputs().size(), 2u);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+  EXPECT_EQ(g.value(g.outputs()[1]).name, "k");
+  std::vector<Tensor> out = evaluate(g, {Tensor::from_doubles(DType::kF32, {2}, {1, 2})});
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{7, 8}));
+}
+
+TEST(OnnxImport, InitializerThatIsAlsoAnInputIsAConstant) {
+  ModelBuilder b(13);
+  b.input("x", {2}).input("w", {2}).output("y");
+  b.init_f32("w", {2}, {1, 1});
+  b.node("Add", {"x", "w"}, {"y"});
+  Graph g = import(b);
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
+}
+
+}  // namespace
+}  // namespace tessera
