@@ -44,7 +44,9 @@ def main() -> int:
 
     if os.path.exists(args.out):
         shutil.rmtree(args.out)
-    tmp = args.out + ".tmp"
+    # A private temporary folder renamed into place: a reader never sees a half
+    # written set, and two concurrent runs do not collide.
+    tmp = f"{args.out}.tmp{os.getpid()}"
     if os.path.exists(tmp):
         shutil.rmtree(tmp)
     os.makedirs(tmp)
@@ -80,7 +82,10 @@ def main() -> int:
 
     with open(os.path.join(tmp, STAMP), "w") as f:
         f.write(onnx.__version__ + "\n")
-    os.rename(tmp, args.out)
+    try:
+        os.rename(tmp, args.out)
+    except OSError:  # another run finished first
+        shutil.rmtree(tmp)
     print(f"generate_node_tests: wrote {written} of {len(cases)} node tests to {args.out}")
     return 0
 
