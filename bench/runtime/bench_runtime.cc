@@ -1,0 +1,92 @@
+// Times Tessera's runtime on one model of the suite and prints one JSON line:
+// median latency, memory report, process peak RSS, and the largest relative
+// error against the suite's reference outputs (output_<i>.pb, when present).
+//
+// Usage: bench_runtime MODEL_DIR [--backend cpu|reference] [--threads N]
+//                     [--repeat N] [--warmup N] [--profile]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "onnx_import/onnx_import.h"
+#include "onnx_import/tensor_proto.h"
+#include "runtime/runtime.h"
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: bench_runtime MODEL_DIR [--backend B] [--threads N] [--repeat N] [--warmup N] [--profile]\n";
+    return 2;
+  }
+  std::string dir = argv[1];
+  runtime::RunOptions opt;
+  int repeat = 20, warmup = 3;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--threads") opt.threads = std::stoi(next());
+    else if (a == "--repeat") repeat = std::stoi(next());
+    else if (a == "--warmup") warmup = std::stoi(next());
+    else if (a == "--backend") opt.backend = runtime::backend_from_name(next());
+    else if (a == "--profile") opt.profile = true;
+    else if (a == "--no-fuse") opt.fuse = false;
+    else {
+      std::cerr << "unknown flag " << a << "\n";
+      return 2;
+    }
+  }
+  try {
+    Graph g = import_onnx_file(dir + "/model.onnx");
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < g.inputs().size(); ++i)
+      inputs.push_back(read_tensor_file(dir + "/input_" + std::to_string(i) + ".pb"));
+    auto t0 = std::chrono::steady_clock::now();
+    runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
+    double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<Tensor> outs;
+    for (int i = 0; i < warmup; ++i) outs = plan.run(inputs);
+    std::vector<double> ms;
+    for (int i = 0; i < repeat; ++i) {
+      auto s = std::chrono::steady_clock::now();
+      outs = plan.run(inputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double max_rel = 0;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      std::string p = dir + "/output_" + std::to_string(j) + ".pb";
+      if (!fs::exists(p)) break;
+      Tensor want = read_tensor_file(p);
+      double scale = 0;
+      for (int64_t k = 0; k < want.numel(); ++k) scale = std::max(scale, std::fabs(want.get_double(k)));
+      for (int64_t k = 0; k < want.numel() && k < outs[j].numel(); ++k)
+        max_rel = std::max(max_rel, std::fabs(outs[j].get_double(k) - want.get_double(k)) / std::max(scale, 1e-30));
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    runtime::MemoryReport m = plan.memory();
+    std::printf(
+        "{\"median_ms\": %.4f, \"compile_ms\": %.1f, \"arena_bytes\": %lld, \"intermediate_bytes\": %lld, "
+        "\"weight_bytes\": %lld, \"peak_bytes\": %lld, \"max_rss_bytes\": %lld, \"kernels\": %lld, "
+        "\"max_rel_err\": %.3g}\n",
+        ms[ms.size() / 2], compile_ms, static_cast<long long>(m.arena_bytes),
+        static_cast<long long>(m.intermediate_bytes), static_cast<long long>(m.weight_bytes),
+        static_cast<long long>(m.peak_bytes), static_cast<long long>(ru.ru_maxrss) * 1024,
+        static_cast<long long>(plan.num_kernels()), max_rel);
+    if (opt.profile) std::cerr << plan.profile().table();
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,378 @@
+#include "runtime/cpu/native_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "graph/error.h"
+#include "graph/ops/op_util.h"
+
+namespace tessera::runtime::cpu {
+namespace {
+
+// dst[i] = src[f(i)] over `shape`, with element strides (in elements of
+// `elem` bytes) for each side. The innermost dim is copied as one memcpy when
+// both sides are contiguous there.
+struct StridedCopy {
+  Shape shape;
+  std::vector<int64_t> dst_strides, src_strides;
+  int64_t dst_offset = 0, src_offset = 0;
+  int64_t elem = 4;
+
+  void run(uint8_t* dst, const uint8_t* src) const {
+    size_t r = shape.size();
+    if (r == 0) {
+      std::memcpy(dst + dst_offset * elem, src + src_offset * elem, static_cast<size_t>(elem));
+      return;
+    }
+    int64_t inner = shape[r - 1];
+    int64_t outer = 1;
+    for (size_t i = 0; i + 1 < r; ++i) outer *= shape[i];
+    bool contiguous = dst_strides[r - 1] == 1 && src_strides[r - 1] == 1;
+    int64_t ds = dst_strides[r - 1], ss = src_strides[r - 1];
+#pragma omp parallel for schedule(static) if (outer * inner > 32768)
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t doff = dst_offset, soff = src_offset, rem = o;
+      for (int64_t i = static_cast<int64_t>(r) - 2; i >= 0; --i) {
+        int64_t idx = rem % shape[i];
+        rem /= shape[i];
+        doff += idx * dst_strides[i];
+        soff += idx * src_strides[i];
+      }
+      if (contiguous) {
+        std::memcpy(dst + doff * elem, src + soff * elem, static_cast<size_t>(inner * elem));
+      } else if (elem == 4) {
+        auto* d = reinterpret_cast<uint32_t*>(dst) + doff;
+        auto* s = reinterpret_cast<const uint32_t*>(src) + soff;
+        for (int64_t j = 0; j < inner; ++j) d[j * ds] = s[j * ss];
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          std::memcpy(dst + (doff + j * ds) * elem, src + (soff + j * ss) * elem, static_cast<size_t>(elem));
+      }
+    }
+  }
+};
+
+class CopyKernel : public Kernel {
+ public:
+  // One strided copy per input (concat), or one input to one output each
+  // (split: per output).
+  struct Part {
+    size_t src, dst;  // positions in inputs / outputs
+    StridedCopy copy;
+  };
+  std::vector<Part> parts;
+  void run(ExecContext& ctx) override {
+    for (const Part& p : parts) p.copy.run(ctx.ptr[outputs[p.dst]], ctx.ptr[inputs[p.src]]);
+  }
+  std::string impl() const override { return "native"; }
+};
+
+std::unique_ptr<Kernel> finish(std::unique_ptr<Kernel> k, const Node& n) {
+  k->inputs = n.inputs;
+  k->outputs = n.outputs;
+  k->node = n.name;
+  k->op = op_name(n.kind);
+  return k;
+}
+
+std::vector<int64_t> strides_of(const Shape& s) { return shape_strides(s); }
+
+std::unique_ptr<Kernel> make_transpose(const Graph& g, const Node& n) {
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  const auto& perm = n.attrs.ints("perm");
+  auto k = std::make_unique<CopyKernel>();
+  StridedCopy c;
+  c.shape = g.type(n.outputs[0]).shape;
+  c.dst_strides = strides_of(c.shape);
+  std::vector<int64_t> in = strides_of(xs);
+  for (int64_t p : perm) c.src_strides.push_back(in[ops::normalize_axis(p, static_cast<int64_t>(xs.size()))]);
+  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
+  k->parts.push_back({0, 0, c});
+  return finish(std::move(k), n);
+}
+
+std::unique_ptr<Kernel> make_slice(const Graph& g, const Node& n) {
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  int64_t r = static_cast<int64_t>(xs.size());
+  StridedCopy c;
+  c.shape = g.type(n.outputs[0]).shape;
+  c.dst_strides = strides_of(c.shape);
+  c.src_strides = strides_of(xs);
+  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
+  const auto& starts = n.attrs.ints("starts");
+  const auto& axes = n.attrs.ints("axes");
+  const auto& steps = n.attrs.ints("steps");
+  std::vector<int64_t> base = c.src_strides;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = ops::normalize_axis(axes[i], r), d = xs[a], s = starts[i], step = steps[i];
+    if (s < 0) s += d;
+    s = step > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
+    c.src_offset += s * base[a];
+    c.src_strides[a] = base[a] * step;
+  }
+  auto k = std::make_unique<CopyKernel>();
+  k->parts.push_back({0, 0, c});
+  return finish(std::move(k), n);
+}
+
+std::unique_ptr<Kernel> make_concat_or_split(const Graph& g, const Node& n) {
+  bool concat = n.kind == OpKind::kConcat;
+  const Shape& big = concat ? g.type(n.outputs[0]).shape : g.type(n.inputs[0]).shape;
+  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(big.size()));
+  std::vector<int64_t> big_strides = strides_of(big);
+  auto k = std::make_unique<CopyKernel>();
+  int64_t offset = 0;
+  const auto& pieces = concat ? n.inputs : n.outputs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ValueId v = pieces[i];
+    StridedCopy c;
+    c.shape = g.type(v).shape;
+    c.elem = static_cast<int64_t>(dtype_size(g.type(v).dtype));
+    std::vector<int64_t> own = strides_of(c.shape);
+    if (concat) {
+      c.dst_strides = big_strides;
+      c.dst_offset = offset * big_strides[axis];
+      c.src_strides = own;
+      k->parts.push_back({i, 0, c});
+    } else {
+      c.src_strides = big_strides;
+      c.src_offset = offset * big_strides[axis];
+      c.dst_strides = own;
+      k->parts.push_back({0, i, c});
+    }
+    offset += c.shape[axis];
+  }
+  return finish(std::move(k), n);
+}
+
+std::unique_ptr<Kernel> make_expand(const Graph& g, const Node& n) {
+  StridedCopy c;
+  c.shape = g.type(n.outputs[0]).shape;
+  c.dst_strides = strides_of(c.shape);
+  Shape xs = g.type(n.inputs[0]).shape;
+  Shape padded(c.shape.size() - std::min(c.shape.size(), xs.size()), 1);
+  padded.insert(padded.end(), xs.begin(), xs.end());
+  if (padded.size() != c.shape.size()) return nullptr;
+  c.src_strides = strides_of(padded);
+  for (size_t i = 0; i < padded.size(); ++i)
+    if (padded[i] == 1 && c.shape[i] != 1) c.src_strides[i] = 0;
+  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
+  auto k = std::make_unique<CopyKernel>();
+  k->parts.push_back({0, 0, c});
+  return finish(std::move(k), n);
+}
+
+// Gather along `axis`: out[outer, j, inner] = data[outer, idx[j], inner].
+class GatherKernel : public Kernel {
+ public:
+  int64_t outer = 1, inner_bytes = 0, axis_dim = 0, count = 0;
+  DType index_dtype = DType::kI64;
+  void run(ExecContext& ctx) override {
+    const uint8_t* data = ctx.ptr[inputs[0]];
+    const uint8_t* idx = ctx.ptr[inputs[1]];
+    uint8_t* out = ctx.ptr[outputs[0]];
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t v = index(idx, j);
+      if (v < -axis_dim || v >= axis_dim)
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "gather index " << v << " is out of range for a dim of " << axis_dim);
+    }
+#pragma omp parallel for schedule(static) if (outer * count * inner_bytes > 131072)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t v = index(idx, j);
+        if (v < 0) v += axis_dim;
+        std::memcpy(out + (o * count + j) * inner_bytes, data + (o * axis_dim + v) * inner_bytes,
+                    static_cast<size_t>(inner_bytes));
+      }
+  }
+  std::string impl() const override { return "native"; }
+
+ private:
+  int64_t index(const uint8_t* p, int64_t j) const {
+    return index_dtype == DType::kI64 ? reinterpret_cast<const int64_t*>(p)[j] : reinterpret_cast<const int32_t*>(p)[j];
+  }
+};
+
+std::unique_ptr<Kernel> make_gather(const Graph& g, const Node& n) {
+  const TensorType& xt = g.type(n.inputs[0]);
+  DType it = g.type(n.inputs[1]).dtype;
+  if (it != DType::kI64 && it != DType::kI32) return nullptr;
+  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), xt.rank());
+  auto k = std::make_unique<GatherKernel>();
+  k->index_dtype = it;
+  for (int64_t i = 0; i < axis; ++i) k->outer *= xt.shape[i];
+  int64_t inner = 1;
+  for (int64_t i = axis + 1; i < xt.rank(); ++i) inner *= xt.shape[i];
+  k->inner_bytes = inner * static_cast<int64_t>(dtype_size(xt.dtype));
+  k->axis_dim = xt.shape[axis];
+  k->count = g.type(n.inputs[1]).numel();
+  return finish(std::move(k), n);
+}
+
+// Where(cond, x, y) with numpy broadcasting through precomputed index maps.
+class WhereKernel : public Kernel {
+ public:
+  std::vector<int64_t> cmap, xmap, ymap;
+  int64_t elem = 4;
+  void run(ExecContext& ctx) override {
+    const uint8_t* c = ctx.ptr[inputs[0]];
+    const uint8_t* x = ctx.ptr[inputs[1]];
+    const uint8_t* y = ctx.ptr[inputs[2]];
+    uint8_t* out = ctx.ptr[outputs[0]];
+    int64_t n = static_cast<int64_t>(cmap.size());
+    if (elem == 4) {
+      auto* o = reinterpret_cast<float*>(out);
+      auto* xf = reinterpret_cast<const float*>(x);
+      auto* yf = reinterpret_cast<const float*>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = c[cmap[i]] ? xf[xmap[i]] : yf[ymap[i]];
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(out + i * elem, c[cmap[i]] ? x + xmap[i] * elem : y + ymap[i] * elem, static_cast<size_t>(elem));
+  }
+  std::string impl() const override { return "native"; }
+};
+
+std::unique_ptr<Kernel> make_where(const Graph& g, const Node& n) {
+  if (g.type(n.inputs[0]).dtype != DType::kBool) return nullptr;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  auto k = std::make_unique<WhereKernel>();
+  k->cmap = ops::broadcast_index_map(g.type(n.inputs[0]).shape, ys);
+  k->xmap = ops::broadcast_index_map(g.type(n.inputs[1]).shape, ys);
+  k->ymap = ops::broadcast_index_map(g.type(n.inputs[2]).shape, ys);
+  k->elem = static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype));
+  return finish(std::move(k), n);
+}
+
+// f32 unary functions oneDNN lacks.
+class UnaryKernel : public Kernel {
+ public:
+  OpKind kind;
+  float alpha = 0, beta = 0;
+  int64_t n = 0;
+  void run(ExecContext& ctx) override {
+    const float* x = ctx.at<float>(inputs[0]);
+    float* y = ctx.at<float>(outputs[0]);
+    switch (kind) {
+      case OpKind::kErf: apply(x, y, [](float v) { return std::erf(v); }); break;
+      case OpKind::kHardSigmoid: {
+        float a = alpha, b = beta;
+        apply(x, y, [a, b](float v) { return std::max(0.0f, std::min(1.0f, a * v + b)); });
+        break;
+      }
+      case OpKind::kSin: apply(x, y, [](float v) { return std::sin(v); }); break;
+      case OpKind::kCos: apply(x, y, [](float v) { return std::cos(v); }); break;
+      case OpKind::kFloor: apply(x, y, [](float v) { return std::floor(v); }); break;
+      case OpKind::kCeil: apply(x, y, [](float v) { return std::ceil(v); }); break;
+      case OpKind::kSign: apply(x, y, [](float v) { return static_cast<float>((v > 0) - (v < 0)); }); break;
+      case OpKind::kIdentity: if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * 4); break;
+      default: TESSERA_CHECK(false, "unary kernel built for " << op_name(kind));
+    }
+  }
+  std::string impl() const override { return "native"; }
+
+ private:
+  template <class F>
+  void apply(const float* x, float* y, F f) const {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  }
+};
+
+std::unique_ptr<Kernel> make_unary(const Graph& g, const Node& n) {
+  if (g.type(n.inputs[0]).dtype != DType::kF32 || g.type(n.outputs[0]).dtype != DType::kF32) return nullptr;
+  auto k = std::make_unique<UnaryKernel>();
+  k->kind = n.kind;
+  k->n = g.type(n.outputs[0]).numel();
+  if (n.kind == OpKind::kHardSigmoid) {
+    k->alpha = static_cast<float>(n.attrs.f("alpha"));
+    k->beta = static_cast<float>(n.attrs.f("beta"));
+  }
+  k->in_place_input = 0;
+  return finish(std::move(k), n);
+}
+
+// f32 binary ops with any broadcast (oneDNN broadcasts only its second source).
+class BroadcastBinaryKernel : public Kernel {
+ public:
+  OpKind kind;
+  std::vector<int64_t> amap, bmap;
+  void run(ExecContext& ctx) override {
+    const float* a = ctx.at<float>(inputs[0]);
+    const float* b = ctx.at<float>(inputs[1]);
+    float* y = ctx.at<float>(outputs[0]);
+    int64_t n = static_cast<int64_t>(amap.size());
+    switch (kind) {
+      case OpKind::kAdd: loop(n, y, a, b, [](float p, float q) { return p + q; }); break;
+      case OpKind::kSub: loop(n, y, a, b, [](float p, float q) { return p - q; }); break;
+      case OpKind::kMul: loop(n, y, a, b, [](float p, float q) { return p * q; }); break;
+      case OpKind::kDiv: loop(n, y, a, b, [](float p, float q) { return p / q; }); break;
+      case OpKind::kPow: loop(n, y, a, b, [](float p, float q) { return std::pow(p, q); }); break;
+      case OpKind::kMax: loop(n, y, a, b, [](float p, float q) { return std::max(p, q); }); break;
+      case OpKind::kMin: loop(n, y, a, b, [](float p, float q) { return std::min(p, q); }); break;
+      default: TESSERA_CHECK(false, "binary kernel built for " << op_name(kind));
+    }
+  }
+  std::string impl() const override { return "native"; }
+
+ private:
+  template <class F>
+  void loop(int64_t n, float* y, const float* a, const float* b, F f) const {
+    const int64_t* am = amap.data();
+    const int64_t* bm = bmap.data();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[am[i]], b[bm[i]]);
+  }
+};
+
+std::unique_ptr<Kernel> make_broadcast_binary(const Graph& g, const Node& n) {
+  for (ValueId v : {n.inputs[0], n.inputs[1], n.outputs[0]})
+    if (g.type(v).dtype != DType::kF32) return nullptr;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  auto k = std::make_unique<BroadcastBinaryKernel>();
+  k->kind = n.kind;
+  k->amap = ops::broadcast_index_map(g.type(n.inputs[0]).shape, ys);
+  k->bmap = ops::broadcast_index_map(g.type(n.inputs[1]).shape, ys);
+  return finish(std::move(k), n);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes) {
+  auto k = std::make_unique<CopyKernel>();
+  StridedCopy c;
+  c.shape = {bytes};
+  c.dst_strides = {1};
+  c.src_strides = {1};
+  c.elem = 1;
+  k->parts.push_back({0, 0, c});
+  k->inputs = {from};
+  k->outputs = {to};
+  k->op = "Copy";
+  return k;
+}
+
+std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  switch (n.kind) {
+    case OpKind::kTranspose: return make_transpose(g, n);
+    case OpKind::kSlice: return make_slice(g, n);
+    case OpKind::kConcat:
+    case OpKind::kSplit: return make_concat_or_split(g, n);
+    case OpKind::kExpand: return make_expand(g, n);
+    case OpKind::kGather: return make_gather(g, n);
+    case OpKind::kWhere: return make_where(g, n);
+    case OpKind::kErf: case OpKind::kHardSigmoid: case OpKind::kSin: case OpKind::kCos: case OpKind::kFloor:
+    case OpKind::kCeil: case OpKind::kSign: case OpKind::kIdentity:
+      return make_unary(g, n);
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
+    case OpKind::kMax: case OpKind::kMin:
+      return make_broadcast_binary(g, n);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,21 @@
+// Kernels of our own for what oneDNN has no primitive for: data movement
+// (transpose, slice, concat, split, expand, gather, where, copies) and a few
+// element-wise functions. Row-major buffers only; OpenMP across the outer
+// dimensions, contiguous inner runs as memcpy or vectorizable loops.
+#pragma once
+
+#include <memory>
+
+#include "graph/graph.h"
+#include "runtime/kernel.h"
+
+namespace tessera::runtime::cpu {
+
+// nullptr when the node's kind or dtypes are not handled here.
+std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId node);
+
+// A plain copy of `from` into `to` (same bytes), e.g. a reshape whose result
+// is a graph output.
+std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes);
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,106 @@
+// oneDNN kernels: a kernel is a short list of primitive executions (an input
+// reorder, the op, ...) whose arguments are bound to plan values, to regions
+// of the kernel's scratch (which the memory planner places in the arena), or
+// to memory the kernel owns (prepacked weights). Primitives are created once
+// per plan; oneDNN's own primitive cache shares identical ones across plans.
+#pragma once
+
+#include <dnnl.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/fusion.h"
+#include "runtime/kernel.h"
+
+namespace tessera::runtime::cpu {
+
+struct Onednn {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+using Md = dnnl::memory::desc;
+
+// Row-major f32 descriptor of `shape` (a scalar is {1}).
+Md plain_md(const Shape& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+bool is_plain(const Md& md, const Shape& shape);
+dnnl::memory::dims to_dims(const Shape& shape);
+// `shape` with leading 1s up to `rank`.
+Shape pad_front(const Shape& shape, size_t rank);
+
+class OnednnKernel : public Kernel {
+ public:
+  explicit OnednnKernel(std::shared_ptr<Onednn> dnn) : dnn_(std::move(dnn)) {}
+
+  void run(ExecContext& ctx) override;
+  std::string impl() const override { return "onednn:" + impl_; }
+  int64_t scratch_bytes() const override { return scratch_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+
+  // Building (at plan compile).
+  int64_t alloc_scratch(int64_t bytes);
+  // Adds a primitive; `pd` gives its scratchpad size. Returns the step index.
+  size_t add_step(dnnl::primitive prim, const dnnl::primitive_desc_base& pd);
+  void bind_value(size_t step, int arg, ValueId v, const Md& md);
+  void bind_scratch(size_t step, int arg, int64_t offset, const Md& md);
+  void bind_fixed(size_t step, int arg, const dnnl::memory& mem);
+  // Reorders constant data (plain `from`) into `to` once; the kernel keeps it.
+  dnnl::memory prepack(const void* data, const Md& from, const Md& to);
+  void set_impl(const std::string& s) { impl_ = s; }
+  // The step does nothing in a run where values a and b share a buffer (a
+  // copy of the residual into the output that in-place placement made moot).
+  void skip_when_same(size_t step, ValueId a, ValueId b) { steps_[step].same = {a, b}; }
+  // Reads `to` wherever the kernel was built to read `from`.
+  void remap_value(ValueId from, ValueId to);
+  Onednn& dnn() { return *dnn_; }
+
+ private:
+  struct Binding {
+    enum class Source : uint8_t { kValue, kScratch, kFixed } source;
+    ValueId value = kNoValue;
+    int64_t offset = 0;
+    dnnl::memory mem;
+  };
+  struct Step {
+    dnnl::primitive prim;
+    std::vector<Binding> bindings;
+    std::unordered_map<int, dnnl::memory> args;
+    std::pair<ValueId, ValueId> same{kNoValue, kNoValue};
+  };
+
+  std::shared_ptr<Onednn> dnn_;
+  std::vector<Step> steps_;
+  std::vector<dnnl::memory> owned_;
+  int64_t scratch_ = 0;
+  int64_t weight_bytes_ = 0;
+  std::string impl_;
+};
+
+// The oneDNN eltwise algorithm of a unary op (fusion.h's post-op set).
+struct EltwiseSpec {
+  dnnl::algorithm alg;
+  float alpha = 0, beta = 0;
+};
+std::optional<EltwiseSpec> eltwise_spec(const Node& node);
+
+// Post-ops of a fused group, appended to `attr`; binary operands are bound to
+// `kernel` at step `step` by post-op position. `dst_rank` pads operand dims.
+// md_of gives a value's current layout (operands with the chain's dims may
+// share its blocked layout).
+struct PostOpsPlan {
+  dnnl::post_ops ops;
+  std::vector<std::pair<int, ValueId>> binary_args;  // (post-op index, value)
+  std::vector<Md> binary_mds;
+};
+// Post-op `sum_index` (an Add whose operand the caller places in dst) becomes
+// oneDNN's sum post-op; -1 for none.
+PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& dst_shape,
+                          const std::function<Md(ValueId)>& md_of, int sum_index = -1);
+void bind_post_ops(OnednnKernel& k, size_t step, const PostOpsPlan& p);
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,476 @@
+#include "runtime/cpu/onednn_ops.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+#include "graph/ops/op_util.h"
+
+namespace tessera::runtime::cpu {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+using dt = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+const Tensor* constant_of(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).constant ? &*g.value(v).constant : nullptr;
+}
+
+dnnl::primitive_attr make_attr(const PostOpsPlan* p) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (p) attr.set_post_ops(p->ops);
+  return attr;
+}
+
+Md any_md(const Shape& s) { return Md(to_dims(s), dt::f32, dnnl::memory::format_tag::any); }
+
+// Adds the op's primitive, preceded by a reorder of its data input into the
+// kernel's scratch when the layout the primitive chose differs from the one
+// the value has. Returns the op's step.
+size_t add_main(const BuildContext& c, OnednnKernel& k, dnnl::primitive prim, const dnnl::primitive_desc_base& pd,
+                ValueId src, const Md& have, const Md& want, int src_arg = DNNL_ARG_SRC) {
+  if (have == want) {
+    size_t s = k.add_step(std::move(prim), pd);
+    k.bind_value(s, src_arg, src, want);
+    return s;
+  }
+  dnnl::reorder::primitive_desc rpd(c.dnn->engine, have, c.dnn->engine, want);
+  int64_t off = k.alloc_scratch(static_cast<int64_t>(want.get_size()));
+  size_t r = k.add_step(dnnl::reorder(rpd), rpd);
+  k.bind_value(r, DNNL_ARG_FROM, src, have);
+  k.bind_scratch(r, DNNL_ARG_TO, off, want);
+  k.set_impl("");  // the op's implementation names the kernel, not the reorder's
+  size_t s = k.add_step(std::move(prim), pd);
+  k.bind_scratch(s, src_arg, off, want);
+  return s;
+}
+
+Built make_conv(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  const Tensor* w = constant_of(g, n.inputs[1]);
+  ValueId bias = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  const Tensor* b = constant_of(g, bias);
+  if (!w || (bias != kNoValue && !b)) return {};
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  const Shape& ws = w->shape();
+  Shape ys = g.type(grp.output(g)).shape;
+  int64_t groups = n.attrs.i("group");
+  size_t sp = xs.size() - 2;
+  Dims strides = n.attrs.ints("strides"), dil = n.attrs.ints("dilations"), pads = n.attrs.ints("pads");
+  for (auto& d : dil) d -= 1;
+  Dims pl(pads.begin(), pads.begin() + static_cast<long>(sp)), pr(pads.begin() + static_cast<long>(sp), pads.end());
+  Shape wdims = ws;
+  if (groups > 1) {
+    wdims = {groups, ws[0] / groups};
+    wdims.insert(wdims.end(), ws.begin() + 1, ws.end());
+  }
+  Md x_have = c.md_of(n.inputs[0]);
+  Md x_want = is_plain(x_have, xs) ? any_md(xs) : x_have;
+  Md y_md = c.plain_output ? plain_md(ys) : any_md(ys);
+  // A residual Add (full-size operand) becomes the sum post-op: the operand
+  // is copied into dst first, or already lives there when the planner put dst
+  // in its buffer. oneDNN's binary post-op with a blocked full-size operand
+  // falls back to its reference convolution (measured 4 s vs 10 ms on a
+  // ResNet-18 block), the sum post-op keeps the JIT kernels.
+  int sum_index = -1, operand_pos = -1, binaries = 0;
+  for (size_t i = 0; i < grp.post.size(); ++i) {
+    const PostOp& p = grp.post[i];
+    if (p.other == kNoValue) continue;
+    if (sum_index < 0 && g.node(p.node).kind == OpKind::kAdd && g.type(p.other).shape == ys) {
+      sum_index = static_cast<int>(i);
+      operand_pos = static_cast<int>(n.inputs.size()) + binaries;
+    }
+    ++binaries;
+  }
+  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of, sum_index);
+  Md b_md = b ? plain_md({ws[0]}) : Md();
+  dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, x_want,
+                                    any_md(wdims), b_md, y_md, strides, dil, pl, pr);
+  dnnl::convolution_forward::primitive_desc pd(d, make_attr(&post), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  dnnl::memory wm = k->prepack(w->data(), plain_md(wdims), pd.weights_desc());
+  if (sum_index >= 0) {
+    ValueId res = grp.post[static_cast<size_t>(sum_index)].other;
+    dnnl::reorder::primitive_desc rpd(c.dnn->engine, c.md_of(res), c.dnn->engine, pd.dst_desc());
+    size_t r = k->add_step(dnnl::reorder(rpd), rpd);
+    k->bind_value(r, DNNL_ARG_FROM, res, c.md_of(res));
+    k->bind_value(r, DNNL_ARG_TO, grp.output(g), pd.dst_desc());
+    k->skip_when_same(r, res, grp.output(g));
+    k->set_impl("");
+    if (c.md_of(res) == pd.dst_desc()) k->in_place_input = operand_pos;
+  }
+  size_t s = add_main(c, *k, dnnl::convolution_forward(pd), pd, n.inputs[0], x_have, pd.src_desc());
+  k->bind_fixed(s, DNNL_ARG_WEIGHTS, wm);
+  if (b) k->bind_fixed(s, DNNL_ARG_BIAS, k->prepack(b->data(), b_md, b_md));
+  k->bind_value(s, DNNL_ARG_DST, grp.output(g), pd.dst_desc());
+  bind_post_ops(*k, s, post);
+  return {std::move(k), pd.dst_desc()};
+}
+
+// MatMul with numpy semantics (1-D promotion, batch broadcast) and Gemm
+// (transposes as strides, alpha as a linear post-op, C as bias or an add).
+Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  Shape as = g.type(n.inputs[0]).shape, bs = g.type(n.inputs[1]).shape;
+  Shape ys = g.type(grp.output(g)).shape;
+  Md a_md, b_md;
+  Shape dst;
+  float alpha = 1.0f;
+  ValueId cval = kNoValue;
+  if (n.kind == OpKind::kMatMul) {
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    if (bs.size() == 1) bs.push_back(1);
+    size_t r = std::max(as.size(), bs.size());
+    as = pad_front(as, r);
+    bs = pad_front(bs, r);
+    dst = as;
+    for (size_t i = 0; i + 2 < r; ++i) dst[i] = std::max(as[i], bs[i]);
+    dst[r - 1] = bs[r - 1];
+    a_md = plain_md(as);
+    b_md = plain_md(bs);
+  } else {
+    bool ta = n.attrs.i("transA") != 0, tb = n.attrs.i("transB") != 0;
+    int64_t m = ta ? as[1] : as[0], kk = ta ? as[0] : as[1], nn = tb ? bs[0] : bs[1];
+    a_md = ta ? Md({m, kk}, dt::f32, Dims{1, m}) : plain_md({m, kk});
+    b_md = tb ? Md({kk, nn}, dt::f32, Dims{1, kk}) : plain_md({kk, nn});
+    dst = {m, nn};
+    alpha = static_cast<float>(n.attrs.f("alpha"));
+    if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+      cval = n.inputs[2];
+      if (n.attrs.f("beta") != 1.0) return {};
+    }
+  }
+  if (shape_numel(dst) != shape_numel(ys)) return {};
+  // Post-op operands broadcast against the promoted shape: only when it is the
+  // output's own (no 1-D promotion dropped a dim).
+  if (!grp.post.empty() && pad_front(ys, dst.size()) != dst) return {};
+  const Tensor* wconst = constant_of(g, n.inputs[1]);
+  Md b_want = wconst && b_md.data.ndims == 2 ? any_md({b_md.dims()[0], b_md.dims()[1]}) : b_md;
+  dnnl::post_ops ops;
+  std::vector<std::pair<int, ValueId>> extra;  // binary post-ops before the chain's
+  std::vector<Md> extra_md;
+  if (alpha != 1.0f) ops.append_eltwise(1.0f, algorithm::eltwise_linear, alpha, 0.0f);
+  if (cval != kNoValue) {
+    Shape cs = pad_front(g.type(cval).shape, 2);
+    Md cm = plain_md(cs);
+    ops.append_binary(algorithm::binary_add, cm);
+    extra.emplace_back(ops.len() - 1, cval);
+    extra_md.push_back(cm);
+  }
+  PostOpsPlan post = make_post_ops(g, grp, dst, [&](ValueId v) { return plain_md(pad_front(g.type(v).shape, dst.size())); });
+  for (int i = 0; i < post.ops.len(); ++i) {
+    if (post.ops.kind(i) == dnnl::primitive::kind::eltwise) {
+      float scale, a, b;
+      algorithm alg;
+      post.ops.get_params_eltwise(i, scale, alg, a, b);
+      ops.append_eltwise(scale, alg, a, b);
+    } else {
+      algorithm alg;
+      Md m;
+      post.ops.get_params_binary(i, alg, m);
+      ops.append_binary(alg, m);
+    }
+  }
+  int shift = ops.len() - post.ops.len();
+  for (auto& [idx, v] : post.binary_args) idx += shift;
+  post.binary_args.insert(post.binary_args.begin(), extra.begin(), extra.end());
+  post.binary_mds.insert(post.binary_mds.begin(), extra_md.begin(), extra_md.end());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(ops);
+  Md y_md = plain_md(dst);
+  dnnl::matmul::desc d(a_md, b_want, y_md);
+  dnnl::matmul::primitive_desc pd(d, attr, c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::matmul(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], a_md);
+  if (wconst) k->bind_fixed(s, DNNL_ARG_WEIGHTS, k->prepack(wconst->data(), b_md, pd.weights_desc()));
+  else k->bind_value(s, DNNL_ARG_WEIGHTS, n.inputs[1], b_md);
+  k->bind_value(s, DNNL_ARG_DST, grp.output(g), y_md);
+  bind_post_ops(*k, s, post);
+  return {std::move(k), plain_md(ys)};
+}
+
+// Pooling windows, with ceil_mode as extra right padding (excluded from
+// averages, as ONNX excludes it).
+Built make_pool(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  if (n.outputs.size() != 1 || !grp.post.empty()) return {};
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  size_t sp = xs.size() - 2;
+  Dims kernel, strides, dil, pl, pr;
+  algorithm alg = algorithm::pooling_max;
+  if (n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool) {
+    kernel.assign(xs.begin() + 2, xs.end());
+    strides.assign(sp, 1);
+    dil.assign(sp, 0);
+    pl.assign(sp, 0);
+    pr.assign(sp, 0);
+    if (n.kind == OpKind::kGlobalAveragePool) alg = algorithm::pooling_avg_exclude_padding;
+  } else {
+    kernel = n.attrs.ints("kernel_shape");
+    strides = n.attrs.ints("strides");
+    dil = n.attrs.ints("dilations");
+    const auto& pads = n.attrs.ints("pads");
+    pl.assign(pads.begin(), pads.begin() + static_cast<long>(sp));
+    pr.assign(pads.begin() + static_cast<long>(sp), pads.end());
+    bool include_pad = n.kind == OpKind::kAveragePool && n.attrs.i("count_include_pad") != 0;
+    if (n.kind == OpKind::kAveragePool)
+      alg = include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t need = (ys[i + 2] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - xs[i + 2] - pl[i];
+      if (need > pr[i]) {
+        if (include_pad) return {};  // ceil-mode windows would count the extra padding
+        pr[i] = need;
+      }
+      dil[i] -= 1;
+    }
+  }
+  Md x_md = c.md_of(n.inputs[0]);
+  Md y_md = c.plain_output || is_plain(x_md, xs) ? plain_md(ys) : any_md(ys);
+  dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
+  dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::pooling_v2_forward(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], pd.dst_desc());
+  return {std::move(k), pd.dst_desc()};
+}
+
+// Element-wise ops keep their input's layout; a graph output must be plain.
+Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  Shape ys = g.type(n.outputs[0]).shape;
+  const Shape ys_final = g.type(grp.output(g)).shape;
+  if (ys.empty()) ys = {1};
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  ValueId src0 = n.inputs[0];
+  Md src0_md;
+  size_t s;
+  dnnl::primitive_attr attr;
+  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of);
+  attr = make_attr(&post);
+  if (n.inputs.size() == 1) {
+    std::optional<EltwiseSpec> e = eltwise_spec(n);
+    if (!e) return {};
+    src0_md = c.md_of(src0);
+    dnnl::eltwise_forward::desc d(prop_kind::forward_inference, e->alg, src0_md, e->alpha, e->beta);
+    dnnl::eltwise_forward::primitive_desc pd(d, attr, c.dnn->engine);
+    s = k->add_step(dnnl::eltwise_forward(pd), pd);
+    k->bind_value(s, DNNL_ARG_SRC, src0, src0_md);
+  } else {
+    if (n.inputs.size() != 2 || !is_binary_post_op(n.kind)) return {};
+    ValueId src1 = n.inputs[1];
+    Shape s0 = pad_front(g.type(src0).shape, ys.size()), s1 = pad_front(g.type(src1).shape, ys.size());
+    if (s0 != ys) {
+      // oneDNN broadcasts only the second operand.
+      bool commutative = n.kind == OpKind::kAdd || n.kind == OpKind::kMul || n.kind == OpKind::kMax ||
+                         n.kind == OpKind::kMin;
+      if (!commutative || s1 != ys) return {};
+      std::swap(src0, src1);
+      std::swap(s0, s1);
+    }
+    src0_md = c.md_of(src0);
+    if (src0_md.data.ndims != static_cast<int>(ys.size())) src0_md = plain_md(ys);
+    Md src1_md = s1 == ys ? c.md_of(src1) : plain_md(s1);
+    if (src1_md.data.ndims != static_cast<int>(s1.size())) src1_md = plain_md(s1);
+    if (s1 == ys && src1_md != src0_md) return {};
+    algorithm alg = n.kind == OpKind::kAdd   ? algorithm::binary_add
+                    : n.kind == OpKind::kSub ? algorithm::binary_sub
+                    : n.kind == OpKind::kMul ? algorithm::binary_mul
+                    : n.kind == OpKind::kDiv ? algorithm::binary_div
+                    : n.kind == OpKind::kMax ? algorithm::binary_max
+                                             : algorithm::binary_min;
+    dnnl::binary::desc d(alg, src0_md, src1_md, src0_md);
+    dnnl::binary::primitive_desc pd(d, attr, c.dnn->engine);
+    s = k->add_step(dnnl::binary(pd), pd);
+    k->bind_value(s, DNNL_ARG_SRC_0, src0, src0_md);
+    k->bind_value(s, DNNL_ARG_SRC_1, src1, src1_md);
+  }
+  if (c.plain_output && !is_plain(src0_md, ys)) return {};
+  k->bind_value(s, DNNL_ARG_DST, grp.output(g), src0_md);
+  bind_post_ops(*k, s, post);
+  // Reading and writing the same index: the output may take src0's buffer.
+  k->in_place_input = src0 == n.inputs[0] ? 0 : 1;
+  (void)ys_final;
+  return {std::move(k), src0_md};
+}
+
+Built make_softmax(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  if (!grp.post.empty()) return {};
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  if (xs.empty()) return {};
+  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size())));
+  Md md = plain_md(xs);
+  algorithm alg = n.kind == OpKind::kSoftmax ? algorithm::softmax_accurate : algorithm::softmax_log;
+  dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
+  dnnl::softmax_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::softmax_v2_forward(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], md);
+  k->in_place_input = 0;
+  return {std::move(k), md};
+}
+
+// LayerNormalization over dims [axis, rank) as a 2-D [rows, cols] problem.
+Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  if (!grp.post.empty()) return {};
+  // Mean and InvStdDev (outputs 1, 2) only when nothing reads them.
+  if (n.outputs.size() > 1) {
+    std::vector<std::vector<NodeId>> users = g.users();
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (!users[n.outputs[i]].empty() ||
+          std::find(g.outputs().begin(), g.outputs().end(), n.outputs[i]) != g.outputs().end())
+        return {};
+  }
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size()));
+  int64_t cols = 1, rows = 1;
+  for (size_t i = 0; i < xs.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : cols) *= xs[i];
+  ValueId scale = n.inputs[1], shift = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  if (g.type(scale).numel() != cols || (shift != kNoValue && g.type(shift).numel() != cols)) return {};
+  Md md = plain_md({rows, cols}), vec = plain_md({cols});
+  auto flags = dnnl::normalization_flags::use_scale;
+  if (shift != kNoValue) flags = flags | dnnl::normalization_flags::use_shift;
+  dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md, static_cast<float>(n.attrs.f("epsilon")),
+                                            flags);
+  dnnl::layer_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::layer_normalization_forward(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
+  k->bind_value(s, DNNL_ARG_SCALE, scale, vec);
+  if (shift != kNoValue) k->bind_value(s, DNNL_ARG_SHIFT, shift, vec);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], md);
+  return {std::move(k), plain_md(xs)};
+}
+
+Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  if (!grp.post.empty() || n.outputs.size() != 1) return {};
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  if (xs.size() < 2) return {};
+  Md x_md = c.md_of(n.inputs[0]);
+  if (c.plain_output) x_md = is_plain(x_md, xs) ? x_md : Md();
+  if (!x_md) return {};
+  Md vec = plain_md({xs[1]});
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
+  dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, x_md,
+                                            static_cast<float>(n.attrs.f("epsilon")), flags);
+  dnnl::batch_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::batch_normalization_forward(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
+  k->bind_value(s, DNNL_ARG_SCALE, n.inputs[1], vec);
+  k->bind_value(s, DNNL_ARG_SHIFT, n.inputs[2], vec);
+  k->bind_value(s, DNNL_ARG_MEAN, n.inputs[3], vec);
+  k->bind_value(s, DNNL_ARG_VARIANCE, n.inputs[4], vec);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], x_md);
+  k->in_place_input = 0;
+  return {std::move(k), x_md};
+}
+
+Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  if (!grp.post.empty()) return {};
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  if (xs.empty()) return {};
+  std::vector<int64_t> axes = ops::normalize_axes(n.attrs.ints("axes"), static_cast<int64_t>(xs.size()));
+  if (axes.empty())
+    for (size_t i = 0; i < xs.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  Shape ys = xs;
+  for (int64_t a : axes) ys[a] = 1;
+  algorithm alg;
+  float p = 0;
+  switch (n.kind) {
+    case OpKind::kReduceSum: alg = algorithm::reduction_sum; break;
+    case OpKind::kReduceMean: alg = algorithm::reduction_mean; break;
+    case OpKind::kReduceMax: alg = algorithm::reduction_max; break;
+    case OpKind::kReduceMin: alg = algorithm::reduction_min; break;
+    case OpKind::kReduceProd: alg = algorithm::reduction_mul; break;
+    case OpKind::kReduceL2: alg = algorithm::reduction_norm_lp_sum; p = 2; break;
+    case OpKind::kReduceSumSquare: alg = algorithm::reduction_norm_lp_power_p_sum; p = 2; break;
+    default: return {};
+  }
+  if (ys == xs) return {};  // nothing reduced (a copy); the native path handles it
+  Md x_md = plain_md(xs), y_md = plain_md(ys);
+  dnnl::reduction::desc d(alg, x_md, y_md, p, 0.0f);
+  dnnl::reduction::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
+  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  size_t s = k->add_step(dnnl::reduction(pd), pd);
+  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], y_md);
+  return {std::move(k), plain_md(g.type(n.outputs[0]).shape)};
+}
+
+bool all_f32(const Graph& g, const Node& n) {
+  for (ValueId v : n.inputs)
+    if (v != kNoValue && g.type(v).dtype != DType::kF32) return false;
+  for (ValueId v : n.outputs)
+    if (g.type(v).dtype != DType::kF32) return false;
+  return true;
+}
+
+}  // namespace
+
+bool accepts_blocked_layout(OpKind kind) {
+  switch (kind) {
+    case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization:
+      return true;
+    default:
+      return is_binary_post_op(kind) || is_eltwise_post_op(Node{kind, "", {}, {}, {}});
+  }
+}
+
+Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp) {
+  const Node& n = c.g.node(grp.root);
+  if (!all_f32(c.g, n)) return {};
+  switch (n.kind) {
+    case OpKind::kConv: return make_conv(c, grp);
+    case OpKind::kMatMul:
+    case OpKind::kGemm: return make_matmul(c, grp);
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool:
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool: return make_pool(c, grp);
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: return make_softmax(c, grp);
+    case OpKind::kLayerNormalization: return make_layer_norm(c, grp);
+    case OpKind::kBatchNormalization: return make_batch_norm(c, grp);
+    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
+    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare:
+      return make_reduce(c, grp);
+    default:
+      return make_binary_or_eltwise(c, grp);
+  }
+}
+
+std::unique_ptr<OnednnKernel> make_reorder(std::shared_ptr<Onednn> dnn, ValueId from, const Md& from_md, ValueId to,
+                                           const Md& to_md) {
+  auto k = std::make_unique<OnednnKernel>(dnn);
+  dnnl::reorder::primitive_desc pd(k->dnn().engine, from_md, k->dnn().engine, to_md);
+  size_t s = k->add_step(dnnl::reorder(pd), pd);
+  k->bind_value(s, DNNL_ARG_FROM, from, from_md);
+  k->bind_value(s, DNNL_ARG_TO, to, to_md);
+  k->inputs = {from};
+  k->outputs = {to};
+  k->op = "Reorder";
+  return k;
+}
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,35 @@
+// The op kinds oneDNN runs: convolution, matmul and Gemm, pooling, binary and
+// eltwise ops, softmax, layer and batch normalization, reductions, reorders.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "runtime/cpu/onednn_kernel.h"
+
+namespace tessera::runtime::cpu {
+
+struct BuildContext {
+  const Graph& g;
+  std::shared_ptr<Onednn> dnn;
+  std::function<Md(ValueId)> md_of;  // a value's current layout
+  bool plain_output = false;         // the group's output must be row-major
+};
+
+struct Built {
+  std::unique_ptr<OnednnKernel> kernel;  // nullptr: oneDNN has no primitive for this group
+  Md out_md;
+};
+
+// Throws dnnl::error when oneDNN rejects the configuration (the caller
+// splits the group or falls back).
+Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp);
+
+// Ops whose oneDNN kernel takes its data input in any layout (a blocked
+// layout chosen by a producing convolution flows through them).
+bool accepts_blocked_layout(OpKind kind);
+
+std::unique_ptr<OnednnKernel> make_reorder(std::shared_ptr<Onednn> dnn, ValueId from, const Md& from_md, ValueId to,
+                                           const Md& to_md);
+
+}  // namespace tessera::runtime::cpu

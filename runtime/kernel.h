@@ -1,0 +1,48 @@
+// What an executable plan is made of: kernels that read and write values'
+// buffers. A kernel is built once at plan compile (primitives created, weights
+// prepacked) and run many times; where each value lives is decided per run
+// (graph inputs and outputs move, the arena does not) and handed over in
+// ExecContext.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tessera::runtime {
+
+class Communicator;
+
+struct ExecContext {
+  std::vector<uint8_t*> ptr;  // per ValueId: its data in this run (nullptr: not materialized)
+  uint8_t* scratch = nullptr;  // the running kernel's scratch bytes (scratch_bytes())
+  Communicator* communicator = nullptr;
+
+  template <class T>
+  T* at(ValueId v) const { return reinterpret_cast<T*>(ptr[static_cast<size_t>(v)]); }
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(ExecContext& ctx) = 0;
+  // How the kernel computes, for --profile: "onednn:<impl>", "native", "reference".
+  virtual std::string impl() const = 0;
+  virtual int64_t scratch_bytes() const { return 0; }
+  virtual int64_t weight_bytes() const { return 0; }  // prepacked constants it owns
+
+  // Values read (graph values of every fused node, without the fused
+  // intermediates) and written; kNoValue entries are skipped.
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  // Position in `inputs` whose buffer outputs[0] may reuse when that input
+  // dies here (element-wise kernels that read and write the same index).
+  int in_place_input = -1;
+  std::string node;  // the root node's name
+  std::string op;    // "Conv" or "Conv+Add+Relu"
+  bool fallback = false;
+};
+
+}  // namespace tessera::runtime

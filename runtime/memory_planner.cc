@@ -1,0 +1,73 @@
+#include "runtime/memory_planner.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "graph/error.h"
+
+namespace tessera::runtime {
+namespace {
+
+int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+bool live_together(const BufferRequest& a, const BufferRequest& b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, int64_t alignment) {
+  TESSERA_CHECK(alignment > 0, "arena alignment must be positive");
+  for (const BufferRequest& r : requests)
+    TESSERA_CHECK(r.bytes >= 0 && r.first <= r.last,
+                  "bad buffer request: " << r.bytes << " bytes, steps " << r.first << ".." << r.last);
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Largest first; ties by first use so that the result does not depend on
+  // the sort's stability.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (requests[a].bytes != requests[b].bytes) return requests[a].bytes > requests[b].bytes;
+    if (requests[a].first != requests[b].first) return requests[a].first < requests[b].first;
+    return a < b;
+  });
+
+  MemoryPlan plan;
+  plan.offsets.assign(requests.size(), 0);
+  std::vector<size_t> placed;  // indices of placed requests, kept sorted by offset
+  for (size_t i : order) {
+    int64_t size = round_up(std::max<int64_t>(requests[i].bytes, 1), alignment);
+    // Best fit: the smallest gap between time-overlapping placed buffers that
+    // holds this one; otherwise the end of the highest of them.
+    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (size_t j : placed) {
+      if (!live_together(requests[i], requests[j])) continue;
+      int64_t start = plan.offsets[j];
+      int64_t gap = start - cursor;
+      if (gap >= size && gap < best_gap) {
+        best = cursor;
+        best_gap = gap;
+      }
+      cursor = std::max(cursor, start + round_up(std::max<int64_t>(requests[j].bytes, 1), alignment));
+    }
+    if (best < 0) best = cursor;
+    plan.offsets[i] = best;
+    plan.arena_bytes = std::max(plan.arena_bytes, best + size);
+    auto pos = std::upper_bound(placed.begin(), placed.end(), best,
+                                [&](int64_t off, size_t j) { return off < plan.offsets[j]; });
+    placed.insert(pos, i);
+  }
+  return plan;
+}
+
+std::pair<int64_t, int64_t> find_overlap(const std::vector<BufferRequest>& requests, const MemoryPlan& plan) {
+  for (size_t a = 0; a < requests.size(); ++a)
+    for (size_t b = a + 1; b < requests.size(); ++b) {
+      if (!live_together(requests[a], requests[b]) || requests[a].bytes == 0 || requests[b].bytes == 0) continue;
+      int64_t a0 = plan.offsets[a], a1 = a0 + requests[a].bytes;
+      int64_t b0 = plan.offsets[b], b1 = b0 + requests[b].bytes;
+      if (a0 < b1 && b0 < a1) return {static_cast<int64_t>(a), static_cast<int64_t>(b)};
+    }
+  return {-1, -1};
+}
+
+}  // namespace tessera::runtime

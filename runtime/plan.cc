@@ -1,0 +1,288 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "graph/error.h"
+#include "runtime/memory_planner.h"
+#include "runtime/plan_spec.h"
+#include "runtime/runtime.h"
+
+namespace tessera::runtime {
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kCpu: return "cpu";
+    case Backend::kCuda: return "cuda";
+    case Backend::kReference: return "reference";
+  }
+  return "?";
+}
+
+Backend backend_from_name(std::string_view name) {
+  if (name == "cpu") return Backend::kCpu;
+  if (name == "cuda") return Backend::kCuda;
+  if (name == "reference") return Backend::kReference;
+  TESSERA_THROW(ErrorKind::kUsage, "unknown backend '" << name << "' (expected cpu, cuda or reference)");
+}
+
+void bind_graph_values(const Graph& g, PlanSpec& spec) {
+  spec.values.assign(static_cast<size_t>(g.num_values()), PlanValue{});
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    PlanValue& pv = spec.values[g.inputs()[i]];
+    pv.kind = PlanValue::Kind::kInput;
+    pv.input_index = static_cast<int64_t>(i);
+    pv.bytes = g.type(g.inputs()[i]).nbytes();
+    spec.input_types.push_back(g.type(g.inputs()[i]));
+  }
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) {
+      PlanValue& pv = spec.values[v];
+      pv.kind = PlanValue::Kind::kConstant;
+      pv.constant = g.value(v).constant->data();
+      pv.bytes = g.value(v).constant->nbytes();
+    }
+  for (ValueId v : g.outputs()) spec.output_types.push_back(g.type(v));
+}
+
+std::string Profile::table() const {
+  double total = 0;
+  for (const KernelProfile& k : kernels) total += k.total_ms;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3);
+  os << "     ms/run  share  op                         impl                       node\n";
+  for (const KernelProfile& k : kernels) {
+    double per_run = runs > 0 ? k.total_ms / static_cast<double>(runs) : 0.0;
+    os << std::setw(11) << per_run << "  " << std::setw(4) << std::setprecision(1)
+       << (total > 0 ? 100.0 * k.total_ms / total : 0.0) << "%  " << std::setprecision(3) << std::left
+       << std::setw(26) << k.op << " " << std::setw(26) << (k.fallback ? k.impl + " [FALLBACK]" : k.impl) << " "
+       << k.node << std::right << "\n";
+  }
+  os << "total " << (runs > 0 ? total / static_cast<double>(runs) : 0.0) << " ms/run over " << runs << " runs\n";
+  return os.str();
+}
+
+class ExecutablePlan::Impl {
+ public:
+  Impl(PlanSpec spec, const RunOptions& options) : spec_(std::move(spec)), options_(options) { layout(); }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  MemoryReport memory() const { return memory_; }
+  Profile profile() const;
+  const RunOptions& options() const { return options_; }
+  int64_t num_kernels() const { return static_cast<int64_t>(spec_.kernels.size()); }
+
+ private:
+  void layout();
+  ValueId root(ValueId v) const {
+    while (spec_.values[v].kind == PlanValue::Kind::kAlias) v = spec_.values[v].alias_of;
+    return v;
+  }
+
+  PlanSpec spec_;
+  RunOptions options_;
+  MemoryReport memory_;
+  std::vector<uint8_t*> base_ptr_;     // constants and arena values; the rest per run
+  std::vector<int64_t> output_slot_;   // per value: the graph output whose tensor is its storage, or -1
+  std::vector<std::pair<ValueId, ValueId>> aliases_;  // (alias, root), resolved per run
+  std::vector<int64_t> scratch_offset_;  // per kernel, -1 for none
+  std::unique_ptr<uint8_t[]> arena_raw_;
+  uint8_t* arena_ = nullptr;
+  std::vector<double> kernel_ms_;
+  int64_t runs_ = 0;
+};
+
+void ExecutablePlan::Impl::layout() {
+  using Kind = PlanValue::Kind;
+  const size_t nv = spec_.values.size();
+  const int32_t nk = static_cast<int32_t>(spec_.kernels.size());
+  output_slot_.assign(nv, -1);
+  std::vector<bool> is_output(nv, false);
+  for (ValueId v : spec_.outputs) is_output[v] = true;
+  for (size_t j = 0; j < spec_.outputs.size(); ++j) {
+    ValueId v = spec_.outputs[j];
+    if (spec_.values[v].kind == Kind::kIntermediate && output_slot_[v] < 0) output_slot_[v] = static_cast<int64_t>(j);
+  }
+
+  // Liveness of each root buffer: written at its producer's step, read until
+  // the last step that reads it or any alias of it.
+  std::vector<int32_t> first(nv, -1), last(nv, -1);
+  for (int32_t k = 0; k < nk; ++k) {
+    for (ValueId v : spec_.kernels[k]->outputs)
+      if (v != kNoValue && first[v] < 0) first[v] = k;
+    for (ValueId v : spec_.kernels[k]->inputs)
+      if (v != kNoValue) last[root(v)] = std::max(last[root(v)], k);
+  }
+  for (size_t v = 0; v < nv; ++v) {
+    if (spec_.values[v].kind == Kind::kAlias) {
+      aliases_.emplace_back(static_cast<ValueId>(v), root(static_cast<ValueId>(v)));
+      ++memory_.aliases;
+    }
+    if (spec_.values[v].kind == Kind::kIntermediate) {
+      TESSERA_CHECK(first[v] >= 0, "value " << v << " has no producing kernel");
+      last[v] = std::max(last[v], first[v]);
+    }
+  }
+
+  // In-place: an output takes over an input's buffer when that input dies at
+  // this step, is an arena buffer of the same size, and nothing else shares it.
+  std::vector<ValueId> storage(nv);
+  for (size_t v = 0; v < nv; ++v) storage[v] = static_cast<ValueId>(v);
+  std::vector<int32_t> storage_last = last;
+  for (int32_t k = 0; k < nk; ++k) {
+    const Kernel& kern = *spec_.kernels[k];
+    if (kern.in_place_input < 0 || kern.outputs.empty()) continue;
+    ValueId out = kern.outputs[0];
+    ValueId in = kern.inputs[static_cast<size_t>(kern.in_place_input)];
+    if (in == kNoValue || out == kNoValue) continue;
+    ValueId r = root(in);
+    if (spec_.values[r].kind != Kind::kIntermediate || output_slot_[r] >= 0 || output_slot_[out] >= 0 ||
+        spec_.values[out].kind != Kind::kIntermediate || last[r] != k ||
+        spec_.values[out].bytes != spec_.values[r].bytes)
+      continue;
+    // No alias of `in` may be read later (last[r] == k covers that).
+    ValueId s = storage[r];
+    storage[out] = s;
+    storage_last[s] = std::max(storage_last[s], last[out]);
+    ++memory_.in_place;
+  }
+
+  std::vector<BufferRequest> requests;
+  std::vector<ValueId> request_value;  // value, or -(kernel+1) for scratch
+  for (size_t v = 0; v < nv; ++v) {
+    const PlanValue& pv = spec_.values[v];
+    if (pv.kind != Kind::kIntermediate || output_slot_[v] >= 0) continue;
+    memory_.intermediate_bytes += pv.bytes;
+    if (storage[v] != static_cast<ValueId>(v)) continue;
+    requests.push_back({pv.bytes, first[v], storage_last[v]});
+    request_value.push_back(static_cast<ValueId>(v));
+  }
+  memory_.buffers = static_cast<int64_t>(requests.size());
+  int64_t scratch_total = 0;
+  for (int32_t k = 0; k < nk; ++k) {
+    int64_t s = spec_.kernels[k]->scratch_bytes();
+    if (s <= 0) continue;
+    requests.push_back({s, k, k});
+    request_value.push_back(-(k + 1));
+    scratch_total += s;
+  }
+  MemoryPlan mp = plan_memory(requests);
+  auto bad = find_overlap(requests, mp);
+  TESSERA_CHECK(bad.first < 0, "memory planner placed live buffers " << bad.first << " and " << bad.second
+                                                                     << " on top of each other");
+  memory_.arena_bytes = mp.arena_bytes;
+  memory_.scratch_bytes = scratch_total;
+  if (mp.arena_bytes > kMaxTensorBytes)
+    TESSERA_THROW(ErrorKind::kResource, "plan needs an arena of " << mp.arena_bytes << " bytes");
+  arena_raw_.reset(new uint8_t[static_cast<size_t>(mp.arena_bytes + kArenaAlignment)]);
+  arena_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(arena_raw_.get()) + kArenaAlignment - 1) /
+                                      kArenaAlignment * kArenaAlignment);
+
+  base_ptr_.assign(nv, nullptr);
+  scratch_offset_.assign(static_cast<size_t>(nk), -1);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ValueId v = request_value[i];
+    if (v >= 0) base_ptr_[v] = arena_ + mp.offsets[i];
+    else scratch_offset_[static_cast<size_t>(-v - 1)] = mp.offsets[i];
+  }
+  for (size_t v = 0; v < nv; ++v) {
+    if (storage[v] != static_cast<ValueId>(v)) base_ptr_[v] = base_ptr_[storage[v]];
+    if (spec_.values[v].kind == Kind::kConstant) base_ptr_[v] = const_cast<uint8_t*>(spec_.values[v].constant);
+  }
+  for (const auto& k : spec_.kernels) memory_.weight_bytes += k->weight_bytes();
+  for (const TensorType& t : spec_.input_types) memory_.io_bytes += t.nbytes();
+  for (const TensorType& t : spec_.output_types) memory_.io_bytes += t.nbytes();
+  memory_.peak_bytes = memory_.arena_bytes + memory_.weight_bytes + memory_.io_bytes;
+  kernel_ms_.assign(static_cast<size_t>(nk), 0.0);
+}
+
+std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs) {
+  if (inputs.size() != spec_.input_types.size())
+    TESSERA_THROW(ErrorKind::kUsage, "plan takes " << spec_.input_types.size() << " inputs, got " << inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].type() != spec_.input_types[i] || (!inputs[i].defined() && inputs[i].numel() > 0))
+      TESSERA_THROW(ErrorKind::kUsage, "input " << i << " must be " << type_str(spec_.input_types[i]) << ", got "
+                                                << type_str(inputs[i].type()));
+  omp_set_num_threads(options_.threads > 0 ? options_.threads : omp_get_num_procs());
+
+  ExecContext ctx;
+  ctx.ptr = base_ptr_;
+  ctx.communicator = options_.communicator;
+  for (size_t v = 0; v < spec_.values.size(); ++v)
+    if (spec_.values[v].kind == PlanValue::Kind::kInput)
+      ctx.ptr[v] = const_cast<uint8_t*>(inputs[static_cast<size_t>(spec_.values[v].input_index)].data());
+  std::vector<Tensor> outs;
+  outs.reserve(spec_.outputs.size());
+  for (const TensorType& t : spec_.output_types) outs.emplace_back(t.dtype, t.shape);
+  for (size_t j = 0; j < spec_.outputs.size(); ++j) {
+    ValueId v = spec_.outputs[j];
+    if (output_slot_[v] == static_cast<int64_t>(j)) ctx.ptr[v] = outs[j].mutable_data();
+  }
+  for (const auto& [alias, r] : aliases_) ctx.ptr[alias] = ctx.ptr[r];
+
+  for (size_t k = 0; k < spec_.kernels.size(); ++k) {
+    Kernel& kern = *spec_.kernels[k];
+    ctx.scratch = scratch_offset_[k] >= 0 ? arena_ + scratch_offset_[k] : nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      kern.run(ctx);
+    } catch (const Error& e) {
+      throw e.with_context({"", kern.node, kern.op});
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kInternal, e.what(), {"", kern.node, kern.op});
+    }
+    if (options_.profile)
+      kernel_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (size_t j = 0; j < spec_.outputs.size(); ++j) {
+    ValueId v = spec_.outputs[j];
+    if (output_slot_[v] == static_cast<int64_t>(j) || outs[j].nbytes() == 0) continue;
+    std::memcpy(outs[j].mutable_data(), ctx.ptr[v], static_cast<size_t>(outs[j].nbytes()));
+  }
+  ++runs_;
+  return outs;
+}
+
+Profile ExecutablePlan::Impl::profile() const {
+  Profile p;
+  p.runs = options_.profile ? runs_ : 0;
+  if (!options_.profile) return p;
+  for (size_t k = 0; k < spec_.kernels.size(); ++k) {
+    const Kernel& kern = *spec_.kernels[k];
+    p.kernels.push_back({kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_});
+  }
+  std::stable_sort(p.kernels.begin(), p.kernels.end(),
+                   [](const KernelProfile& a, const KernelProfile& b) { return a.total_ms > b.total_ms; });
+  return p;
+}
+
+ExecutablePlan ExecutablePlan::compile(const Graph& g, const RunOptions& options) {
+  if (options.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "thread count must be >= 0, got " << options.threads);
+  g.validate();
+  PlanSpec spec;
+  switch (options.backend) {
+    case Backend::kCpu:
+    case Backend::kReference:
+      compile_cpu(g, options, spec);
+      break;
+    case Backend::kCuda:
+      TESSERA_THROW(ErrorKind::kUsage, "the CUDA backend is not available in this build");
+  }
+  return ExecutablePlan(std::make_unique<Impl>(std::move(spec), options));
+}
+
+ExecutablePlan::ExecutablePlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ExecutablePlan::ExecutablePlan(ExecutablePlan&&) noexcept = default;
+ExecutablePlan& ExecutablePlan::operator=(ExecutablePlan&&) noexcept = default;
+ExecutablePlan::~ExecutablePlan() = default;
+std::vector<Tensor> ExecutablePlan::run(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+MemoryReport ExecutablePlan::memory() const { return impl_->memory(); }
+Profile ExecutablePlan::profile() const { return impl_->profile(); }
+const RunOptions& ExecutablePlan::options() const { return impl_->options(); }
+int64_t ExecutablePlan::num_kernels() const { return impl_->num_kernels(); }
+
+}  // namespace tessera::runtime

@@ -1,0 +1,90 @@
+// The runtime: compiles a typed Graph into an executable plan (kernels in
+// topological order over buffers that a liveness-based planner places in one
+// arena) and runs it on a backend. A plan is one rank's program; collective
+// ops call the Communicator the plan was compiled with (communicator.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace tessera::runtime {
+
+class Communicator;
+
+enum class Backend { kCpu, kCuda, kReference };
+const char* backend_name(Backend backend);
+// "cpu" | "cuda" | "reference"; throws Error(kUsage) otherwise.
+Backend backend_from_name(std::string_view name);
+
+struct RunOptions {
+  Backend backend = Backend::kCpu;
+  int threads = 0;        // 0: one per core
+  bool profile = false;   // time every kernel (adds a little overhead)
+  bool fuse = true;       // post-op fusion at plan compile
+  bool allow_tf32 = false;  // CUDA: TF32 tensor cores for f32 matmul/conv
+  // The ranks this plan's collectives talk to; nullptr: a single rank, and a
+  // graph with collectives is rejected.
+  Communicator* communicator = nullptr;
+};
+
+struct MemoryReport {
+  int64_t arena_bytes = 0;         // the one arena of intermediates
+  int64_t intermediate_bytes = 0;  // sum of all intermediate tensors' sizes
+  int64_t scratch_bytes = 0;       // kernels' temporary buffers (also in the arena)
+  int64_t weight_bytes = 0;        // constants as the kernels hold them (prepacked)
+  int64_t io_bytes = 0;            // graph inputs and outputs
+  int64_t peak_bytes = 0;          // arena + weights + io
+  int64_t buffers = 0;             // intermediate tensors placed in the arena
+  int64_t in_place = 0;            // outputs that reuse an input's buffer
+  int64_t aliases = 0;             // reshapes that share their input's buffer
+};
+
+struct KernelProfile {
+  std::string node;
+  std::string op;      // e.g. "Conv+Add+Relu" for a fused kernel
+  std::string impl;    // e.g. "onednn:jit:avx512_core", "native", "reference"
+  bool fallback = false;  // runs the reference interpreter's kernel
+  double total_ms = 0;
+  int64_t calls = 0;
+};
+
+struct Profile {
+  std::vector<KernelProfile> kernels;  // slowest first
+  int64_t runs = 0;
+  // One line per kernel: ms per run, share, op, impl, node; fallbacks marked.
+  std::string table() const;
+};
+
+class ExecutablePlan {
+ public:
+  // Throws Error(kUnsupported) for an op no kernel handles and
+  // Error(kUsage) for a backend this build or machine cannot run.
+  static ExecutablePlan compile(const Graph& g, const RunOptions& options = {});
+
+  ExecutablePlan(ExecutablePlan&&) noexcept;
+  ExecutablePlan& operator=(ExecutablePlan&&) noexcept;
+  ~ExecutablePlan();
+
+  // One tensor per graph input, in order, types must match; returns the
+  // graph outputs. Not reentrant: one run at a time per plan.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  MemoryReport memory() const;
+  Profile profile() const;  // empty unless compiled with profile = true
+  const RunOptions& options() const;
+  int64_t num_kernels() const;
+
+  class Impl;
+
+ private:
+  explicit ExecutablePlan(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::runtime

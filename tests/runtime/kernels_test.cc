@@ -1,0 +1,266 @@
+// Each CPU kernel against the reference interpreter on small random graphs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/runtime/runtime_test_util.h"
+
+namespace tessera::runtime {
+namespace {
+
+using testing::attrs;
+using testing::expect_matches_reference;
+using testing::Ints;
+using testing::kernel_ops;
+using testing::random_tensor;
+
+struct ConvCase {
+  Shape x;          // N, C, spatial...
+  int64_t out_channels;
+  Ints kernel, strides, pads, dilations;
+  int64_t group;
+  bool bias;
+};
+
+Graph conv_graph(const ConvCase& c) {
+  std::mt19937 rng(3);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, c.x});
+  Shape ws = {c.out_channels, c.x[1] / c.group};
+  ws.insert(ws.end(), c.kernel.begin(), c.kernel.end());
+  std::vector<ValueId> ins = {x, g.add_constant("w", random_tensor(DType::kF32, ws, rng))};
+  if (c.bias) ins.push_back(g.add_constant("b", random_tensor(DType::kF32, {c.out_channels}, rng)));
+  ValueId y = g.add(OpKind::kConv, ins,
+                    attrs({{"kernel_shape", c.kernel}, {"strides", c.strides}, {"pads", c.pads},
+                           {"dilations", c.dilations}, {"group", c.group}}));
+  g.set_outputs({y});
+  return g;
+}
+
+class ConvTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvTest, MatchesReference) { expect_matches_reference(conv_graph(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, ConvTest,
+    ::testing::Values(ConvCase{{1, 3, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},    // plain
+                      ConvCase{{2, 4, 10, 7}, 6, {3, 2}, {2, 1}, {0, 1, 1, 0}, {1, 1}, 1, false},  // stride, asym pads
+                      ConvCase{{1, 8, 12, 12}, 8, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1, true},  // dilation
+                      ConvCase{{1, 8, 8, 8}, 12, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, true},   // groups
+                      ConvCase{{1, 16, 9, 9}, 16, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16, true}, // depthwise
+                      ConvCase{{1, 32, 7, 7}, 64, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false}, // pointwise
+                      ConvCase{{2, 3, 20}, 5, {4}, {3}, {1, 2}, {2}, 1, true},                    // 1-D
+                      ConvCase{{1, 2, 5, 6, 7}, 4, {3, 3, 2}, {1, 2, 1}, {1, 0, 1, 1, 1, 0}, {1, 1, 1}, 2,
+                               true}));  // 3-D, grouped
+
+// conv + bias + residual add + relu, and conv + relu feeding a conv: fused
+// into the convolutions, still matching the reference.
+TEST(FusionTest, ConvAddReluIsOneKernel) {
+  std::mt19937 rng(5);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 8, 8}});
+  Attrs a = attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                   {"dilations", Ints{1, 1}}});
+  ValueId c1 = g.add(OpKind::kConv, {x, g.add_constant("w1", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
+                                     g.add_constant("b1", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId r1 = g.add(OpKind::kRelu, {c1});
+  ValueId c2 = g.add(OpKind::kConv, {r1, g.add_constant("w2", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
+                                     g.add_constant("b2", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId s = g.add(OpKind::kAdd, {c2, x});
+  ValueId y = g.add(OpKind::kRelu, {s});
+  g.set_outputs({y});
+  expect_matches_reference(g);
+  std::vector<std::string> ops = kernel_ops(g);
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "Conv+Relu"), ops.end());
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "Conv+Add+Relu"), ops.end());
+  RunOptions unfused;
+  unfused.fuse = false;
+  expect_matches_reference(g, unfused);
+  EXPECT_GT(kernel_ops(g, unfused).size(), ops.size());
+}
+
+TEST(FusionTest, MatMulBiasGelu) {
+  std::mt19937 rng(6);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 5, 32}});
+  ValueId m = g.add(OpKind::kMatMul, {x, g.add_constant("w", random_tensor(DType::kF32, {32, 48}, rng))});
+  ValueId b = g.add(OpKind::kAdd, {m, g.add_constant("b", random_tensor(DType::kF32, {48}, rng))});
+  ValueId y = g.add(OpKind::kGelu, {b});
+  g.set_outputs({y});
+  expect_matches_reference(g);
+  std::vector<std::string> ops = kernel_ops(g);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0], "MatMul+Add+Gelu");
+}
+
+struct MatMulCase {
+  Shape a, b;
+  bool b_constant;
+};
+
+class MatMulTest : public ::testing::TestWithParam<MatMulCase> {};
+
+TEST_P(MatMulTest, MatchesReference) {
+  const MatMulCase& c = GetParam();
+  std::mt19937 rng(8);
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, c.a});
+  ValueId b = c.b_constant ? g.add_constant("b", random_tensor(DType::kF32, c.b, rng))
+                           : g.add_input("b", {DType::kF32, c.b});
+  g.set_outputs({g.add(OpKind::kMatMul, {a, b})});
+  expect_matches_reference(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Broadcast, MatMulTest,
+                         ::testing::Values(MatMulCase{{4, 5}, {5, 6}, true}, MatMulCase{{2, 3, 4, 5}, {5, 6}, true},
+                                           MatMulCase{{5}, {5, 6}, false}, MatMulCase{{3, 4}, {4}, false},
+                                           MatMulCase{{2, 1, 4, 5}, {3, 5, 6}, false},
+                                           MatMulCase{{3, 4, 5}, {3, 5, 2}, false},
+                                           MatMulCase{{6}, {2, 6, 3}, false}));
+
+struct GemmCase {
+  int64_t trans_a, trans_b;
+  double alpha, beta;
+  Shape c;  // empty: no C
+};
+
+class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmTest, MatchesReference) {
+  const GemmCase& p = GetParam();
+  std::mt19937 rng(9);
+  int64_t m = 4, k = 6, n = 5;
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, p.trans_a ? Shape{k, m} : Shape{m, k}});
+  std::vector<ValueId> ins = {a, g.add_constant("b", random_tensor(DType::kF32, p.trans_b ? Shape{n, k} : Shape{k, n}, rng))};
+  if (!p.c.empty() || p.beta != 1.0) ins.push_back(g.add_constant("c", random_tensor(DType::kF32, p.c, rng)));
+  g.set_outputs({g.add(OpKind::kGemm, ins,
+                       attrs({{"transA", p.trans_a}, {"transB", p.trans_b}, {"alpha", p.alpha}, {"beta", p.beta}}))});
+  expect_matches_reference(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, GemmTest,
+                         ::testing::Values(GemmCase{0, 0, 1.0, 1.0, {5}}, GemmCase{1, 0, 1.0, 1.0, {4, 5}},
+                                           GemmCase{0, 1, 0.5, 1.0, {1, 5}}, GemmCase{1, 1, 2.0, 1.0, {}},
+                                           GemmCase{0, 1, 1.0, 0.25, {4, 1}}, GemmCase{0, 0, 1.0, 1.0, {}}));
+
+struct PoolCase {
+  OpKind kind;
+  Shape x;
+  Ints kernel, strides, pads, dilations;
+  int64_t ceil_mode, count_include_pad;
+};
+
+class PoolTest : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(PoolTest, MatchesReference) {
+  const PoolCase& p = GetParam();
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, p.x});
+  Attrs a = attrs({{"kernel_shape", p.kernel}, {"strides", p.strides}, {"pads", p.pads}, {"dilations", p.dilations},
+                   {"ceil_mode", p.ceil_mode}});
+  if (p.kind == OpKind::kAveragePool) a.set("count_include_pad", p.count_include_pad);
+  g.set_outputs({g.add(p.kind, {x}, a)});
+  expect_matches_reference(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, PoolTest,
+    ::testing::Values(PoolCase{OpKind::kMaxPool, {1, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0, 0},
+                      PoolCase{OpKind::kMaxPool, {2, 4, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, 0},
+                      PoolCase{OpKind::kMaxPool, {1, 2, 10, 10}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {2, 2}, 0, 0},
+                      PoolCase{OpKind::kAveragePool, {1, 3, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, 0},
+                      PoolCase{OpKind::kAveragePool, {1, 3, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, 1},
+                      PoolCase{OpKind::kAveragePool, {1, 3, 8, 8}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, 0},
+                      PoolCase{OpKind::kMaxPool, {1, 2, 11}, {3}, {2}, {1, 0}, {1}, 1, 0}));
+
+TEST(PoolTest, GlobalPools) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 5, 6, 7}});
+  g.set_outputs({g.add(OpKind::kGlobalAveragePool, {x}), g.add(OpKind::kGlobalMaxPool, {x})});
+  expect_matches_reference(g);
+}
+
+class SoftmaxTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(SoftmaxTest, BothKindsOnEveryAxis) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {3, 4, 5}});
+  g.set_outputs({g.add(OpKind::kSoftmax, {x}, attrs({{"axis", GetParam()}})),
+                 g.add(OpKind::kLogSoftmax, {x}, attrs({{"axis", GetParam()}}))});
+  expect_matches_reference(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Axes, SoftmaxTest, ::testing::Values(-1, 0, 1, 2));
+
+TEST(NormTest, LayerNormalizationLastAndMiddleAxis) {
+  std::mt19937 rng(10);
+  for (int64_t axis : {-1, 1}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {2, 3, 8}});
+    Shape ps = axis == -1 ? Shape{8} : Shape{3, 8};
+    ValueId y = g.add(OpKind::kLayerNormalization,
+                      {x, g.add_constant("s", random_tensor(DType::kF32, ps, rng)),
+                       g.add_constant("b", random_tensor(DType::kF32, ps, rng))},
+                      attrs({{"axis", axis}, {"epsilon", 1e-5}}));
+    g.set_outputs({y});
+    expect_matches_reference(g);
+  }
+}
+
+TEST(NormTest, BatchNormalizationAfterConvKeepsBlockedLayout) {
+  std::mt19937 rng(11);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 6, 6}});
+  ValueId c = g.add(OpKind::kConv, {x, g.add_constant("w", random_tensor(DType::kF32, {16, 16, 1, 1}, rng))},
+                    attrs({{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                           {"dilations", Ints{1, 1}}}));
+  auto vec = [&](const char* name, double lo) {
+    Tensor t = random_tensor(DType::kF32, {16}, rng);
+    for (int64_t i = 0; i < 16; ++i) t.set_double(i, std::fabs(t.get_double(i)) + lo);
+    return g.add_constant(name, t);
+  };
+  ValueId bn = g.add(OpKind::kBatchNormalization, {c, vec("s", 0.5), vec("b", 0), vec("m", 0), vec("v", 0.5)});
+  ValueId p = g.add(OpKind::kMaxPool, {bn}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}},
+                                                  {"pads", Ints{0, 0, 0, 0}}, {"dilations", Ints{1, 1}}}));
+  g.set_outputs({g.add(OpKind::kFlatten, {p})});
+  expect_matches_reference(g);
+}
+
+struct BinaryCase {
+  OpKind kind;
+  Shape a, b;
+};
+
+class BinaryTest : public ::testing::TestWithParam<BinaryCase> {};
+
+TEST_P(BinaryTest, Broadcasts) {
+  const BinaryCase& p = GetParam();
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, p.a});
+  ValueId b = g.add_input("b", {DType::kF32, p.b});
+  g.set_outputs({g.add(p.kind, {a, b})});
+  expect_matches_reference(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, BinaryTest,
+                         ::testing::Values(BinaryCase{OpKind::kAdd, {2, 3, 4}, {4}},
+                                           BinaryCase{OpKind::kMul, {3, 1}, {2, 3, 4}},
+                                           BinaryCase{OpKind::kSub, {1, 3, 1}, {2, 1, 4}},
+                                           BinaryCase{OpKind::kDiv, {2, 3, 4}, {2, 3, 4}},
+                                           BinaryCase{OpKind::kMax, {}, {5, 2}},
+                                           BinaryCase{OpKind::kMin, {5, 2}, {1, 2}},
+                                           BinaryCase{OpKind::kSub, {4}, {3, 4}}));
+
+TEST(ElementwiseTest, UnaryChainRunsInPlace) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 64}});
+  ValueId e = g.add(OpKind::kErf, {g.add(OpKind::kAbs, {x})});
+  ValueId t = g.add(OpKind::kTanh, {g.add(OpKind::kHardSigmoid, {e})});
+  g.set_outputs({g.add(OpKind::kSigmoid, {g.add(OpKind::kSin, {t})})});
+  ExecutablePlan plan = expect_matches_reference(g);
+  EXPECT_GT(plan.memory().in_place, 0);
+}
+
+}  // namespace
+}  // namespace tessera::runtime
