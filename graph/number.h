@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "graph/zp.h"
@@ -87,6 +88,21 @@ template <class T>
 T num_fmod(T a, T b) {
   if constexpr (kIsZp<T>) return uninterpreted2(0x30d, a, b);
   else return std::fmod(a, b);
+}
+
+// Floor modulo (Mod with fmod=0): x - floor(x / y) * y, with the sign of y,
+// and ONNX's special cases for zeros, infinities and NaN.
+template <class T>
+T num_floor_mod(T x, T y) {
+  if constexpr (kIsZp<T>) {
+    return uninterpreted2(0x30e, x, y);
+  } else {
+    if (std::isnan(x) || std::isnan(y) || std::isinf(x) || y == T(0)) return std::numeric_limits<T>::quiet_NaN();
+    if (std::isinf(y)) return x == T(0) ? std::copysign(T(0), y) : (std::signbit(x) == std::signbit(y) ? x : y);
+    T r = std::fmod(x, y);
+    if (r != T(0) && std::signbit(r) != std::signbit(y)) r += y;
+    return r == T(0) ? std::copysign(T(0), y) : r;
+  }
 }
 
 template <class T>

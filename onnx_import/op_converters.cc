@@ -71,13 +71,17 @@ void convert_constant(NodeImporter& n) {
 
 void convert_dropout(NodeImporter& n, const ImportState& state) {
   for (const onnx::AttributeProto& a : n.proto().attribute()) n.ignore_attr(a.name());  // ratio, seed, is_test
-  if (n.proto().output_size() > 1 && !n.proto().output(1).empty() && state.read_names.count(n.proto().output(1)))
-    n.fail(ErrorKind::kUnsupported, "the mask output of Dropout is used; only inference (mask unused) is supported");
   // A training_mode input that is not a constant false may switch on the
   // random mask at run time, which the inference IR cannot express.
   if (n.has_input(2) && (!n.constant(2) || n.constant(2)->numel() != 1 || n.constant(2)->get_int(0) != 0))
     n.fail(ErrorKind::kUnsupported, "Dropout with training_mode not a constant false is not supported");
   n.bind_output(0, n.input(0));
+  // In inference the mask keeps every element: a constant all-true tensor.
+  if (n.proto().output_size() > 1 && !n.proto().output(1).empty() && state.read_names.count(n.proto().output(1))) {
+    Tensor mask(DType::kBool, n.input_type(0).shape);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.set_int(i, 1);
+    n.bind_output(1, n.graph().add_constant(n.proto().output(1), std::move(mask)));
+  }
 }
 
 void convert_cast(NodeImporter& n) {
@@ -91,6 +95,14 @@ void convert_cast(NodeImporter& n) {
   }
   Attrs a;
   a.set("to", std::string(dtype_name(dt)));
+  n.emit_outputs(OpKind::kCast, {n.input(0)}, std::move(a));
+}
+
+// CastLike(x, like) = Cast(x, to = like's dtype); `like` contributes only its type.
+void convert_cast_like(NodeImporter& n) {
+  n.ignore_attr("saturate");
+  Attrs a;
+  a.set("to", std::string(dtype_name(n.input_type(1).dtype)));
   n.emit_outputs(OpKind::kCast, {n.input(0)}, std::move(a));
 }
 
@@ -396,6 +408,7 @@ const std::unordered_map<std::string, Converter>& converters() {
     m["Identity"] = [](NodeImporter& n) { n.bind_output(0, n.input(0)); };
     m["Dropout"] = [](NodeImporter& n) { convert_dropout(n, n.state()); };
     m["Cast"] = convert_cast;
+    m["CastLike"] = convert_cast_like;
     m["Clip"] = convert_clip;
     m["Max"] = [](NodeImporter& n) { convert_variadic(n, OpKind::kMax, false); };
     m["Min"] = [](NodeImporter& n) { convert_variadic(n, OpKind::kMin, false); };

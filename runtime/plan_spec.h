@@ -29,8 +29,12 @@ struct PlanSpec {
   std::vector<ValueId> outputs;   // per graph output: the value (plain layout) holding it
   std::vector<TensorType> input_types;
   std::vector<TensorType> output_types;
-  // Keeps constant data that kernels point into alive as long as the plan.
-  std::shared_ptr<const Graph> graph;
+  // The constants kernels read at run time (sharing the graph's storage), so
+  // that the plan outlives the graph and a caller that drops the graph after
+  // compile frees the constants the kernels hold prepacked copies of.
+  // Filled by compile from the kernels' inputs: a kernel that prepacked a
+  // constant lists kNoValue in its place.
+  std::vector<Tensor> constants;
 };
 
 // The CPU backend compiler; compile_cpu with Backend::kReference gives a plan whose

@@ -1,6 +1,7 @@
 #include "runtime/reference_kernel.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "graph/error.h"
 #include "graph/interpreter.h"
@@ -8,14 +9,17 @@
 namespace tessera::runtime {
 namespace {
 
-void load(const uint8_t* p, RefTensor<float>& r) {
+template <class T>
+void load(const uint8_t* p, RefTensor<T>& r) {
   int64_t n = r.numel();
   if (r.is_num()) {
     r.num.resize(static_cast<size_t>(n));
     switch (r.type.dtype) {
-      case DType::kF32: std::memcpy(r.num.data(), p, static_cast<size_t>(n) * 4); break;
+      case DType::kF32:
+        for (int64_t i = 0; i < n; ++i) r.num[i] = reinterpret_cast<const float*>(p)[i];
+        break;
       case DType::kF64:
-        for (int64_t i = 0; i < n; ++i) r.num[i] = static_cast<float>(reinterpret_cast<const double*>(p)[i]);
+        for (int64_t i = 0; i < n; ++i) r.num[i] = static_cast<T>(reinterpret_cast<const double*>(p)[i]);
         break;
       case DType::kF16:
         for (int64_t i = 0; i < n; ++i) r.num[i] = half_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
@@ -36,17 +40,18 @@ void load(const uint8_t* p, RefTensor<float>& r) {
   }
 }
 
-void store(const RefTensor<float>& r, uint8_t* p) {
+template <class T>
+void store(const RefTensor<T>& r, uint8_t* p) {
   int64_t n = r.numel();
   if (r.is_num()) {
     TESSERA_CHECK(static_cast<int64_t>(r.num.size()) == n, "reference kernel output has the wrong size");
     for (int64_t i = 0; i < n; ++i) {
-      float x = r.num[i];
+      T x = r.num[i];
       switch (r.type.dtype) {
-        case DType::kF32: reinterpret_cast<float*>(p)[i] = x; break;
-        case DType::kF64: reinterpret_cast<double*>(p)[i] = x; break;
-        case DType::kF16: reinterpret_cast<uint16_t*>(p)[i] = float_to_half(x); break;
-        default: reinterpret_cast<uint16_t*>(p)[i] = float_to_bf16(x);
+        case DType::kF32: reinterpret_cast<float*>(p)[i] = static_cast<float>(x); break;
+        case DType::kF64: reinterpret_cast<double*>(p)[i] = static_cast<double>(x); break;
+        case DType::kF16: reinterpret_cast<uint16_t*>(p)[i] = float_to_half(static_cast<float>(x)); break;
+        default: reinterpret_cast<uint16_t*>(p)[i] = float_to_bf16(static_cast<float>(x));
       }
     }
     return;
@@ -64,16 +69,19 @@ void store(const RefTensor<float>& r, uint8_t* p) {
   }
 }
 
+// Computes in double when the node touches an f64 value (an f64 graph keeps
+// its precision through fallbacks), in float otherwise.
+template <class T>
 class ReferenceKernel : public Kernel {
  public:
-  ReferenceKernel(const Graph& g, const Node& node) : node_(node), fn_(op_def(node.kind).eval_f32) {
+  ReferenceKernel(const Graph& g, const Node& node, EvalFn<T> fn) : node_(node), fn_(fn) {
     for (ValueId v : node.inputs) in_types_.push_back(v == kNoValue ? TensorType{} : g.type(v));
     for (ValueId v : node.outputs) out_types_.push_back(g.type(v));
   }
 
   void run(ExecContext& ctx) override {
-    std::vector<RefTensor<float>> ins(in_types_.size());
-    EvalArgs<float> args{node_, {}, nullptr, nullptr};
+    std::vector<RefTensor<T>> ins(in_types_.size());
+    EvalArgs<T> args{node_, {}, nullptr, nullptr};
     for (size_t i = 0; i < ins.size(); ++i) {
       if (node_.inputs[i] == kNoValue) {
         args.inputs.push_back(nullptr);
@@ -83,28 +91,38 @@ class ReferenceKernel : public Kernel {
       load(ctx.ptr[inputs[i]], ins[i]);
       args.inputs.push_back(&ins[i]);
     }
-    std::vector<RefTensor<float>> outs(out_types_.size());
+    std::vector<RefTensor<T>> outs(out_types_.size());
     for (size_t i = 0; i < outs.size(); ++i) outs[i].type = out_types_[i];
     args.outputs = &outs;
     fn_(args);
     for (size_t i = 0; i < outs.size(); ++i) store(outs[i], ctx.ptr[outputs[i]]);
   }
 
-  std::string impl() const override { return "reference"; }
+  std::string impl() const override { return std::is_same_v<T, double> ? "reference:f64" : "reference"; }
 
  private:
   Node node_;
-  EvalFn<float> fn_;
+  EvalFn<T> fn_;
   std::vector<TensorType> in_types_, out_types_;
 };
+
+bool touches_f64(const Graph& g, const Node& node) {
+  for (ValueId v : node.inputs)
+    if (v != kNoValue && g.type(v).dtype == DType::kF64) return true;
+  for (ValueId v : node.outputs)
+    if (g.type(v).dtype == DType::kF64) return true;
+  return false;
+}
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_reference_kernel(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
-  if (!op_def(node.kind).eval_f32)
-    throw Error(ErrorKind::kUnsupported, "no kernel for this op", {"", node.name, op_name(node.kind)});
-  auto k = std::make_unique<ReferenceKernel>(g, node);
+  const OpDef& def = op_def(node.kind);
+  std::unique_ptr<Kernel> k;
+  if (touches_f64(g, node) && def.eval_f64) k = std::make_unique<ReferenceKernel<double>>(g, node, def.eval_f64);
+  else if (def.eval_f32) k = std::make_unique<ReferenceKernel<float>>(g, node, def.eval_f32);
+  else throw Error(ErrorKind::kUnsupported, "no kernel for this op", {"", node.name, op_name(node.kind)});
   k->inputs = node.inputs;
   k->outputs = node.outputs;
   k->node = node.name;

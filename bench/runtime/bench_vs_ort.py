@@ -2,28 +2,31 @@
 """Tessera CPU runtime vs ONNX Runtime on the model suite, side by side.
 
 For each model of bench/models/cache (written by bench/models/generate.py) and
-each thread count, runs ONNX Runtime (ORT_ENABLE_ALL, intra_op threads = N) and
-Tessera's bench_runtime (--threads N) in their own processes, alternating, and
-prints median latency, ratio (Tessera / ORT; <= 1.0 is the target), and peak
-memory (process max RSS; Tessera also reports its planned peak).
+each thread count, starts ONNX Runtime (ORT_ENABLE_ALL, intra_op threads = N)
+and Tessera's bench_runtime (--threads N) as two processes, warms both up, then
+alternates single runs between them (ORT, Tessera, ORT, ...) so that both see
+the same machine load, and prints the median latency of each, their ratio
+(Tessera / ORT; <= 1.0 is the target), the median of the per-round ratios
+(robust to load that changes during the run), and peak memory (process max
+RSS; Tessera also reports its planned peak).
 
 Usage: bench_vs_ort.py --bench-bin PATH [--models a,b] [--threads 1,2] [--repeat N]
 """
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "..", "models", "cache")
 
 ORT_CHILD = r"""
-import sys, json, time, glob, os, resource
+import sys, json, time, os, resource
 import numpy as np, onnx, onnxruntime as ort
 from onnx import numpy_helper
-d, threads, repeat, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+d, threads, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 so = ort.SessionOptions()
 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 so.intra_op_num_threads = threads
@@ -36,19 +39,80 @@ for i, inp in enumerate(s.get_inputs()):
     feeds[inp.name] = numpy_helper.to_array(t)
 for _ in range(warmup): s.run(None, feeds)
 ms = []
-for _ in range(repeat):
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() != "run": break
     t0 = time.perf_counter(); s.run(None, feeds); ms.append((time.perf_counter() - t0) * 1e3)
+    print(f"{ms[-1]:.4f}", flush=True)
 ms.sort()
-print(json.dumps({"median_ms": ms[len(ms) // 2],
+print(json.dumps({"median_ms": ms[len(ms) // 2], "min_ms": ms[0],
                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+class Child:
+    """A benchmark process that times one run per "run" line on its stdin."""
+
+    def __init__(self, cmd):
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.error = None
+        if self.p.stdout.readline().strip() != "ready":
+            self.error = self._fail()
+
+    def _fail(self):
+        self.p.kill()
+        err = self.p.stderr.read().strip().splitlines()
+        return err[-1] if err else "failed"
+
+    def run_once(self):
+        self.p.stdin.write("run\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            self.error = self._fail()
+            return None
+        return float(line)
+
+    def finish(self):
+        out, err = self.p.communicate("end\n")
+        if self.p.returncode != 0:
+            return {"error": (err.strip().splitlines() or ["failed"])[-1]}
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def measure(model_dir, threads, repeat, warmup, bench_bin):
+    ort_c = Child([sys.executable, "-c", ORT_CHILD, model_dir, str(threads), str(warmup)])
+    tes_c = Child([bench_bin, model_dir, "--threads", str(threads), "--warmup", str(warmup), "--serve"])
+    for c in (ort_c, tes_c):
+        if c.error:
+            for o in (ort_c, tes_c):
+                if o.p.poll() is None:
+                    o.p.kill()
+            return {"error": c.error}
+    ort_ms, tes_ms = [], []
+    for _ in range(repeat):
+        # The pauses let each runtime's idle threads stop spinning (ONNX
+        # Runtime's pool spins after a run) before the other one runs.
+        time.sleep(0.05)
+        a = ort_c.run_once()
+        time.sleep(0.05)
+        b = tes_c.run_once()
+        if a is None or b is None:
+            break
+        ort_ms.append(a)
+        tes_ms.append(b)
+    ort_r, tes_r = ort_c.finish(), tes_c.finish()
+    if "error" in ort_r or "error" in tes_r or not ort_ms:
+        return {"error": tes_r.get("error") or ort_r.get("error") or tes_c.error or ort_c.error}
+    return {"ort": ort_r, "tes": tes_r, "ort_median": median(ort_ms), "tes_median": median(tes_ms),
+            "paired_ratio": median([b / a for a, b in zip(ort_ms, tes_ms)])}
 
 
 def mib(b):
@@ -60,25 +124,27 @@ def main():
     ap.add_argument("--bench-bin", required=True)
     ap.add_argument("--models", default="")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args()
     models = a.models.split(",") if a.models else sorted(os.listdir(CACHE))
-    print(f"{'model':16} {'thr':>3} {'tessera ms':>11} {'ort ms':>9} {'ratio':>6} "
+    load = os.getloadavg()
+    print(f"# {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"{a.repeat} alternating runs per row after {a.warmup} warm-up runs")
+    print(f"{'model':16} {'thr':>3} {'tessera ms':>11} {'ort ms':>9} {'ratio':>6} {'paired':>6} "
           f"{'tessera RSS MiB':>15} {'(planned)':>9} {'ort RSS MiB':>11} {'max rel err':>11}")
     for m in models:
         d = os.path.join(CACHE, m)
         for t in [int(x) for x in a.threads.split(",")]:
-            ort_r = run_json([sys.executable, "-c", ORT_CHILD, d, str(t), str(a.repeat), str(a.warmup)])
-            tes = run_json([a.bench_bin, d, "--threads", str(t), "--repeat", str(a.repeat),
-                            "--warmup", str(a.warmup)])
-            if "error" in tes or "error" in ort_r:
-                print(f"{m:16} {t:>3} error: {tes.get('error') or ort_r.get('error')}")
+            r = measure(d, t, a.repeat, a.warmup, a.bench_bin)
+            if "error" in r:
+                print(f"{m:16} {t:>3} error: {r['error']}", flush=True)
                 continue
-            ratio = tes["median_ms"] / ort_r["median_ms"]
-            print(f"{m:16} {t:>3} {tes['median_ms']:11.2f} {ort_r['median_ms']:9.2f} {ratio:6.2f} "
-                  f"{mib(tes['max_rss_bytes']):>15} {mib(tes['peak_bytes']):>9} {mib(ort_r['max_rss_bytes']):>11} "
-                  f"{tes['max_rel_err']:11.2g}", flush=True)
+            tes = r["tes"]
+            ratio = r["tes_median"] / r["ort_median"]
+            print(f"{m:16} {t:>3} {r['tes_median']:11.2f} {r['ort_median']:9.2f} {ratio:6.2f} "
+                  f"{r['paired_ratio']:6.2f} {mib(tes['max_rss_bytes']):>15} {mib(tes['peak_bytes']):>9} "
+                  f"{mib(r['ort']['max_rss_bytes']):>11} {tes['max_rel_err']:11.2g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ std::vector<TensorType> infer_binary(const InferContext& c) {
   if (is_compare(kind)) return ops::one(DType::kBool, shape);
   if (x.dtype == DType::kBool || y.dtype == DType::kBool)
     TESSERA_SHAPE_ERROR("inputs must be numeric, got bool");
-  if (kind == OpKind::kMod && is_float(x.dtype) && c.node.attrs.i("fmod") == 0)
-    TESSERA_SHAPE_ERROR("Mod of floating-point inputs requires fmod=1 (ONNX), got fmod=0");
   return ops::one(x.dtype, shape);
 }
 
@@ -68,7 +66,7 @@ T binary_num(OpKind kind, bool fmod, T x, T y) {
     // NaN propagates through Max and Min, as numpy.maximum/minimum.
     case OpKind::kMax: return num_isnan(x) ? x : num_isnan(y) ? y : num_less(x, y) ? y : x;
     case OpKind::kMin: return num_isnan(x) ? x : num_isnan(y) ? y : num_less(y, x) ? y : x;
-    case OpKind::kMod: TESSERA_CHECK(fmod, "float Mod with fmod=0"); return num_fmod(x, y);
+    case OpKind::kMod: return fmod ? num_fmod(x, y) : num_floor_mod(x, y);
     default: break;
   }
   TESSERA_CHECK(false, op_name(kind) << " is not a numeric binary op");

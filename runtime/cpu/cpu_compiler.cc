@@ -143,6 +143,10 @@ class CpuCompiler {
     k->inputs = operands;
     if (hide)
       for (ValueId v : blocked) k->remap_value(v, plain_copy_[v]);
+    // Constants the kernel prepacked are not read at run time: the plan need
+    // not keep the graph's copy.
+    for (ValueId& v : k->inputs)
+      if (v != kNoValue && spec_.values[v].kind == PlanValue::Kind::kConstant && !k->reads(v)) v = kNoValue;
     k->outputs = {grp.output(g_)};
     k->node = root.name;
     k->op = grp.label(g_);

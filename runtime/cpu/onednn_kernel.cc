@@ -80,6 +80,13 @@ void OnednnKernel::remap_value(ValueId from, ValueId to) {
     if (v == from) v = to;
 }
 
+bool OnednnKernel::reads(ValueId v) const {
+  for (const Step& s : steps_)
+    for (const Binding& b : s.bindings)
+      if (b.source == Binding::Source::kValue && b.value == v) return true;
+  return false;
+}
+
 void OnednnKernel::bind_fixed(size_t step, int arg, const dnnl::memory& mem) { steps_[step].args[arg] = mem; }
 
 dnnl::memory OnednnKernel::prepack(const void* data, const Md& from, const Md& to) {

@@ -57,6 +57,8 @@ class OnednnKernel : public Kernel {
   void skip_when_same(size_t step, ValueId a, ValueId b) { steps_[step].same = {a, b}; }
   // Reads `to` wherever the kernel was built to read `from`.
   void remap_value(ValueId from, ValueId to);
+  // Whether a run reads v's buffer (a prepacked constant is not read).
+  bool reads(ValueId v) const;
   Onednn& dnn() { return *dnn_; }
 
  private:

@@ -234,13 +234,13 @@ TEST(ImportErrors, OldSoftmaxOnInnerAxis) {
   EXPECT_TRUE(has(e, "last dim")) << e.what();
 }
 
-TEST(ImportErrors, UsedDropoutMask) {
+TEST(ImportErrors, TrainingDropoutIsRefused) {
   ModelBuilder b(13);
-  b.input("x", {2}).output("y").output("mask");
-  b.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  b.input("x", {2}).input("training", {}, onnx::TensorProto::BOOL).output("y");
+  b.node("Dropout", {"x", "", "training"}, {"y"}, "drop");
   Error e = import_error(b);
   EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-  EXPECT_TRUE(has(e, "mask")) << e.what();
+  EXPECT_TRUE(has(e, "training_mode")) << e.what();
 }
 
 TEST(ImportErrors, CastToUnsupportedType) {

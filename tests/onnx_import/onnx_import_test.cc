@@ -356,5 +356,21 @@ TEST(OnnxImport, InitializerThatIsAlsoAnInputIsAConstant) {
   EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
 }
 
+// In inference Dropout is the identity and its mask keeps every element.
+TEST(OnnxImport, InferenceDropoutMaskIsAllTrue) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3}).output("y").output("mask");
+  b.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  Graph g = import(b);
+  ASSERT_EQ(g.outputs().size(), 2u);
+  Tensor x = Tensor::from_doubles(DType::kF32, {2, 3}, {1, -2, 3, -4, 5, -6});
+  std::vector<Tensor> out = evaluate(g, {x});
+  EXPECT_TRUE(out[0].identical(x));
+  const Value& mask = g.value(g.outputs()[1]);
+  ASSERT_TRUE(mask.is_constant());
+  EXPECT_EQ(mask.type, (TensorType{DType::kBool, {2, 3}}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(mask.constant->get_int(i), 1);
+}
+
 }  // namespace
 }  // namespace tessera

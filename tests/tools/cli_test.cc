@@ -148,4 +148,55 @@ TEST(Cli, RunRejectsWrongInputType) {
   fs::remove_all(dir);
 }
 
+tessera::Tensor run_to_tensor(const std::string& model, const std::string& flags, const std::string& tag) {
+  fs::path out = scratch(tag);
+  Result r = run("run " + model + " --seed 3 --output-dir " + out.string() + " " + flags);
+  EXPECT_EQ(r.code, 0) << flags << ": " << r.err;
+  tessera::Tensor t = r.code == 0 ? tessera::read_tensor_file((out / "output_0.pb").string()) : tessera::Tensor();
+  fs::remove_all(out);
+  return t;
+}
+
+TEST(Cli, CpuAndReferenceBackendsAgree) {
+  for (const char* name : {"tiny_cnn", "tiny_transformer"}) {
+    std::string model = kExamples + "/" + name + ".onnx";
+    tessera::Tensor cpu = run_to_tensor(model, "--backend cpu --threads 1", std::string("cpu_") + name);
+    tessera::Tensor ref = run_to_tensor(model, "--backend reference", std::string("ref_") + name);
+    ASSERT_EQ(cpu.type(), ref.type()) << name;
+    ASSERT_GT(cpu.numel(), 0) << name;
+    double max_err = 0, max_ref = 0;
+    for (int64_t i = 0; i < cpu.numel(); ++i) {
+      max_err = std::max(max_err, std::fabs(cpu.get_double(i) - ref.get_double(i)));
+      max_ref = std::max(max_ref, std::fabs(ref.get_double(i)));
+    }
+    EXPECT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << name;
+  }
+}
+
+TEST(Cli, ProfilePrintsKernelTable) {
+  Result r = run("run " + kExamples + "/tiny_cnn.onnx --profile");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ms/run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 1 runs"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("median latency"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RepeatPrintsMedianLatency) {
+  Result r = run("run " + kExamples + "/tiny_transformer.onnx --repeat 3 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("median latency: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("threads 1"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadRunFlagsAreUsageErrors) {
+  std::string model = kExamples + "/tiny_cnn.onnx";
+  Result bad_backend = run("run " + model + " --backend tpu");
+  EXPECT_EQ(bad_backend.code, 2);
+  EXPECT_NE(bad_backend.err.find("tpu"), std::string::npos) << bad_backend.err;
+  EXPECT_EQ(run("run " + model + " --threads -1").code, 2);
+  EXPECT_EQ(run("run " + model + " --repeat x").code, 2);
+}
+
 }  // namespace

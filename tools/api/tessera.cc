@@ -1,11 +1,14 @@
 #include "tools/api/tessera.h"
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 
 #include "cost/flops.h"
-#include "graph/interpreter.h"
+#include "graph/error.h"
 #include "onnx_import/onnx_export.h"
 #include "onnx_import/onnx_import.h"
+#include "runtime/runtime.h"
 
 namespace tessera::api {
 
@@ -46,10 +49,33 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
   return out;
 }
 
+RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig& config) {
+  if (config.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "--threads must be >= 0, got " << config.threads);
+  if (config.repeat < 0) TESSERA_THROW(ErrorKind::kUsage, "--repeat must be >= 0, got " << config.repeat);
+  runtime::RunOptions options;
+  options.backend = runtime::backend_from_name(config.backend);
+  options.threads = config.threads;
+  options.profile = config.profile;
+  runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, options);
+  RunResult r;
+  r.outputs = plan.run(inputs);  // the warm-up when timing
+  for (int i = 0; i < config.repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    r.outputs = plan.run(inputs);
+    r.run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (!r.run_ms.empty()) {
+    std::vector<double> sorted = r.run_ms;
+    std::sort(sorted.begin(), sorted.end());
+    size_t n = sorted.size();
+    r.median_ms = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  }
+  if (config.profile) r.profile_table = plan.profile().table();
+  return r;
+}
+
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
-  bool f64 = false;
-  for (ValueId v : g.inputs()) f64 |= g.type(v).dtype == DType::kF64;
-  return evaluate(g, inputs, f64 ? Precision::kF64 : Precision::kF32);
+  return run(g, inputs, RunConfig{}).outputs;
 }
 
 void export_onnx(const Graph& g, const std::string& path) { save_onnx_file(g, path); }

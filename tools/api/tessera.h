@@ -43,8 +43,24 @@ ModelSummary summarize(const Graph& g);
 // integers and bools in {0, 1} (valid as token ids, masks and indices alike).
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed);
 
-// Runs the graph. Today the reference interpreter (float, or double for f64
-// models); the runtime's backends plug in here.
+struct RunConfig {
+  std::string backend = "cpu";  // "cpu" | "cuda" | "reference"
+  int threads = 0;              // 0: one per core
+  int repeat = 0;               // > 0: one warm-up run, then `repeat` timed runs
+  bool profile = false;         // time every kernel
+};
+
+struct RunResult {
+  std::vector<Tensor> outputs;
+  std::vector<double> run_ms;  // the timed runs (repeat > 0), in order
+  double median_ms = 0;        // of run_ms
+  std::string profile_table;   // per-kernel table, slowest first (profile)
+};
+
+// Compiles the graph into an executable plan for the backend and runs it.
+// Throws Error(kUsage) for an unknown or unavailable backend.
+RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig& config);
+// One run on the CPU backend.
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs);
 
 // Writes the graph as an ONNX model, atomically.

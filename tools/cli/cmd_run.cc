@@ -1,15 +1,21 @@
 // tessera run MODEL [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]
+//                   [--backend cpu|cuda|reference] [--threads N] [--repeat N] [--profile]
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "graph/error.h"
 #include "onnx_import/tensor_proto.h"
+#include "runtime/omp_wait_policy.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
+
+// The tessera executable runs plans (run, and cost calibration): see omp_wait_policy.h.
+TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 namespace tessera::cli {
 
@@ -21,6 +27,7 @@ struct RunFlags {
   std::vector<std::string> input_shapes;
   std::string output_dir;
   uint64_t seed = 0;
+  api::RunConfig config;
 };
 
 // Binds --input flags to graph inputs; unbound inputs get seeded random data.
@@ -83,10 +90,18 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
   cmd->add_option("--output-dir", flags->output_dir, "Write outputs as output_0.pb, output_1.pb, ...");
   cmd->add_option("--seed", flags->seed, "Seed for random inputs (default 0)");
+  cmd->add_option("--backend", flags->config.backend, "Backend: cpu (default), cuda or reference")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
+  cmd->add_option("--threads", flags->config.threads, "CPU threads (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--repeat", flags->config.repeat, "Time N runs after one warm-up and print the median latency")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--profile", flags->config.profile, "Print a per-kernel time table, slowest first");
   return [flags] {
     Graph g = api::load(flags->model, load_options(flags->input_shapes));
     std::vector<Tensor> inputs = gather_inputs(g, *flags);
-    std::vector<Tensor> outputs = api::run(g, inputs);
+    api::RunResult result = api::run(g, inputs, flags->config);
+    const std::vector<Tensor>& outputs = result.outputs;
     if (!flags->output_dir.empty()) write_outputs(g, outputs, flags->output_dir);
     for (size_t i = 0; i < outputs.size(); ++i) {
       double sum = 0, abs_sum = 0;
@@ -98,6 +113,12 @@ Action add_run_command(CLI::App& app) {
       std::printf("output %zu '%s': %s sum=%.9g abs_sum=%.9g\n", i, g.value(g.outputs()[i]).name.c_str(),
                   type_str(outputs[i].type()).c_str(), sum, abs_sum);
     }
+    if (!result.run_ms.empty())
+      std::printf("median latency: %.3f ms over %zu runs (backend %s, threads %d)\n", result.median_ms,
+                  result.run_ms.size(), flags->config.backend.c_str(),
+                  flags->config.threads > 0 ? flags->config.threads
+                                            : static_cast<int>(std::thread::hardware_concurrency()));
+    if (flags->config.profile) std::printf("%s", result.profile_table.c_str());
     return 0;
   };
 }

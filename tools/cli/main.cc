@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   std::map<std::string, tessera::cli::Action> actions = {
       {"inspect", tessera::cli::add_inspect_command(app)},
       {"run", tessera::cli::add_run_command(app)},
+      {"verify", tessera::cli::add_verify_command(app)},
+      {"cost", tessera::cli::add_cost_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,267 @@
+// Validation of the cost model on this CPU: every kernel of the model suite
+// run through the runtime (oneDNN, post-op fusion as the runtime forms it),
+// predicted against measured time per kernel, per model, and the ordering
+// of pairs of alternative programs (fused vs unfused plans of each model,
+// and rewrites from bench/cost/rewrite_pairs.h).
+//
+// Prints: Spearman rank correlation of kernel times, median and 90th
+// percentile of |ln(predicted / measured)|, per-model latency ratio, and the
+// share of pairs ordered as measured. Ratios only; no assertions.
+//
+// Usage: cost_validation [--profile cpu|PROFILE.json] [--seconds S] [--models DIR]
+//                        [--only NAME] [--json FILE] [--stat median|min] [--threads N]
+// (--threads must match the profile's units: calibrate with the same count)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "bench/cost/rewrite_pairs.h"
+#include "cost/device_profile.h"
+#include "cost/graph_cost.h"
+#include "graph/error.h"
+#include "onnx_import/onnx_import.h"
+#include "onnx_import/tensor_proto.h"
+#include "runtime/fusion.h"
+#include "runtime/runtime.h"
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+namespace {
+
+struct Measured {
+  double latency_s = 0;                      // median wall time per run
+  std::map<std::string, double> kernel_s;    // root node -> time per run
+  std::map<std::string, std::string> label;  // root node -> op label
+};
+
+std::vector<Tensor> seeded_inputs(const Graph& g) {
+  std::vector<Tensor> out;
+  for (ValueId v : g.inputs()) {
+    const TensorType& t = g.type(v);
+    std::vector<double> vals(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = is_float(t.dtype) ? ((i * 37) % 17) / 17.0 - 0.5 : (i % 2);
+    out.push_back(Tensor::from_doubles(t.dtype, t.shape, vals));
+  }
+  return out;
+}
+
+// "median", or "min": the fastest run, for a machine shared with other
+// work, where slower runs include time the threads spent descheduled.
+double pick(std::vector<double> v, const std::string& stat) {
+  std::sort(v.begin(), v.end());
+  return stat == "min" ? v.front() : v[v.size() / 2];
+}
+
+Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, double seconds,
+                 const std::string& stat, int threads) {
+  runtime::RunOptions opt;
+  opt.threads = threads;
+  opt.profile = true;
+  opt.fuse = fuse;
+  runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
+  plan.run(inputs);  // first touch, primitive creation
+  Measured m;
+  // Per run: wall time and each kernel's time (profile snapshots).
+  std::map<std::string, double> before;
+  std::map<std::string, std::vector<double>> per_kernel;
+  for (const auto& k : plan.profile().kernels) before[k.node] += k.total_ms;
+  std::vector<double> wall;
+  auto start = std::chrono::steady_clock::now();
+  while (wall.size() < 3 ||
+         (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds && wall.size() < 200)) {
+    auto t0 = std::chrono::steady_clock::now();
+    plan.run(inputs);
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::map<std::string, double> now;
+    for (const auto& k : plan.profile().kernels) {
+      now[k.node] += k.total_ms;
+      m.label[k.node] = k.op;
+    }
+    for (const auto& [node, ms] : now) per_kernel[node].push_back((ms - before[node]) * 1e-3);
+    before = now;
+  }
+  m.latency_s = pick(wall, stat);
+  for (auto& [node, v] : per_kernel) m.kernel_s[node] = pick(v, stat);
+  return m;
+}
+
+// The runtime's groups, as node lists for the cost model.
+std::vector<std::vector<NodeId>> runtime_groups(const Graph& g, bool fuse) {
+  std::vector<std::vector<NodeId>> out;
+  for (const runtime::FusedGroup& grp : runtime::form_groups(g, g.topo_order(), fuse)) {
+    std::vector<NodeId> nodes = {grp.root};
+    for (const runtime::PostOp& p : grp.post) nodes.push_back(p.node);
+    out.push_back(nodes);
+  }
+  return out;
+}
+
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2.0;
+    i = j + 1;
+  }
+  return r;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> ra = ranks(a), rb = ranks(b);
+  double n = static_cast<double>(a.size()), ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ma += ra[i] / n, mb += rb[i] / n;
+  double cov = 0, va = 0, vb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    cov += (ra[i] - ma) * (rb[i] - mb);
+    va += (ra[i] - ma) * (ra[i] - ma);
+    vb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return cov / std::sqrt(va * vb);
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+struct KernelRow {
+  std::string model, node, op;
+  double predicted = 0, measured = 0;
+  std::string bound;
+};
+
+struct PairRow {
+  std::string name;
+  double pred_before = 0, pred_after = 0, meas_before = 0, meas_after = 0;
+  bool agree() const { return (pred_after < pred_before) == (meas_after < meas_before); }
+  // Differences under 3% of the faster one are within this machine's noise.
+  bool tie() const { return std::abs(meas_after - meas_before) < 0.03 * std::min(meas_after, meas_before); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "cpu", models_dir = std::string(TESSERA_SOURCE_DIR) + "/bench/models/cache", only, json_out,
+              stat = "median";
+  double seconds = 2.0;
+  int threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--profile") device = next();
+    else if (a == "--seconds") seconds = std::stod(next());
+    else if (a == "--models") models_dir = next();
+    else if (a == "--only") only = next();
+    else if (a == "--json") json_out = next();
+    else if (a == "--stat") stat = next();
+    else if (a == "--threads") threads = std::stoi(next());
+    else {
+      std::cerr << "usage: cost_validation [--profile cpu|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N]\n";
+      return 2;
+    }
+  }
+  try {
+    cost::DeviceProfile d = cost::resolve_device(device);
+    std::printf("device: %s (%s)\n", d.name.c_str(), d.calibrated ? "calibrated" : "not calibrated");
+    std::vector<KernelRow> kernels;
+    std::vector<PairRow> pairs;
+    std::vector<std::pair<std::string, std::pair<double, double>>> latency;  // model -> (pred, meas)
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(models_dir))
+      if (fs::exists(e.path() / "model.onnx") && (only.empty() || e.path().filename() == only)) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& dir : dirs) {
+      std::string name = dir.filename().string();
+      Graph g = import_onnx_file((dir / "model.onnx").string());
+      std::vector<Tensor> inputs = seeded_inputs(g);
+      double pred[2] = {0, 0}, meas[2] = {0, 0};
+      for (bool fuse : {true, false}) {
+        Measured m = measure(g, inputs, fuse, seconds, stat, threads);
+        cost::GraphCost c = cost::graph_cost(g, d, {}, runtime_groups(g, fuse));
+        pred[fuse] = c.time_s;
+        meas[fuse] = m.latency_s;
+        if (!fuse) continue;
+        for (size_t k = 0; k < c.groups.size(); ++k) {
+          const std::string& node = g.node(c.groups[k][0]).name;
+          auto it = m.kernel_s.find(node);
+          if (it == m.kernel_s.end() || c.kernels[k].time_s == 0) continue;  // aliases: no kernel runs
+          kernels.push_back({name, node, c.kernels[k].label, c.kernels[k].time_s, it->second, c.kernels[k].bound});
+        }
+        latency.push_back({name, {c.time_s, m.latency_s}});
+        std::printf("%-18s predicted %9.3f ms  measured %9.3f ms  ratio %.2f\n", name.c_str(), c.time_s * 1e3,
+                    m.latency_s * 1e3, c.time_s / m.latency_s);
+        std::fflush(stdout);
+      }
+      pairs.push_back({name + ": unfused vs fused plan", pred[0], pred[1], meas[0], meas[1]});
+    }
+    for (bench::RewritePair& p : bench::rewrite_pairs()) {
+      PairRow row{p.name};
+      row.pred_before = cost::graph_cost(p.before, d, {}, runtime_groups(p.before, true)).time_s;
+      row.pred_after = cost::graph_cost(p.after, d, {}, runtime_groups(p.after, true)).time_s;
+      row.meas_before = measure(p.before, seeded_inputs(p.before), true, seconds / 2, stat, threads).latency_s;
+      row.meas_after = measure(p.after, seeded_inputs(p.after), true, seconds / 2, stat, threads).latency_s;
+      pairs.push_back(row);
+    }
+
+    std::vector<double> pv, mv, err;
+    for (const KernelRow& k : kernels) {
+      pv.push_back(k.predicted);
+      mv.push_back(k.measured);
+      err.push_back(std::abs(std::log(k.predicted / k.measured)));
+    }
+    std::printf("\nkernels: %zu over %zu models\n", kernels.size(), dirs.size());
+    std::printf("spearman rank correlation (predicted vs measured): %.3f\n", kernels.size() > 2 ? spearman(pv, mv) : NAN);
+    std::printf("|ln(pred/meas)|: median %.3f (x%.2f), p90 %.3f (x%.2f)\n", quantile(err, 0.5),
+                std::exp(quantile(err, 0.5)), quantile(err, 0.9), std::exp(quantile(err, 0.9)));
+    int within = 0;
+    for (const auto& [m, pm] : latency) within += std::abs(pm.first / pm.second - 1) <= 0.25;
+    std::printf("models within 25%% of measured latency: %d of %zu\n", within, latency.size());
+    int agree = 0, decided = 0;
+    std::printf("\npairs (before -> after; predicted ms | measured ms):\n");
+    for (const PairRow& p : pairs) {
+      std::printf("  %-52s %8.3f -> %8.3f | %8.3f -> %8.3f  %s\n", p.name.c_str(), p.pred_before * 1e3,
+                  p.pred_after * 1e3, p.meas_before * 1e3, p.meas_after * 1e3,
+                  p.tie() ? "tie" : (p.agree() ? "agree" : "DISAGREE"));
+      if (!p.tie()) {
+        ++decided;
+        agree += p.agree();
+      }
+    }
+    std::printf("pairs ordered as measured: %d of %d (ties within 3%% excluded: %zu)\n", agree, decided,
+                pairs.size() - static_cast<size_t>(decided));
+    // The worst kernels, to show where the model is off.
+    std::vector<size_t> idx(kernels.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return err[a] > err[b]; });
+    std::printf("\nlargest errors:\n");
+    for (size_t i = 0; i < std::min<size_t>(12, idx.size()); ++i) {
+      const KernelRow& k = kernels[idx[i]];
+      std::printf("  %-14s %-22s pred %9.1f us  meas %9.1f us  (%s) %s\n", k.model.c_str(), k.op.c_str(),
+                  k.predicted * 1e6, k.measured * 1e6, k.bound.c_str(), k.node.c_str());
+    }
+    if (!json_out.empty()) {
+      nlohmann::json j;
+      for (const KernelRow& k : kernels)
+        j["kernels"].push_back({{"model", k.model}, {"node", k.node}, {"op", k.op}, {"predicted_us", k.predicted * 1e6},
+                                {"measured_us", k.measured * 1e6}, {"bound", k.bound}});
+      for (const auto& [m, pm] : latency) j["models"][m] = {{"predicted_ms", pm.first * 1e3}, {"measured_ms", pm.second * 1e3}};
+      std::ofstream(json_out) << j.dump(1) << "\n";
+    }
+  } catch (const Error& e) {
+    std::cerr << "cost_validation: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# GPU check for the machine that has one (DEVELOPERS.md, Tools): configures
+# and builds only what the CUDA backend needs (-j16), runs the CUDA tests,
+# then for each model (the suite cache when present, else the bundled
+# examples) runs the CLI on the CUDA and CPU backends, compares their outputs
+# and prints the median latencies. Prints a summary; exit 1 if anything failed.
+# Usage: bench/gpu_check.sh [BUILD_DIR]   (default build-gpu)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+jobs=$(nproc 2>/dev/null || echo 16)
+summary=()
+status=0
+note() { summary+=("$1"); echo "gpu_check: $1"; }
+fail() { note "FAIL $1"; status=1; }
+
+# Debian packages (the set tools/setup.sh installs, without its full build).
+deb=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3-dev libdnnl-dev libopenmpi-dev
+     libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${deb[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "gpu_check: installing ${missing[*]}"
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null \
+    || fail "apt-get install ${missing[*]}"
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu_check: device: /'
+
+t0=$(date +%s)
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1; then
+  tail -20 "$build.configure.log"; fail "configure (log: $build.configure.log)"; printf '%s\n' "${summary[@]}"; exit 1
+fi
+grep -q "CUDA backend enabled" "$build.configure.log" && note "CUDA backend enabled" || fail "CUDA backend not enabled (see $build.configure.log)"
+if ! cmake --build "$build" -j"$jobs" --target runtime_tests tessera >"$build.build.log" 2>&1; then
+  grep -E "error" "$build.build.log" | head -20; fail "build (log: $build.build.log)"; printf '%s\n' "${summary[@]}"; exit 1
+fi
+note "built in $(( $(date +%s) - t0 ))s"
+
+# CUDA tests: the lowering tests and the GPU tests (which must not skip here).
+log=$(timeout 240 "$build/bin/runtime_tests" --gtest_filter='Cuda*' 2>&1); rc=$?
+echo "$log" | grep -E "^\[  (FAILED|SKIPPED) |Failure|Skipped" -A2 | head -40
+passed=$(echo "$log" | grep -c "^\[       OK \]")
+skipped=$(echo "$log" | grep -c "^\[  SKIPPED \] Cuda")
+[ "$rc" -eq 0 ] && note "CUDA tests: $passed passed, $skipped skipped" || fail "CUDA tests (rc $rc)"
+[ "$skipped" -gt 0 ] && fail "GPU tests skipped on a GPU machine"
+
+# Models: the suite cache is not shipped to the GPU machine; the examples are.
+models=()
+for m in bench/models/cache/*/model.onnx; do [ -f "$m" ] && models+=("$m"); done
+[ ${#models[@]} -eq 0 ] && models=(examples/*.onnx)
+tmp=$(mktemp -d)
+printf '%-40s %12s %12s %10s  %s\n' model cuda_ms cpu_ms speedup outputs
+for m in "${models[@]}"; do
+  name=$(basename "$(dirname "$m")")/$(basename "$m")
+  cu=$(timeout 120 "$build/bin/tessera" run "$m" --backend cuda --repeat 50 --output-dir "$tmp/cuda" 2>&1); rc1=$?
+  cp=$(timeout 120 "$build/bin/tessera" run "$m" --backend cpu --repeat 10 --output-dir "$tmp/cpu" 2>&1); rc2=$?
+  if [ $rc1 -ne 0 ]; then fail "$name on cuda: $(echo "$cu" | tail -1)"; continue; fi
+  ms_cu=$(echo "$cu" | grep -oiE "median[^0-9]*[0-9.]+" | grep -oE "[0-9.]+$" | head -1)
+  ms_cp=$(echo "$cp" | grep -oiE "median[^0-9]*[0-9.]+" | grep -oE "[0-9.]+$" | head -1)
+  cmp=$(python3 - "$tmp/cuda" "$tmp/cpu" <<'PY' 2>&1
+import glob, os, sys
+import numpy as np
+from onnx import TensorProto, numpy_helper
+worst = 0.0
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "output_*.pb"))):
+    a, b = (numpy_helper.to_array(TensorProto.FromString(open(p, "rb").read())).astype(np.float64)
+            for p in (f, os.path.join(sys.argv[2], os.path.basename(f))))
+    worst = max(worst, float(np.max(np.abs(a - b) / (np.abs(b) + 1.0))) if a.size else 0.0)
+print(f"max rel err {worst:.2e}" + (" OK" if worst <= 1e-3 else " MISMATCH"))
+PY
+)
+  [ $rc2 -ne 0 ] && cmp="cpu run failed"
+  echo "$cmp" | grep -q "OK" || fail "$name: cuda vs cpu: $cmp"
+  speed=$(python3 -c "print(f'{float(\"${ms_cp:-nan}\")/float(\"${ms_cu:-nan}\"):.2f}x')" 2>/dev/null || echo "?")
+  printf '%-40s %12s %12s %10s  %s\n' "$name" "${ms_cu:-?}" "${ms_cp:-?}" "$speed" "$cmp"
+  note "$name: cuda ${ms_cu:-?} ms, cpu ${ms_cp:-?} ms, $cmp"
+  rm -rf "$tmp/cuda" "$tmp/cpu"
+done
+rm -rf "$tmp"
+
+echo "==== gpu_check summary ($(( $(date +%s) - t0 ))s) ===="
+printf '  %s\n' "${summary[@]}"
+exit $status

@@ -1,0 +1,303 @@
+#include "cost/device_profile.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "graph/error.h"
+
+namespace tessera::cost {
+
+namespace detail {
+const std::vector<std::pair<std::string_view, std::string_view>>& builtin_profile_texts();
+}  // namespace detail
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFormat = "tessera-device-profile";
+constexpr int kVersion = 1;
+
+// Field access that names the field and the file on failure, so that a
+// hand-edited profile gets a message a user can act on.
+class Reader {
+ public:
+  Reader(const json& j, std::string origin, std::string path)
+      : j_(j), origin_(std::move(origin)), path_(std::move(path)) {}
+
+  const json& at(const std::string& key) const {
+    if (!j_.is_object()) fail(path_, "must be an object");
+    auto it = j_.find(key);
+    if (it == j_.end()) fail(child(key), "is missing");
+    return *it;
+  }
+  bool has(const std::string& key) const { return j_.is_object() && j_.contains(key); }
+  double number(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_number()) fail(child(key), "must be a number");
+    return v.get<double>();
+  }
+  double number_or(const std::string& key, double fallback) const { return has(key) ? number(key) : fallback; }
+  int64_t integer(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_number_integer()) fail(child(key), "must be an integer");
+    return v.get<int64_t>();
+  }
+  std::string string(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_string()) fail(child(key), "must be a string");
+    return v.get<std::string>();
+  }
+  bool boolean_or(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    if (!v.is_boolean()) fail(child(key), "must be true or false");
+    return v.get<bool>();
+  }
+  Reader sub(const std::string& key) const { return Reader(at(key), origin_, child(key)); }
+  std::vector<Reader> array(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_array()) fail(child(key), "must be an array");
+    std::vector<Reader> out;
+    for (size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], origin_, child(key) + "[" + std::to_string(i) + "]");
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    TESSERA_THROW(ErrorKind::kParse, origin_ << ": profile field '" << field << "' " << what);
+  }
+  const json& raw() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const json& j_;
+  std::string origin_;
+  std::string path_;
+};
+
+std::map<DType, double> read_peaks(const Reader& r, const std::string& key) {
+  std::map<DType, double> out;
+  Reader peaks = r.sub(key);
+  if (!peaks.raw().is_object()) peaks.fail(peaks.path(), "must be an object of dtype -> TFLOP/s");
+  for (auto it = peaks.raw().begin(); it != peaks.raw().end(); ++it) {
+    DType t;
+    try {
+      t = dtype_from_name(it.key());
+    } catch (const Error&) {
+      peaks.fail(peaks.path() + "." + it.key(), "is not a dtype name (f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
+    }
+    out[t] = peaks.number(it.key()) * 1e12;
+  }
+  return out;
+}
+
+void check(bool ok, const std::string& field, const std::string& what) {
+  if (!ok) TESSERA_THROW(ErrorKind::kParse, "profile field '" << field << "' " << what);
+}
+
+}  // namespace
+
+double DeviceProfile::peak_flops(DType dtype, bool matrix) const {
+  if (matrix) {
+    auto it = matrix_flops.find(dtype);
+    if (it != matrix_flops.end()) return it->second;
+  }
+  auto it = vector_flops.find(dtype);
+  if (it != vector_flops.end()) return it->second;
+  // Integer and narrow types the profile does not list run at the f32
+  // vector rate: the same lanes, no wider.
+  auto f32 = vector_flops.find(DType::kF32);
+  TESSERA_CHECK(f32 != vector_flops.end(), "validated profile without an f32 vector peak");
+  return f32->second;
+}
+
+void DeviceProfile::validate() const {
+  check(!name.empty(), "name", "must not be empty");
+  check(units >= 1, "units", "must be at least 1");
+  check(clock_hz > 0, "clock_ghz", "must be positive");
+  check(vector_flops.count(DType::kF32) != 0, "peak_tflops.vector.f32", "is required");
+  for (const auto* peaks : {&matrix_flops, &vector_flops})
+    for (const auto& [t, v] : *peaks)
+      check(v > 0 && std::isfinite(v), std::string("peak_tflops.") + dtype_name(t), "must be positive");
+  check(memory.size() >= 1, "memory", "must list at least main memory");
+  for (size_t i = 0; i < memory.size(); ++i) {
+    const MemoryLevel& m = memory[i];
+    std::string f = "memory[" + std::to_string(i) + "]";
+    check(!m.name.empty(), f + ".name", "must not be empty");
+    check(m.capacity_bytes > 0, f + ".capacity_bytes", "must be positive");
+    check(m.bandwidth > 0 && std::isfinite(m.bandwidth), f + ".bandwidth_gbps", "must be positive");
+    check(m.efficiency > 0 && m.efficiency <= 1, f + ".efficiency", "must be in (0, 1]");
+    if (i > 0) {
+      // Ordered fastest first: a level further out is at least as large.
+      int64_t inner = memory[i - 1].capacity_bytes * (memory[i - 1].per_unit ? units : 1);
+      int64_t outer = m.capacity_bytes * (m.per_unit ? units : 1);
+      check(outer >= inner, f + ".capacity_bytes", "must not be smaller than the level before it (fastest first)");
+    }
+  }
+  check(register_tile[0] >= 1 && register_tile[1] >= 1, "register_tile", "must be two positive sizes");
+  check(gemm_efficiency > 0 && gemm_efficiency <= 1, "efficiency.gemm", "must be in (0, 1]");
+  check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
+  check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
+  check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
+  for (size_t i = 0; i < interconnect.size(); ++i) {
+    const Interconnect& c = interconnect[i];
+    std::string f = "interconnect[" + std::to_string(i) + "]";
+    check(!c.name.empty(), f + ".name", "must not be empty");
+    check(c.devices_per_node >= 0, f + ".devices_per_node", "must not be negative");
+    check(c.bandwidth > 0, f + ".bandwidth_gbps", "must be positive");
+    check(c.latency_s >= 0, f + ".latency_us", "must not be negative");
+  }
+}
+
+DeviceProfile profile_from_json(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    TESSERA_THROW(ErrorKind::kParse, origin << ": not valid JSON: " << e.what());
+  }
+  Reader r(j, origin, "");
+  if (r.string("format") != kFormat) r.fail("format", std::string("must be \"") + kFormat + "\"");
+  if (r.integer("version") != kVersion) r.fail("version", "must be " + std::to_string(kVersion));
+  DeviceProfile p;
+  p.name = r.string("name");
+  p.description = r.has("description") ? r.string("description") : p.name;
+  std::string kind = r.string("kind");
+  if (kind == "cpu") p.kind = DeviceKind::kCpu;
+  else if (kind == "gpu") p.kind = DeviceKind::kGpu;
+  else r.fail("kind", "must be \"cpu\" or \"gpu\"");
+  p.units = r.integer("units");
+  p.clock_hz = r.number("clock_ghz") * 1e9;
+  const json& tile = r.at("register_tile");
+  if (!tile.is_array() || tile.size() != 2 || !tile[0].is_number_integer() || !tile[1].is_number_integer())
+    r.fail("register_tile", "must be [rows, cols]");
+  p.register_tile = {tile[0].get<int64_t>(), tile[1].get<int64_t>()};
+  Reader peaks = r.sub("peak_tflops");
+  p.matrix_flops = read_peaks(peaks, "matrix");
+  p.vector_flops = read_peaks(peaks, "vector");
+  Reader eff = r.sub("efficiency");
+  p.gemm_efficiency = eff.number("gemm");
+  p.vector_efficiency = eff.number("vector");
+  p.transcendental_ops = r.number("transcendental_ops");
+  p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
+  for (const Reader& m : r.array("memory")) {
+    MemoryLevel level;
+    level.name = m.string("name");
+    level.capacity_bytes = m.integer("capacity_bytes");
+    level.per_unit = m.boolean_or("per_unit", false);
+    level.bandwidth = m.number("bandwidth_gbps") * 1e9;
+    level.efficiency = m.number_or("efficiency", 1.0);
+    p.memory.push_back(level);
+  }
+  if (r.has("interconnect")) {
+    for (const Reader& c : r.array("interconnect")) {
+      Interconnect tier;
+      tier.name = c.string("name");
+      tier.devices_per_node = c.integer("devices_per_node");
+      tier.latency_s = c.number("latency_us") * 1e-6;
+      tier.bandwidth = c.number("bandwidth_gbps") * 1e9;
+      p.interconnect.push_back(tier);
+    }
+  }
+  p.calibrated = r.boolean_or("calibrated", false);
+  p.source = r.has("source") ? r.string("source") : "";
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    TESSERA_THROW(ErrorKind::kParse, origin << ": " << e.message());
+  }
+  return p;
+}
+
+std::string profile_to_json(const DeviceProfile& p) {
+  auto peaks = [](const std::map<DType, double>& m) {
+    json out = json::object();
+    for (const auto& [t, v] : m) out[dtype_name(t)] = v / 1e12;
+    return out;
+  };
+  json memory = json::array();
+  for (const MemoryLevel& m : p.memory)
+    memory.push_back({{"name", m.name},
+                      {"capacity_bytes", m.capacity_bytes},
+                      {"per_unit", m.per_unit},
+                      {"bandwidth_gbps", m.bandwidth / 1e9},
+                      {"efficiency", m.efficiency}});
+  json tiers = json::array();
+  for (const Interconnect& c : p.interconnect)
+    tiers.push_back({{"name", c.name},
+                     {"devices_per_node", c.devices_per_node},
+                     {"latency_us", c.latency_s * 1e6},
+                     {"bandwidth_gbps", c.bandwidth / 1e9}});
+  json j = {{"format", kFormat},
+            {"version", kVersion},
+            {"name", p.name},
+            {"description", p.description},
+            {"kind", p.kind == DeviceKind::kCpu ? "cpu" : "gpu"},
+            {"units", p.units},
+            {"clock_ghz", p.clock_hz / 1e9},
+            {"register_tile", {p.register_tile[0], p.register_tile[1]}},
+            {"peak_tflops", {{"matrix", peaks(p.matrix_flops)}, {"vector", peaks(p.vector_flops)}}},
+            {"efficiency", {{"gemm", p.gemm_efficiency}, {"vector", p.vector_efficiency}}},
+            {"transcendental_ops", p.transcendental_ops},
+            {"launch_overhead_us", p.launch_overhead_s * 1e6},
+            {"memory", memory},
+            {"interconnect", tiers},
+            {"calibrated", p.calibrated},
+            {"source", p.source}};
+  return j.dump(2) + "\n";
+}
+
+DeviceProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) TESSERA_THROW(ErrorKind::kIo, "cannot read device profile '" << path << "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return profile_from_json(text.str(), path);
+}
+
+void save_profile(const DeviceProfile& profile, const std::string& path) {
+  namespace fs = std::filesystem;
+  profile.validate();
+  fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  fs::path tmp = target;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    if (!out) TESSERA_THROW(ErrorKind::kIo, "cannot write device profile '" << path << "'");
+    out << profile_to_json(profile);
+    if (!out) TESSERA_THROW(ErrorKind::kIo, "cannot write device profile '" << path << "'");
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    TESSERA_THROW(ErrorKind::kIo, "cannot write device profile '" << path << "'");
+  }
+}
+
+std::vector<std::string> builtin_profile_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : detail::builtin_profile_texts()) names.emplace_back(name);
+  return names;
+}
+
+DeviceProfile builtin_profile(std::string_view name) {
+  for (const auto& [n, text] : detail::builtin_profile_texts())
+    if (n == name) return profile_from_json(std::string(text), "cost/profiles/" + std::string(n) + ".json");
+  std::string known;
+  for (const std::string& n : builtin_profile_names()) known += (known.empty() ? "" : ", ") + n;
+  TESSERA_THROW(ErrorKind::kUsage, "unknown device '" << name << "' (known: " << known << ", or a profile .json file)");
+}
+
+DeviceProfile resolve_device(const std::string& spec) {
+  if (spec == "cpu") return host_cpu_profile();
+  if (spec.find('/') != std::string::npos || spec.ends_with(".json")) return load_profile(spec);
+  return builtin_profile(spec);
+}
+
+}  // namespace tessera::cost

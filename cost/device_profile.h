@@ -1,0 +1,101 @@
+// Device profiles: the hardware rates the cost model divides by. A profile is
+// data (a JSON file, see cost/profiles/): compute peaks per data type for the
+// matrix units (tensor cores, or the FMA pipes a GEMM micro-kernel keeps busy)
+// and the vector units, the memory hierarchy from the fastest level (L1 or
+// shared memory) to main memory, launch overhead, and the interconnect tiers
+// collectives run over. Calibration (tessera cost --calibrate) rewrites the
+// efficiency factors and bandwidths from measurements and marks the profile
+// calibrated.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/dtype.h"
+
+namespace tessera::cost {
+
+enum class DeviceKind { kCpu, kGpu };
+
+struct MemoryLevel {
+  std::string name;         // "l1", "smem", "l2", "l3", "dram", "hbm"
+  int64_t capacity_bytes = 0;
+  bool per_unit = false;    // capacity is per core / per SM (private level)
+  double bandwidth = 0;     // bytes/s, the whole device, as the spec states it
+  double efficiency = 1.0;  // achievable share of `bandwidth`
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+// One tier of the network collectives cross: NVLink within a node, the
+// cluster network across nodes. Tiers are ordered innermost first.
+struct Interconnect {
+  std::string name;
+  int64_t devices_per_node = 0;  // devices this tier connects directly; 0: unbounded
+  double latency_s = 0;          // alpha: per message step
+  double bandwidth = 0;          // bytes/s per device, one direction (nccl-tests bus bandwidth)
+};
+
+struct DeviceProfile {
+  std::string name;         // short name: "h100", "cpu"
+  std::string description;  // "NVIDIA H100 SXM5 80GB"
+  DeviceKind kind = DeviceKind::kCpu;
+  int64_t units = 1;        // cores or SMs
+  double clock_hz = 0;
+  // FLOP/s of the whole device per dtype; matrix: GEMM/convolution units,
+  // vector: everything else. A dtype missing from `matrix` uses `vector`.
+  std::map<DType, double> matrix_flops;
+  std::map<DType, double> vector_flops;
+  std::vector<MemoryLevel> memory;  // fastest first; the last is main memory
+  // The GEMM micro-kernel's output block (rows x cols) held in registers:
+  // operands are read from the fastest memory level once per block.
+  std::array<int64_t, 2> register_tile = {8, 32};
+  double gemm_efficiency = 0.8;    // achievable share of the matrix peak
+  double vector_efficiency = 0.8;  // achievable share of the vector peak
+  // Vector operations one transcendental (exp, tanh, erf...) costs.
+  double transcendental_ops = 8;
+  double launch_overhead_s = 0;    // per kernel
+  std::vector<Interconnect> interconnect;
+  bool calibrated = false;
+  std::string source;  // where the numbers come from
+
+  // Peak FLOP/s for `dtype` on the matrix (true) or vector (false) units.
+  double peak_flops(DType dtype, bool matrix) const;
+  const MemoryLevel& main_memory() const { return memory.back(); }
+  // Throws Error(kParse) naming the field when a value is out of range.
+  void validate() const;
+};
+
+// Parses a profile; `origin` names the file in error messages. Throws
+// Error(kParse) for invalid JSON, missing fields, or values out of range.
+DeviceProfile profile_from_json(const std::string& text, const std::string& origin);
+std::string profile_to_json(const DeviceProfile& profile);
+DeviceProfile load_profile(const std::string& path);
+// Writes atomically (temporary file, then rename).
+void save_profile(const DeviceProfile& profile, const std::string& path);
+
+// The profiles shipped in cost/profiles/, compiled in: "cpu" (the reference
+// host the CPU defaults were measured on), "a100", "h100", "h200".
+std::vector<std::string> builtin_profile_names();
+// Throws Error(kUsage) for an unknown name.
+DeviceProfile builtin_profile(std::string_view name);
+
+// The host CPU: cores, clock, vector width and cache sizes read from the
+// machine (sysfs, /proc/cpuinfo), rates scaled from the reference host.
+DeviceProfile detect_host_cpu();
+// Where the host profile is cached between runs, and where calibration
+// writes: $XDG_CACHE_HOME/tessera/cpu.json or ~/.cache/tessera/cpu.json.
+std::string host_profile_cache_path();
+// The cached host profile if one exists (calibrated or detected), else
+// detect_host_cpu() written to the cache (best effort: a read-only home is
+// not an error).
+DeviceProfile host_cpu_profile();
+
+// --device values: "cpu" (host_cpu_profile), a builtin name, or a path to a
+// profile JSON file.
+DeviceProfile resolve_device(const std::string& spec);
+
+}  // namespace tessera::cost

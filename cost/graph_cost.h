@@ -1,0 +1,32 @@
+// Whole-graph cost on one device: the graph cut into kernels the way the
+// runtime's CPU backend fuses (runtime/fusion.h; cost/ cannot link the
+// runtime, so the rule is restated here and tests/cost checks it against
+// the runtime's), each kernel costed, times summed in execution order.
+#pragma once
+
+#include <vector>
+
+#include "cost/kernel_model.h"
+
+namespace tessera::cost {
+
+// Kernels in execution order; each is a root node followed by the
+// element-wise chain fused into it. fuse = false: one node per kernel.
+std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse = true);
+
+struct GraphCost {
+  std::vector<std::vector<NodeId>> groups;
+  std::vector<KernelCost> kernels;  // parallel to groups
+  double time_s = 0;
+  int64_t flops = 0;
+  std::vector<double> level_bytes;  // summed over kernels
+};
+
+GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOptions& options,
+                     const std::vector<std::vector<NodeId>>& groups);
+inline GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOptions& options = {},
+                            bool fuse = true) {
+  return graph_cost(g, device, options, kernel_groups(g, fuse));
+}
+
+}  // namespace tessera::cost

@@ -1,0 +1,407 @@
+#include "cost/kernel_model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "cost/collective_model.h"
+#include "cost/flops.h"
+#include "cost/gemm_model.h"
+#include "graph/error.h"
+
+namespace tessera::cost {
+
+namespace {
+
+int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
+  return p;
+}
+
+double bytes_of(const Graph& g, ValueId v) { return v == kNoValue ? 0.0 : static_cast<double>(g.type(v).nbytes()); }
+
+// Total capacity of a level across the device.
+double level_capacity(const DeviceProfile& d, size_t i) {
+  const MemoryLevel& m = d.memory[i];
+  return static_cast<double>(m.capacity_bytes) * static_cast<double>(m.per_unit ? d.units : 1);
+}
+
+// Vector operations per output element for element-wise kinds; a
+// transcendental costs the profile's transcendental_ops.
+double vector_ops(const Node& n, const DeviceProfile& d) {
+  double t = d.transcendental_ops;
+  switch (n.kind) {
+    case OpKind::kIdentity: return 0;
+    case OpKind::kExp: case OpKind::kLog: case OpKind::kTanh: case OpKind::kErf:
+    case OpKind::kSin: case OpKind::kCos: return t;
+    case OpKind::kSigmoid: case OpKind::kSoftplus: case OpKind::kElu: return t + 2;
+    case OpKind::kGelu: return t + 4;
+    case OpKind::kPow: return 2 * t;
+    case OpKind::kDiv: case OpKind::kSqrt: case OpKind::kReciprocal: case OpKind::kMod: return 4;
+    case OpKind::kHardSwish: case OpKind::kHardSigmoid: case OpKind::kLeakyRelu: case OpKind::kClip: return 2;
+    default: return 1;
+  }
+}
+
+// What one kernel does, before it becomes time.
+struct Work {
+  std::map<DType, int64_t> flops;
+  std::map<DType, double> matrix_flops;  // run on the matrix units at `utilization`
+  double utilization = 1.0;
+  std::map<DType, double> vector_ops;    // each occupies one FMA slot (2 FLOP of peak)
+  std::vector<double> level_bytes;
+  double comm_s = 0;
+  std::string comm_tier;
+  bool launches = true;
+};
+
+// Everything a streaming kernel touches: inputs (once) plus outputs.
+struct Footprint {
+  double warm = 0;  // activations
+  double cold = 0;  // weights when they do not all fit in the last cache
+};
+
+Footprint footprint(const Graph& g, const std::vector<ValueId>& reads, const std::vector<ValueId>& writes,
+                    bool weights_cold) {
+  Footprint f;
+  for (ValueId v : reads) {
+    if (v == kNoValue) continue;
+    (weights_cold && g.value(v).is_constant() ? f.cold : f.warm) += bytes_of(g, v);
+  }
+  for (ValueId v : writes) f.warm += bytes_of(g, v);
+  return f;
+}
+
+// Fills per-level bytes from the model's traffic `modelled` (what a cold
+// kernel moves at each level): with warm caches, levels outside the one that
+// holds the whole working set see only the cold bytes.
+void place_bytes(const DeviceProfile& d, const CostOptions& o, const Footprint& f,
+                 const std::vector<double>& modelled, Work& w) {
+  w.level_bytes.assign(d.memory.size(), 0.0);
+  double working_set = f.warm + f.cold;
+  size_t holds = d.memory.size() - 1;
+  if (o.warm_cache) {
+    for (size_t i = 0; i + 1 < d.memory.size(); ++i)
+      if (working_set <= level_capacity(d, i)) {
+        holds = i;
+        break;
+      }
+  }
+  for (size_t i = 0; i < d.memory.size(); ++i) w.level_bytes[i] = i <= holds ? modelled[i] : f.cold;
+}
+
+void stream(const Graph& g, const DeviceProfile& d, const CostOptions& o, const Footprint& f, Work& w,
+            double inner_passes = 1.0, size_t passes_up_to = 0) {
+  // A kernel that makes several passes over its input re-reads it from the
+  // levels that hold a slice (e.g. one row of a softmax) and reads it once
+  // from those further out.
+  std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
+  for (size_t i = 0; i <= passes_up_to && i < d.memory.size(); ++i) modelled[i] *= inner_passes;
+  place_bytes(d, o, f, modelled, w);
+}
+
+void add_vector(Work& w, DType t, double ops) { w.vector_ops[t] += ops; }
+
+void gemm_work(const Graph& g, const DeviceProfile& d, const CostOptions& o, const GemmProblem& p, DType t,
+               int64_t flops, const Footprint& f, Work& w) {
+  std::vector<Tile> tiles = gemm_tiles(p, d);
+  std::vector<double> modelled = gemm_level_bytes(p, tiles);
+  // The compulsory traffic of constants and activations as they are stored
+  // (a convolution's input is read once even if A is implicit).
+  for (double& b : modelled) b = std::max(b, f.warm + f.cold);
+  place_bytes(d, o, f, modelled, w);
+  w.matrix_flops[t] += static_cast<double>(flops);
+  w.utilization = gemm_utilization(p, d, tiles.size() > 1 ? tiles[1] : tiles[0]);
+}
+
+// MatMul: numpy matmul. A B without batch dims is shared by every batch
+// entry, so the batch folds into M (one large GEMM).
+void matmul_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& a = g.type(n.inputs[0]);
+  const TensorType& b = g.type(n.inputs[1]);
+  const TensorType& y = g.type(n.outputs[0]);
+  GemmProblem p;
+  int64_t ra = a.rank(), rb = b.rank();
+  p.k = a.shape.back();
+  p.m = ra >= 2 ? a.shape[static_cast<size_t>(ra - 2)] : 1;
+  p.n = rb >= 2 ? b.shape.back() : 1;
+  int64_t batch = std::max<int64_t>(1, y.numel() / std::max<int64_t>(1, p.m * p.n));
+  if (rb <= 2) p.m *= batch;
+  else p.batch = batch;
+  p.a_bytes_per_elem = static_cast<int64_t>(dtype_size(a.dtype));
+  p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(b.dtype));
+  p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
+  gemm_work(g, d, o, p, a.dtype, node_flops(g, n), footprint(g, n.inputs, n.outputs, cold), w);
+}
+
+void gemm_node_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& a = g.type(n.inputs[0]);
+  const TensorType& b = g.type(n.inputs[1]);
+  const TensorType& y = g.type(n.outputs[0]);
+  GemmProblem p;
+  p.m = y.shape[0];
+  p.n = y.shape[1];
+  p.k = n.attrs.i("transA") ? a.shape[0] : a.shape[1];
+  p.a_bytes_per_elem = static_cast<int64_t>(dtype_size(a.dtype));
+  p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(b.dtype));
+  p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
+  int64_t f = node_flops(g, n);
+  bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  gemm_work(g, d, o, p, a.dtype, bias ? f - y.numel() : f, footprint(g, n.inputs, n.outputs, cold), w);
+  if (bias) add_vector(w, y.dtype, static_cast<double>(y.numel()));
+}
+
+// Convolution as an implicit GEMM per group: M = output pixels, N = output
+// channels per group, K = input channels per group x kernel window. With a
+// channel or two per group (depthwise) there is no GEMM to block: the
+// kernel vectorizes over channels and streams its operands.
+void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& x = g.type(n.inputs[0]);
+  const TensorType& wt = g.type(n.inputs[1]);
+  const TensorType& y = g.type(n.outputs[0]);
+  int64_t groups = n.attrs.i("group");
+  bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  int64_t flops = node_flops(g, n) - (bias ? y.numel() : 0);
+  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  int64_t cout_per_group = wt.shape[0] / groups;
+  if (n.kind == OpKind::kConv && cout_per_group * 4 < d.register_tile[1] && groups > 1) {
+    std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
+    // Level 0 feeds every window position's load.
+    modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * product(wt.shape, 1) *
+                                            static_cast<double>(dtype_size(x.dtype)));
+    place_bytes(d, o, f, modelled, w);
+    // FMA on the vector units: 2 FLOP of peak per multiply-add.
+    add_vector(w, x.dtype, static_cast<double>(flops) / 2.0);
+  } else {
+    GemmProblem p;
+    p.batch = groups;
+    if (n.kind == OpKind::kConv) {
+      p.m = y.shape[0] * product(y.shape, 2);
+      p.n = cout_per_group;
+      p.k = product(wt.shape, 1);
+      p.a_unique_elems = std::min(p.m * p.k, x.numel() / groups);
+    } else {  // ConvTranspose: GEMM to columns, then scatter (col2im)
+      p.m = x.shape[0] * product(x.shape, 2);
+      p.n = wt.shape[1] * product(wt.shape, 2);
+      p.k = wt.shape[0] / groups;
+    }
+    p.a_bytes_per_elem = p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(x.dtype));
+    p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
+    gemm_work(g, d, o, p, x.dtype, flops, f, w);
+  }
+  if (bias) add_vector(w, y.dtype, static_cast<double>(y.numel()));
+}
+
+// Reductions: passes over the input, re-read from the level that holds one
+// reduced slice (a row), read once from further out.
+void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& x = g.type(n.inputs[0]);
+  DType t = x.dtype;
+  double elems = static_cast<double>(x.numel());
+  double passes = 1, ops_per_elem = 1;
+  int64_t slice = x.numel();
+  switch (n.kind) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: {
+      passes = 3;  // max, sum of exp, normalize
+      ops_per_elem = 4 + d.transcendental_ops;
+      int64_t axis = n.attrs.i("axis");
+      if (axis < 0) axis += x.rank();
+      slice = product(x.shape, static_cast<size_t>(axis));
+      break;
+    }
+    case OpKind::kLayerNormalization: {
+      passes = 2;  // statistics, then normalize
+      ops_per_elem = 8;
+      int64_t axis = n.attrs.i("axis");
+      if (axis < 0) axis += x.rank();
+      slice = product(x.shape, static_cast<size_t>(axis));
+      break;
+    }
+    case OpKind::kBatchNormalization: ops_per_elem = 2; break;
+    case OpKind::kReduceL2: case OpKind::kReduceSumSquare: case OpKind::kArgMax: case OpKind::kArgMin:
+      ops_per_elem = 2;
+      break;
+    default: break;
+  }
+  size_t holds_slice = 0;
+  double slice_bytes = static_cast<double>(slice) * static_cast<double>(dtype_size(t));
+  while (holds_slice + 1 < d.memory.size() &&
+         slice_bytes > static_cast<double>(d.memory[holds_slice].capacity_bytes) / 2)
+    ++holds_slice;
+  stream(g, d, o, footprint(g, n.inputs, n.outputs, cold), w, passes, holds_slice);
+  add_vector(w, t, elems * ops_per_elem);
+}
+
+// Pooling: every window position is a load from the fastest level; the
+// input is read once from further out.
+void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& x = g.type(n.inputs[0]);
+  const TensorType& y = g.type(n.outputs[0]);
+  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
+  double window = static_cast<double>(product(n.attrs.ints("kernel_shape")));
+  modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * window * static_cast<double>(dtype_size(x.dtype)));
+  place_bytes(d, o, f, modelled, w);
+  add_vector(w, x.dtype, static_cast<double>(y.numel()) * window);
+}
+
+// Data movement reads what it writes (Slice, Gather read only the
+// elements they keep), except kinds that read their whole input.
+void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  std::vector<ValueId> reads = n.inputs;
+  Footprint f;
+  switch (n.kind) {
+    case OpKind::kSlice:
+    case OpKind::kGather:
+    case OpKind::kGatherElements: {
+      f = footprint(g, {}, n.outputs, cold);
+      f.warm *= 2;  // the kept elements are read, then written
+      for (size_t i = 1; i < n.inputs.size(); ++i) f.warm += bytes_of(g, n.inputs[i]);
+      break;
+    }
+    default:
+      f = footprint(g, reads, n.outputs, cold);
+      break;
+  }
+  stream(g, d, o, f, w);
+}
+
+bool is_alias(OpKind k) {
+  switch (k) {
+    case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
+    case OpKind::kIdentity:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_collective(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll;
+}
+
+void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const OpDef& def = op_def(n.kind);
+  if (is_alias(n.kind)) {
+    // The runtime makes these views of their input: no kernel runs.
+    w.level_bytes.assign(d.memory.size(), 0.0);
+    w.launches = false;
+    return;
+  }
+  if (is_collective(n.kind)) {
+    CollectiveCost c = collective_node_cost(g, n, d, o.mesh);
+    w.level_bytes.assign(d.memory.size(), 0.0);
+    w.comm_s = c.time_s;
+    w.comm_tier = c.tier;
+    if (n.kind == OpKind::kAllReduce || n.kind == OpKind::kReduceScatter)
+      add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(g.type(n.inputs[0]).numel()));
+    return;
+  }
+  switch (n.kind) {
+    case OpKind::kMatMul: return matmul_work(g, n, d, o, cold, w);
+    case OpKind::kGemm: return gemm_node_work(g, n, d, o, cold, w);
+    case OpKind::kConv:
+    case OpKind::kConvTranspose: return conv_work(g, n, d, o, cold, w);
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool: return pool_work(g, n, d, o, cold, w);
+    default: break;
+  }
+  if (def.elementwise) {
+    stream(g, d, o, footprint(g, n.inputs, n.outputs, cold), w);
+    const TensorType& y = g.type(n.outputs[0]);
+    add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(y.numel()) * vector_ops(n, d));
+    return;
+  }
+  switch (n.kind) {
+    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
+    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare: case OpKind::kArgMax:
+    case OpKind::kArgMin: case OpKind::kCumSum: case OpKind::kSoftmax: case OpKind::kLogSoftmax:
+    case OpKind::kLayerNormalization: case OpKind::kBatchNormalization: case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool:
+      return reduce_work(g, n, d, o, cold, w);
+    default:
+      return movement_work(g, n, d, o, cold, w);
+  }
+}
+
+// A fused post-op adds its arithmetic and reads its other operand once at
+// every level (a residual or bias); the chain's intermediates never reach
+// memory.
+void post_op_work(const Graph& g, const Node& n, ValueId chain, const DeviceProfile& d, Work& w) {
+  const TensorType& y = g.type(n.outputs[0]);
+  add_vector(w, y.dtype, static_cast<double>(y.numel()) * vector_ops(n, d));
+  for (ValueId v : n.inputs) {
+    if (v == chain || v == kNoValue) continue;
+    for (double& b : w.level_bytes) b += bytes_of(g, v);
+  }
+}
+
+}  // namespace
+
+int64_t KernelCost::total_flops() const {
+  int64_t t = 0;
+  for (const auto& [dtype, f] : flops) t += f;
+  return t;
+}
+
+bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device) {
+  if (device.memory.size() < 2) return false;
+  return static_cast<double>(g.parameter_bytes()) <= level_capacity(device, device.memory.size() - 2) / 2;
+}
+
+KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const DeviceProfile& d,
+                       const CostOptions& o) {
+  TESSERA_CHECK(!nodes.empty(), "kernel without nodes");
+  bool cold = !o.warm_cache || !weights_fit_in_cache(g, d);
+  Work w;
+  const Node& root = g.node(nodes[0]);
+  root_work(g, root, d, o, cold, w);
+  KernelCost k;
+  k.label = op_name(root.kind);
+  ValueId chain = root.outputs[0];
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const Node& post = g.node(nodes[i]);
+    if (std::find(post.inputs.begin(), post.inputs.end(), chain) == post.inputs.end() || post.outputs.size() != 1)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "node '" << post.name << "' does not read '" << g.value(chain).name
+                                                       << "', so it cannot be fused after it");
+    post_op_work(g, post, chain, d, w);
+    k.label += std::string("+") + op_name(post.kind);
+    chain = post.outputs[0];
+  }
+  for (NodeId id : nodes) {
+    const Node& n = g.node(id);
+    DType t = n.inputs.empty() || n.inputs[0] == kNoValue ? g.type(n.outputs[0]).dtype : g.type(n.inputs[0]).dtype;
+    int64_t f = node_flops(g, n);
+    if (f > 0) k.flops[t] += f;
+  }
+  for (const auto& [t, f] : w.matrix_flops) {
+    // A GEMM too thin to fill the matrix units' tiles (a matrix-vector
+    // product) runs as a vector kernel instead, as libraries dispatch it.
+    double matrix = f / (d.peak_flops(t, true) * d.gemm_efficiency * std::max(w.utilization, 1e-6));
+    double vector = f / (d.peak_flops(t, false) * d.vector_efficiency);
+    k.compute_s += std::min(matrix, vector);
+  }
+  for (const auto& [t, ops] : w.vector_ops) k.compute_s += 2.0 * ops / (d.peak_flops(t, false) * d.vector_efficiency);
+  k.level_bytes = w.level_bytes;
+  double worst = k.compute_s;
+  k.bound = k.compute_s > 0 ? "compute" : "none";
+  for (size_t i = 0; i < d.memory.size(); ++i) {
+    k.level_s.push_back(k.level_bytes[i] / d.memory[i].effective_bandwidth());
+    if (k.level_s[i] > worst) {
+      worst = k.level_s[i];
+      k.bound = d.memory[i].name;
+    }
+  }
+  k.comm_s = w.comm_s;
+  if (k.comm_s > worst) {
+    worst = k.comm_s;
+    k.bound = w.comm_tier;
+  }
+  k.launch_s = w.launches ? d.launch_overhead_s : 0.0;
+  if (k.launch_s > worst) k.bound = "launch";
+  k.time_s = worst + k.launch_s;
+  return k;
+}
+
+}  // namespace tessera::cost

@@ -1,0 +1,66 @@
+// The per-kernel cost model: for one kernel (a node, or a root node with the
+// element-wise post-ops fused into it), the FLOPs it performs by data type,
+// the bytes it moves at each level of the device's memory hierarchy, and the
+// time that follows:
+//
+//   time = max(compute, bytes(level) / bandwidth(level) for every level, comm) + launch
+//
+// The term that attains the maximum is the kernel's bound. Bytes come from
+// how the kernel computes: GEMM and convolution from their tiling (see
+// gemm_model.h), element-wise and data-movement kernels from their inputs
+// plus outputs, reductions from the passes they make over their input.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost/device_profile.h"
+#include "graph/graph.h"
+#include "graph/sharding.h"
+
+namespace tessera::cost {
+
+struct CostOptions {
+  // Data a kernel reads that the previous kernels just wrote stays in the
+  // smallest cache that holds the kernel's working set, so only weights that
+  // do not all fit in the last cache level come from main memory. false:
+  // every kernel starts cold (all bytes from main memory).
+  bool warm_cache = true;
+  // Collectives: which interconnect tier a mesh axis crosses. nullptr: a
+  // group of group_size consecutive devices.
+  const DeviceMesh* mesh = nullptr;
+};
+
+struct KernelCost {
+  std::string label;                // "Conv+Add+Relu"
+  std::map<DType, int64_t> flops;   // multiply-add = 2
+  std::vector<double> level_bytes;  // per device memory level, fastest first
+  double compute_s = 0;
+  std::vector<double> level_s;      // bytes / effective bandwidth
+  double comm_s = 0;                // collectives only
+  double launch_s = 0;
+  double time_s = 0;
+  // "compute", a memory level's name, an interconnect tier's name,
+  // "launch", or "none" for a kernel that does no work (a reshape alias).
+  std::string bound;
+
+  int64_t total_flops() const;
+};
+
+// Cost of one kernel made of `nodes`: nodes[0] is the root, the others the
+// element-wise chain fused after it in order (each reads the previous
+// one's output). Throws Error(kInvalidGraph) if the nodes are not such a chain.
+KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const DeviceProfile& device,
+                       const CostOptions& options = {});
+inline KernelCost node_cost(const Graph& g, NodeId node, const DeviceProfile& device,
+                            const CostOptions& options = {}) {
+  return kernel_cost(g, {node}, device, options);
+}
+
+// Whether kernels that cannot keep every weight in the last cache level read
+// them from main memory (see CostOptions::warm_cache).
+bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device);
+
+}  // namespace tessera::cost

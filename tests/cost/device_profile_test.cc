@@ -1,0 +1,146 @@
+// Device profiles: the shipped ones load and carry the public numbers, and
+// bad files fail with a message naming the field.
+#include "cost/device_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "graph/error.h"
+
+namespace tessera::cost {
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    profile_from_json(text, "bad.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kParse);
+    return e.what();
+  }
+  return "no error";
+}
+
+// The H100 profile as JSON, edited by the tests to break one field.
+std::string h100_text() { return profile_to_json(builtin_profile("h100")); }
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) s.replace(pos, from.size(), to);
+  return s;
+}
+
+TEST(DeviceProfile, BuiltinsLoadAndValidate) {
+  for (const std::string& name : {"cpu", "a100", "h100", "h200"}) {
+    DeviceProfile p = builtin_profile(name);
+    EXPECT_EQ(p.name, name);
+    EXPECT_NO_THROW(p.validate());
+    EXPECT_GE(p.memory.size(), 2u) << name;
+    EXPECT_FALSE(p.interconnect.empty()) << name;
+  }
+}
+
+TEST(DeviceProfile, PublicSpecNumbers) {
+  DeviceProfile h100 = builtin_profile("h100");
+  EXPECT_EQ(h100.kind, DeviceKind::kGpu);
+  EXPECT_EQ(h100.units, 132);
+  EXPECT_DOUBLE_EQ(h100.main_memory().bandwidth, 3350e9);
+  EXPECT_DOUBLE_EQ(h100.peak_flops(DType::kBF16, true), 989.4e12);
+  EXPECT_EQ(h100.memory[1].capacity_bytes, 50 << 20);
+  EXPECT_DOUBLE_EQ(h100.interconnect[0].bandwidth, 450e9);  // NVLink 4: 900 GB/s both ways
+  DeviceProfile h200 = builtin_profile("h200");
+  EXPECT_DOUBLE_EQ(h200.main_memory().bandwidth, 4800e9);
+  EXPECT_GT(h200.main_memory().capacity_bytes, 140'000'000'000);
+  EXPECT_DOUBLE_EQ(h200.peak_flops(DType::kBF16, true), h100.peak_flops(DType::kBF16, true));
+  DeviceProfile a100 = builtin_profile("a100");
+  EXPECT_DOUBLE_EQ(a100.main_memory().bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(a100.peak_flops(DType::kBF16, true), 312e12);
+  EXPECT_EQ(a100.units, 108);
+}
+
+TEST(DeviceProfile, PeakFallsBackToVectorThenF32) {
+  DeviceProfile h100 = builtin_profile("h100");
+  // No i64 matrix peak: the vector unit's i64 rate.
+  EXPECT_DOUBLE_EQ(h100.peak_flops(DType::kI64, true), h100.vector_flops.at(DType::kI64));
+  // u8 is listed nowhere: the f32 vector rate.
+  EXPECT_DOUBLE_EQ(h100.peak_flops(DType::kU8, false), h100.vector_flops.at(DType::kF32));
+}
+
+TEST(DeviceProfile, JsonRoundTrip) {
+  DeviceProfile a = builtin_profile("a100");
+  DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
+  EXPECT_EQ(b.name, a.name);
+  EXPECT_EQ(b.units, a.units);
+  EXPECT_EQ(b.memory.size(), a.memory.size());
+  for (size_t i = 0; i < a.memory.size(); ++i) {
+    EXPECT_EQ(b.memory[i].capacity_bytes, a.memory[i].capacity_bytes);
+    EXPECT_NEAR(b.memory[i].bandwidth, a.memory[i].bandwidth, 1e-3);
+  }
+  EXPECT_NEAR(b.launch_overhead_s, a.launch_overhead_s, 1e-12);
+  EXPECT_EQ(b.register_tile, a.register_tile);
+}
+
+TEST(DeviceProfile, SaveAndLoadFile) {
+  auto path = std::filesystem::temp_directory_path() / ("tessera_profile_" + std::to_string(::getpid()) + ".json");
+  DeviceProfile p = builtin_profile("h200");
+  p.gemm_efficiency = 0.5;
+  p.calibrated = true;
+  save_profile(p, path.string());
+  DeviceProfile q = resolve_device(path.string());
+  EXPECT_DOUBLE_EQ(q.gemm_efficiency, 0.5);
+  EXPECT_TRUE(q.calibrated);
+  std::filesystem::remove(path);
+}
+
+TEST(DeviceProfile, BadJsonFailsClearly) {
+  EXPECT_NE(error_of("{ not json").find("bad.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{}").find("profile field 'format' is missing"), std::string::npos);
+  std::string t = h100_text();
+  EXPECT_NE(error_of(replace(t, "\"units\": 132", "\"units\": 0")).find("'units' must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"bandwidth_gbps\": 3350.0", "\"bandwidth_gbps\": -1"))
+                .find("'memory[2].bandwidth_gbps' must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"bf16\"", "\"bf17\"")).find("is not a dtype name"), std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"kind\": \"gpu\"", "\"kind\": \"tpu\"")).find("'kind' must be"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"units\": 132", "\"units\": \"many\"")).find("'units' must be an integer"),
+            std::string::npos);
+  // Levels out of order (main memory smaller than L2).
+  EXPECT_NE(error_of(replace(t, "\"capacity_bytes\": 85899345920", "\"capacity_bytes\": 1024"))
+                .find("memory[2].capacity_bytes"),
+            std::string::npos);
+}
+
+TEST(DeviceProfile, UnknownDeviceAndMissingFile) {
+  try {
+    resolve_device("tpu9");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("h100"), std::string::npos);  // lists the known names
+  }
+  try {
+    resolve_device("/nonexistent/profile.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+  }
+}
+
+TEST(DeviceProfile, DetectsHost) {
+  DeviceProfile p = detect_host_cpu();
+  EXPECT_EQ(p.kind, DeviceKind::kCpu);
+  EXPECT_GE(p.units, 1);
+  EXPECT_GT(p.clock_hz, 1e8);
+  EXPECT_NO_THROW(p.validate());
+  EXPECT_FALSE(p.calibrated);
+  // Caches come from sysfs: the first level is small and private.
+  EXPECT_LE(p.memory[0].capacity_bytes, 4 << 20);
+  EXPECT_GE(p.main_memory().capacity_bytes, int64_t{1} << 28);
+}
+
+}  // namespace
+}  // namespace tessera::cost

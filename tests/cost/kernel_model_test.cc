@@ -1,0 +1,262 @@
+// The per-kernel model: properties that hold for any sensible profile, and
+// golden numbers on the H100 profile worked out by hand below.
+#include "cost/kernel_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cost/gemm_model.h"
+#include "cost/graph_cost.h"
+#include "graph/error.h"
+
+namespace tessera::cost {
+namespace {
+
+Graph matmul(int64_t m, int64_t k, int64_t n, DType t = DType::kF32) {
+  Graph g;
+  ValueId a = g.add_input("a", {t, {m, k}});
+  ValueId b = g.add_input("b", {t, {k, n}});
+  g.set_outputs({g.add(OpKind::kMatMul, {a, b}, {}, "mm")});
+  return g;
+}
+
+Graph binary(OpKind kind, int64_t n) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {n}});
+  ValueId b = g.add_input("b", {DType::kF32, {n}});
+  g.set_outputs({g.add(kind, {a, b}, {}, "op")});
+  return g;
+}
+
+size_t level(const DeviceProfile& d, const std::string& name) {
+  for (size_t i = 0; i < d.memory.size(); ++i)
+    if (d.memory[i].name == name) return i;
+  ADD_FAILURE() << "no level " << name;
+  return 0;
+}
+
+TEST(GemmModel, DramBytesAtLeastInputsPlusOutputs) {
+  for (const char* dev : {"cpu", "h100"}) {
+    DeviceProfile d = builtin_profile(dev);
+    CostOptions cold;
+    cold.warm_cache = false;
+    for (auto [m, k, n] : {std::tuple{1, 4096, 4096}, {512, 512, 512}, {3000, 70, 5000}, {64, 100000, 64}}) {
+      Graph g = matmul(m, k, n);
+      KernelCost c = node_cost(g, 0, d, cold);
+      double io = 4.0 * (m * k + k * n + m * n);
+      EXPECT_GE(c.level_bytes.back(), io) << dev << " " << m << "x" << k << "x" << n;
+      // Every level moves at least the compulsory traffic.
+      for (double b : c.level_bytes) EXPECT_GE(b, io);
+    }
+  }
+}
+
+TEST(GemmModel, BiggerTilesNeverMoveMoreBytes) {
+  GemmProblem p;
+  p.m = 1000, p.n = 777, p.k = 513, p.batch = 3;
+  for (int64_t tk : {0, 64, 256}) {
+    double previous = INFINITY;
+    for (int64_t t = 1; t <= 1024; t = t * 3 / 2 + 1) {
+      for (int64_t tn : {t, 2 * t}) {
+        std::vector<double> bytes = gemm_level_bytes(p, {{t, t, tk}, {t, tn, tk}});
+        double larger = gemm_level_bytes(p, {{t, t, tk}, {t + 7, tn + 5, tk}})[1];
+        EXPECT_LE(larger, bytes[1]) << t << " " << tn;
+      }
+      double b = gemm_level_bytes(p, {{t, t, tk}})[0];
+      EXPECT_LE(b, previous) << "tile " << t;
+      previous = b;
+    }
+  }
+}
+
+TEST(GemmModel, TilesGrowOutwardAndFit) {
+  DeviceProfile d = builtin_profile("cpu");
+  GemmProblem p;
+  p.m = p.n = p.k = 4096;
+  std::vector<Tile> tiles = gemm_tiles(p, d);
+  ASSERT_EQ(tiles.size(), d.memory.size());
+  for (size_t i = 1; i < tiles.size(); ++i) {
+    EXPECT_GE(tiles[i].m, tiles[i - 1].m);
+    EXPECT_GE(tiles[i].n, tiles[i - 1].n);
+    // The C block fits in half of the level that holds it.
+    EXPECT_LE(tiles[i].m * tiles[i].n * 4, d.memory[i - 1].capacity_bytes / 2 + 4 * (tiles[i].m + tiles[i].n));
+  }
+  std::vector<double> bytes = gemm_level_bytes(p, tiles);
+  // Reuse grows outward: the fastest level moves the most.
+  for (size_t i = 1; i < bytes.size(); ++i) EXPECT_LE(bytes[i], bytes[i - 1]);
+}
+
+TEST(KernelModel, BoundFlipsFromMemoryToCompute) {
+  DeviceProfile d = builtin_profile("h100");
+  bool seen_compute = false;
+  std::string first, last;
+  for (int64_t m = 1; m <= 8192; m *= 2) {
+    // Weights as a constant of 32 MiB: more than half the L2, so they come
+    // from HBM on every run.
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kBF16, {m, 4096}});
+    ValueId w = g.add_constant("w", Tensor(DType::kBF16, {4096, 4096}));
+    g.set_outputs({g.add(OpKind::kMatMul, {x, w}, {}, "mm")});
+    KernelCost c = node_cost(g, 0, d);
+    if (m == 1) first = c.bound;
+    last = c.bound;
+    if (c.bound == "compute") seen_compute = true;
+    else EXPECT_FALSE(seen_compute) << "back to " << c.bound << " at M=" << m;
+  }
+  EXPECT_EQ(first, "hbm");  // a matrix-vector product streams the weights
+  EXPECT_EQ(last, "compute");
+}
+
+TEST(KernelModel, GoldenElementwiseAddOnH100) {
+  DeviceProfile d = builtin_profile("h100");
+  int64_t n = int64_t{1} << 26;
+  KernelCost c = node_cost(binary(OpKind::kAdd, n), 0, d);
+  // 3 tensors x 2^26 x 4 B = 805306368 B, far over the 50 MB L2: HBM at
+  // 3350 GB/s x 0.9; 3 us launch.
+  double bytes = 3.0 * 4 * static_cast<double>(n);
+  EXPECT_DOUBLE_EQ(c.level_bytes[level(d, "hbm")], bytes);
+  EXPECT_NEAR(c.level_s[level(d, "hbm")], bytes / (3350e9 * 0.9), 1e-9);
+  EXPECT_EQ(c.bound, "hbm");
+  EXPECT_NEAR(c.time_s, 267.10e-6 + 3e-6, 0.01e-6);
+  // One add per element on 67 TFLOP/s f32 vector units at 0.7, an add
+  // taking an FMA slot (2 FLOP of peak): 2^26 x 2 / 46.9e12 = 2.86 us.
+  EXPECT_NEAR(c.compute_s, 2.0 * static_cast<double>(n) / (67e12 * 0.7), 1e-12);
+  EXPECT_EQ(c.total_flops(), n);
+}
+
+TEST(KernelModel, GoldenBf16GemmOnH100) {
+  DeviceProfile d = builtin_profile("h100");
+  KernelCost c = node_cost(matmul(8192, 8192, 8192, DType::kBF16), 0, d);
+  // FLOPs: 2 x 8192^3.
+  EXPECT_EQ(c.total_flops(), 2 * int64_t{8192} * 8192 * 8192);
+  // Shared memory holds a C block in half of 228 KB at 2 B: 58368 elements,
+  // a 241 x 242 block; 34 x 34 = 1156 blocks over 132 SMs is 9 waves, the
+  // last partial: utilization 1156 / (9 x 132) = 0.97306.
+  double utilization = 1156.0 / (9 * 132);
+  double compute = 2.0 * 8192.0 * 8192 * 8192 / (989.4e12 * 0.75 * utilization);
+  EXPECT_NEAR(c.compute_s, compute, 1e-9);
+  EXPECT_NEAR(c.compute_s, 1.5228e-3, 0.001e-3);
+  // HBM: L2 holds a 3620 x 3620 block (half of 50 MiB at 2 B), so A and B
+  // are each read ceil(8192 / 3620) = 3 times, C written once: 7 x 128 MiB.
+  EXPECT_DOUBLE_EQ(c.level_bytes[level(d, "hbm")], 7.0 * 8192 * 8192 * 2);
+  EXPECT_EQ(c.bound, "compute");
+  EXPECT_NEAR(c.time_s, compute + 3e-6, 1e-9);
+}
+
+TEST(KernelModel, WarmCacheKeepsSmallOperandsOffMainMemory) {
+  DeviceProfile d = builtin_profile("cpu");
+  Graph g = binary(OpKind::kAdd, 1024);  // 12 KB: fits in L1
+  CostOptions cold;
+  cold.warm_cache = false;
+  EXPECT_DOUBLE_EQ(node_cost(g, 0, d).level_bytes.back(), 0.0);
+  EXPECT_DOUBLE_EQ(node_cost(g, 0, d, cold).level_bytes.back(), 3.0 * 4 * 1024);
+  EXPECT_EQ(node_cost(g, 0, d).bound, "launch");
+}
+
+TEST(KernelModel, SoftmaxReadsOnceFromMainMemoryWhenRowsFit) {
+  DeviceProfile d = builtin_profile("cpu");
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4096, 1024}});
+  g.set_outputs({g.add(OpKind::kSoftmax, {x}, {}, "sm")});
+  CostOptions cold;
+  cold.warm_cache = false;
+  KernelCost c = node_cost(g, 0, d, cold);
+  double io = 2.0 * 4096 * 1024 * 4;
+  EXPECT_DOUBLE_EQ(c.level_bytes.back(), io);
+  // A 4 KB row stays in L1 for the three passes.
+  EXPECT_DOUBLE_EQ(c.level_bytes[0], 3 * io);
+}
+
+TEST(KernelModel, FusionSavesTheIntermediate) {
+  DeviceProfile d = builtin_profile("cpu");
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 64, 56, 56}});
+  ValueId w = g.add_constant("w", Tensor(DType::kF32, {64, 64, 3, 3}));
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  ValueId y = g.add(OpKind::kConv, {x, w}, a, "conv");
+  ValueId r = g.add(OpKind::kRelu, {y}, {}, "relu");
+  g.set_outputs({r});
+  CostOptions cold;
+  cold.warm_cache = false;
+  KernelCost fused = kernel_cost(g, {0, 1}, d, cold);
+  KernelCost conv = node_cost(g, 0, d, cold), relu = node_cost(g, 1, d, cold);
+  EXPECT_EQ(fused.label, "Conv+Relu");
+  EXPECT_LT(fused.time_s, conv.time_s + relu.time_s);
+  EXPECT_DOUBLE_EQ(fused.level_bytes.back(), conv.level_bytes.back());
+  EXPECT_EQ(fused.total_flops(), conv.total_flops() + relu.total_flops());
+  auto groups = kernel_groups(g);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0], (std::vector<NodeId>{0, 1}));
+  EXPECT_EQ(kernel_groups(g, false).size(), 2u);
+}
+
+TEST(KernelModel, NoFusionWhenTheLinkHasTwoReaders) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {8, 8}});
+  ValueId b = g.add_input("b", {DType::kF32, {8, 8}});
+  ValueId y = g.add(OpKind::kMatMul, {a, b}, {}, "mm");
+  ValueId r = g.add(OpKind::kRelu, {y}, {}, "relu");
+  ValueId s = g.add(OpKind::kAdd, {y, r}, {}, "add");
+  g.set_outputs({s});
+  auto groups = kernel_groups(g);
+  EXPECT_EQ(groups.size(), 2u);  // MatMul alone; Relu+Add
+  EXPECT_EQ(groups[0], (std::vector<NodeId>{0}));
+}
+
+TEST(KernelModel, RejectsAChainThatIsNotOne) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {8}});
+  ValueId r = g.add(OpKind::kRelu, {a}, {}, "r1");
+  ValueId t = g.add(OpKind::kTanh, {a}, {}, "t1");
+  g.set_outputs({r, t});
+  try {
+    kernel_cost(g, {0, 1}, builtin_profile("cpu"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+    EXPECT_NE(std::string(e.what()).find("'t1' does not read"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelModel, ReshapeIsFree) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {8, 8}});
+  Attrs at;
+  at.set("shape", std::vector<int64_t>{64});
+  g.set_outputs({g.add(OpKind::kReshape, {a}, at, "rs")});
+  KernelCost c = node_cost(g, 0, builtin_profile("h100"));
+  EXPECT_EQ(c.time_s, 0.0);
+  EXPECT_EQ(c.bound, "none");
+}
+
+TEST(KernelModel, DepthwiseConvIsNotAGemm) {
+  // 32 channels, one per group: the model streams it on the vector units,
+  // so it costs far less than a dense convolution of the same channels.
+  DeviceProfile d = builtin_profile("cpu");
+  auto conv = [&](int64_t group) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 32, 112, 112}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {32, 32 / group, 3, 3}));
+    Attrs a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("strides", std::vector<int64_t>{1, 1});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("dilations", std::vector<int64_t>{1, 1});
+    a.set("group", group);
+    g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
+    return node_cost(g, 0, d);
+  };
+  KernelCost dw = conv(32), dense = conv(1);
+  EXPECT_EQ(dw.total_flops() * 32, dense.total_flops());
+  EXPECT_LT(dw.time_s, dense.time_s);
+  // ... but it runs below the GEMM rate per FLOP.
+  EXPECT_GT(dw.compute_s, static_cast<double>(dw.total_flops()) / (d.peak_flops(DType::kF32, true) * d.gemm_efficiency));
+}
+
+}  // namespace
+}  // namespace tessera::cost

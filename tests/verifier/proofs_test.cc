@@ -1,0 +1,89 @@
+#include "verifier/proofs.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "graph/error.h"
+
+namespace tessera::verifier {
+namespace {
+
+std::string temp_cache_path() {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("tessera_proofs_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return (dir / "proofs.json").string();
+}
+
+TEST(Proofs, ObligationsHaveUniqueKebabNamesAndCoverAllCategories) {
+  std::set<std::string> names, categories;
+  for (const ObligationInfo& o : proof_obligations()) {
+    EXPECT_TRUE(names.insert(o.name).second) << "duplicate " << o.name;
+    EXPECT_EQ(o.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-"), std::string::npos) << o.name;
+    EXPECT_FALSE(o.statement.empty()) << o.name;
+    categories.insert(o.category);
+  }
+  EXPECT_EQ(categories, (std::set<std::string>{"rule", "sharding", "correction"}));
+}
+
+TEST(Proofs, AllObligationsAreProvenAndCached) {
+  std::string path = temp_cache_path();
+  ProofCache cache(path);
+  std::vector<ProofResult> results = prove_all(&cache);
+  ASSERT_EQ(results.size(), proof_obligations().size());
+  for (const ProofResult& r : results) {
+    EXPECT_EQ(r.status, ProofStatus::kProven) << r.name << ": " << proof_status_name(r.status) << " " << r.detail;
+    EXPECT_FALSE(r.cached) << r.name;
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  ProofCache reloaded(path);
+  std::vector<ProofResult> again = prove_all(&reloaded);
+  for (const ProofResult& r : again) {
+    EXPECT_TRUE(r.cached) << r.name;
+    EXPECT_EQ(r.status, ProofStatus::kProven) << r.name;
+  }
+}
+
+TEST(Proofs, CacheIsKeyedByVersion) {
+  std::string path = temp_cache_path();
+  {
+    ProofCache cache(path);
+    ProofResult r;
+    r.name = "matmul-distribute-add";
+    r.version = 999;
+    r.status = ProofStatus::kProven;
+    cache.store(r);
+    cache.save();
+  }
+  ProofCache cache(path);
+  EXPECT_NE(cache.find("matmul-distribute-add", 999), nullptr);
+  EXPECT_EQ(cache.find("matmul-distribute-add", 1), nullptr);
+}
+
+TEST(Proofs, TimeoutIsReportedNotCached) {
+  // A 1 ms budget is too short for Z3 to even set up the split lemmas.
+  ProofResult r = prove("shard-megatron-mlp", 1);
+  if (r.status == ProofStatus::kProven) GTEST_SKIP() << "Z3 finished within 1 ms";
+  EXPECT_NE(r.status, ProofStatus::kRefuted) << r.detail;
+  ProofCache cache(temp_cache_path());
+  cache.store(r);
+  EXPECT_EQ(cache.find(r.name, r.version), nullptr);
+}
+
+TEST(Proofs, UnknownNameIsUsageError) {
+  EXPECT_THROW(prove("no-such-rule"), Error);
+}
+
+TEST(Proofs, CorruptCacheIsParseError) {
+  std::string path = temp_cache_path();
+  std::ofstream(path) << "{ not json";
+  EXPECT_THROW(ProofCache cache(path), Error);
+}
+
+}  // namespace
+}  // namespace tessera::verifier

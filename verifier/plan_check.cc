@@ -1,0 +1,59 @@
+#include "verifier/plan_check.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "graph/error.h"
+#include "verifier/random.h"
+
+namespace tessera::verifier {
+
+std::string EndToEndReport::summary() const {
+  std::ostringstream os;
+  os << (passed ? "passed" : "FAILED") << ": " << trials << " random input set" << (trials == 1 ? "" : "s")
+     << ", tolerance atol " << atol << " + rtol " << rtol << ", max abs error " << max_abs_error;
+  if (!detail.empty()) os << "; " << detail;
+  return os.str();
+}
+
+EndToEndReport check_end_to_end(const Program& original, const Program& candidate, const EndToEndOptions& o) {
+  if (original.input_types() != candidate.input_types())
+    TESSERA_THROW(ErrorKind::kUsage, "the candidate's inputs do not match the original's");
+  EndToEndReport r;
+  r.trials = o.trials;
+  r.rtol = o.rtol;
+  r.atol = o.atol;
+  if (original.output_types() != candidate.output_types()) {
+    r.detail = "output types differ";
+    return r;
+  }
+  SplitMix rng(o.seed);
+  for (int t = 0; t < o.trials; ++t) {
+    std::vector<RefTensor<float>> in = random_inputs<float>(original.input_types(), rng);
+    GlobalOutputs<float> a = original.run<float>(in), b = candidate.run<float>(in);
+    for (size_t j = 0; j < a.values.size(); ++j) {
+      const RefTensor<float>& x = a.values[j];
+      const RefTensor<float>& y = b.values[j];
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        double u = x.is_num() ? x.num[k] : static_cast<double>(x.ints[k]);
+        double w = y.is_num() ? y.num[k] : static_cast<double>(y.ints[k]);
+        double err = std::fabs(u - w);
+        bool nan_mismatch = std::isnan(u) != std::isnan(w);
+        if (!std::isnan(err)) r.max_abs_error = std::max(r.max_abs_error, err);
+        bool bad = nan_mismatch || (!std::isnan(err) && err > o.atol + o.rtol * std::fabs(u)) ||
+                   b.replica_mismatch[j][k];
+        if (bad && r.mismatches++ == 0) {
+          std::ostringstream os;
+          os << "output " << j << " flat index " << k << ": original " << u << ", candidate " << w
+             << (b.replica_mismatch[j][k] ? " (replicas disagree)" : "");
+          r.detail = os.str();
+        }
+      }
+    }
+  }
+  r.passed = r.mismatches == 0;
+  if (!r.passed) r.detail = std::to_string(r.mismatches) + " positions out of tolerance, first at " + r.detail;
+  return r;
+}
+
+}  // namespace tessera::verifier

@@ -1,0 +1,37 @@
+// The end-to-end check a plan must pass before it is written: the original
+// graph and the candidate (one graph, or a per-rank program on a mesh) run in
+// the reference interpreter on seeded random float inputs, and every output
+// must agree within a tolerance that the report states.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "graph/graph.h"
+#include "verifier/program.h"
+
+namespace tessera::verifier {
+
+struct EndToEndOptions {
+  uint64_t seed = 2024;
+  int trials = 2;
+  // |a - b| <= atol + rtol * |a| with a the original's value.
+  double rtol = 1e-3;
+  double atol = 1e-4;
+};
+
+struct EndToEndReport {
+  bool passed = false;
+  int trials = 0;
+  double rtol = 0, atol = 0;
+  double max_abs_error = 0;  // over all outputs and trials
+  int64_t mismatches = 0;    // positions beyond the tolerance
+  std::string detail;        // first mismatch, or a one-line summary
+
+  std::string summary() const;
+};
+
+EndToEndReport check_end_to_end(const Program& original, const Program& candidate,
+                                const EndToEndOptions& options = {});
+
+}  // namespace tessera::verifier

@@ -1,0 +1,61 @@
+// Z3 proofs of the identities Tessera relies on: rewrite rules under their
+// shape guards, sharding strategies (local computation + collective = global
+// op), and the boundaries of correction boxes of partially equivalent mutants.
+// Each is a named obligation with a version; results are cached by name and
+// version in a JSON file so that a rule is proven once. A refuted, timed-out
+// or failed proof is reported as such, never as proven.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::verifier {
+
+struct ObligationInfo {
+  std::string name;       // kebab-case, stable (the rule or strategy name)
+  int version = 1;        // bump when the statement changes
+  std::string category;   // "rule", "sharding" or "correction"
+  std::string statement;  // the identity, in one line
+};
+
+enum class ProofStatus { kProven, kRefuted, kTimeout, kError };
+const char* proof_status_name(ProofStatus s);
+
+struct ProofResult {
+  std::string name;
+  int version = 0;
+  ProofStatus status = ProofStatus::kError;
+  double seconds = 0;
+  bool cached = false;
+  std::string detail;  // counterexample or Z3's reason for unknown
+};
+
+// The obligations the mutator's rules and strategies rest on.
+const std::vector<ObligationInfo>& proof_obligations();
+// Deliberately wrong variants (soundness catalogue): each must be refuted.
+const std::vector<ObligationInfo>& wrong_obligations();
+
+// Proves one obligation (from either list) by name. Throws Error(kUsage) for
+// an unknown name.
+ProofResult prove(const std::string& name, unsigned timeout_ms = 20000);
+
+// Results keyed by name and version, stored as JSON at `path`. Only proven
+// and refuted results are stored (a timeout may succeed with more time).
+class ProofCache {
+ public:
+  explicit ProofCache(std::string path);  // loads `path` if it exists
+  const ProofResult* find(const std::string& name, int version) const;
+  void store(const ProofResult& r);
+  void save() const;  // writes atomically; throws Error(kIo)
+
+ private:
+  std::string path_;
+  std::map<std::string, ProofResult> entries_;
+};
+
+// Proves every obligation of proof_obligations(), using and updating `cache`
+// when given.
+std::vector<ProofResult> prove_all(ProofCache* cache, unsigned timeout_ms = 20000);
+
+}  // namespace tessera::verifier
