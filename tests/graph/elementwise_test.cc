@@ -9,56 +9,21 @@
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-Tensor f32(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::kF32, std::move(s), v); }
-Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from_ints(DType::kI64, std::move(s), v); }
+using test::add_error;
+using test::contains;
+using test::expect_ints;
+using test::expect_values;
+using test::f32;
+using test::i64;
+using test::run;
+
 Tensor boolean(Shape s, std::vector<int64_t> v) { return Tensor::from_ints(DType::kBool, std::move(s), v); }
 
-// Builds a one-node graph over fresh inputs and evaluates it in double.
-Tensor run(OpKind kind, const std::vector<Tensor>& ins, Attrs attrs = {}) {
-  Graph g;
-  std::vector<ValueId> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i].type()));
-  g.set_outputs({g.add(kind, vs, std::move(attrs))});
-  return evaluate(g, ins, Precision::kF64)[0];
-}
-
-void expect_values(const Tensor& t, DType dtype, const Shape& shape, const std::vector<double>& want,
-                   double tol = 1e-6) {
-  ASSERT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), shape);
-  std::vector<double> got = t.to_doubles();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
-    else EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
-  }
-}
-
-void expect_ints(const Tensor& t, DType dtype, const Shape& shape, const std::vector<int64_t>& want) {
-  ASSERT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), shape);
-  EXPECT_EQ(t.to_ints(), want);
-}
-
-// The message of the Error that adding the node throws ("" if none).
-std::string add_error(OpKind kind, const std::vector<TensorType>& ins, Attrs attrs = {}) {
-  Graph g;
-  std::vector<ValueId> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i]));
-  try {
-    g.add(kind, vs, std::move(attrs), "n");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const Tensor kX = f32({5}, {-2, -0.5, 0, 0.5, 2});
 

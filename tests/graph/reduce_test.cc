@@ -9,12 +9,19 @@
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-Tensor f32(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::kF32, std::move(s), v); }
-Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from_ints(DType::kI64, std::move(s), v); }
+using test::add_error;
+using test::contains;
+using test::expect_ints;
+using test::expect_values;
+using test::f32;
+using test::i64;
+using test::run;
+using test::run_all;
 
 Attrs axes_attrs(std::vector<int64_t> axes, int64_t keepdims = 1) {
   Attrs a;
@@ -27,52 +34,6 @@ Attrs int_attr(const std::string& name, int64_t v, Attrs a = {}) {
   return a;
 }
 
-// Builds a one-node graph over fresh inputs, evaluates it in double and
-// returns all of the node's outputs.
-std::vector<Tensor> run_all(OpKind kind, const std::vector<Tensor>& ins, Attrs attrs = {}) {
-  Graph g;
-  std::vector<ValueId> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i].type()));
-  NodeId n = g.add_node(kind, vs, std::move(attrs));
-  g.set_outputs(g.node(n).outputs);
-  return evaluate(g, ins, Precision::kF64);
-}
-Tensor run(OpKind kind, const std::vector<Tensor>& ins, Attrs attrs = {}) {
-  return run_all(kind, ins, std::move(attrs))[0];
-}
-
-void expect_values(const Tensor& t, DType dtype, const Shape& shape, const std::vector<double>& want,
-                   double tol = 1e-6) {
-  ASSERT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), shape);
-  std::vector<double> got = t.to_doubles();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
-    else EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
-  }
-}
-
-void expect_ints(const Tensor& t, DType dtype, const Shape& shape, const std::vector<int64_t>& want) {
-  ASSERT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), shape);
-  EXPECT_EQ(t.to_ints(), want);
-}
-
-std::string add_error(OpKind kind, const std::vector<TensorType>& ins, Attrs attrs = {}) {
-  Graph g;
-  std::vector<ValueId> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i]));
-  try {
-    g.add(kind, vs, std::move(attrs), "n");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const Tensor kA = f32({2, 3}, {1, -2, 3, 4, 5, -6});
 
