@@ -30,6 +30,14 @@ struct CheckOptions {
   double rtol = 1e-4;
   double atol = 1e-5;
   int float_trials = 3;
+  // How outputs are compared. kAuto samples each box of the splitting-point
+  // grid (box_check.h) when that is estimated to cost less than half of a
+  // whole evaluation, and evaluates everything otherwise (small programs,
+  // sharded ones, ops without a splitting rule, boxes it cannot decide).
+  // kFull always evaluates everything (the reference); kBoxes samples boxes
+  // whenever it can, whatever the cost (still falling back when it cannot).
+  enum class Evaluation { kAuto, kFull, kBoxes };
+  Evaluation evaluation = Evaluation::kAuto;
 };
 
 // Candidate and original must have the same global input types, in order;

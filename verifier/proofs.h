@@ -19,6 +19,7 @@ struct ObligationInfo {
   std::string statement;  // the identity, in one line
 };
 
+// kTimeout: the time or resource budget ran out before Z3 decided.
 enum class ProofStatus { kProven, kRefuted, kTimeout, kError };
 const char* proof_status_name(ProofStatus s);
 
@@ -36,9 +37,10 @@ const std::vector<ObligationInfo>& proof_obligations();
 // Deliberately wrong variants (soundness catalogue): each must be refuted.
 const std::vector<ObligationInfo>& wrong_obligations();
 
-// Proves one obligation (from either list) by name. Throws Error(kUsage) for
-// an unknown name.
-ProofResult prove(const std::string& name, unsigned timeout_ms = 20000);
+// Proves one obligation (from either list) by name. `rlimit` (0: none) caps
+// Z3's resource counter, a budget that does not depend on the clock. Throws
+// Error(kUsage) for an unknown name.
+ProofResult prove(const std::string& name, unsigned timeout_ms = 20000, unsigned rlimit = 0);
 
 // Results keyed by name and version, stored as JSON at `path`. Only proven
 // and refuted results are stored (a timeout may succeed with more time).

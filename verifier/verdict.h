@@ -45,6 +45,9 @@ struct Verdict {
   // Assumptions the verdict rests on and, for kUnknown, why it is unknown.
   std::string reason;
   std::vector<OutputRegion> differing;  // kDiffers (and suspect regions for kUnknown)
+  // Z_p outputs compared at sampled positions of each splitting-point box
+  // (this many boxes), rather than at every position (0).
+  int64_t sampled_boxes = 0;
 
   bool equivalent() const { return kind == kEquivalent; }
   std::string summary() const;  // one line

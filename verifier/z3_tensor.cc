@@ -96,7 +96,7 @@ std::vector<ObligationInfo> infos(const std::vector<Obligation>& obs) {
   return out;
 }
 
-ProofResult run_proof(const Obligation& ob, unsigned timeout_ms) {
+ProofResult run_proof(const Obligation& ob, unsigned timeout_ms, unsigned rlimit) {
   ProofResult r;
   r.name = ob.info.name;
   r.version = ob.info.version;
@@ -105,29 +105,39 @@ ProofResult run_proof(const Obligation& ob, unsigned timeout_ms) {
     z3::context c;
     z3enc::Enc enc(c);
     z3::expr claim = ob.claim(enc);
-    z3::solver s(c);
-    z3::params p(c);
-    p.set("timeout", timeout_ms);
-    s.set(p);
-    for (const z3::expr& g : enc.guards()) s.add(g);
-    for (const z3::expr& a : enc.axioms()) s.add(a);
-    for (const z3::expr& g : enc.side_goals()) claim = claim && g;
-    s.add(!claim);
-    switch (s.check()) {
-      case z3::unsat:
-        r.status = ProofStatus::kProven;
-        break;
-      case z3::sat: {
+    // The claim and each side goal are checked one at a time: their
+    // conjunction is valid iff each is, and Z3 4.8.12 decides the parts far
+    // faster than the whole (row-parallel MatMul on 4 ranks: 0.35 s in four
+    // checks, no answer within 60 s as one; measured). Side goals are about
+    // summands only and are checked without the Sum axioms.
+    std::vector<std::pair<z3::expr, bool>> goals{{claim, true}};
+    for (const z3::expr& g : enc.side_goals()) goals.emplace_back(g, false);
+    r.status = ProofStatus::kProven;
+    for (const auto& [goal, with_axioms] : goals) {
+      double spent_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      unsigned left = spent_ms >= timeout_ms ? 1u : static_cast<unsigned>(timeout_ms - spent_ms);
+      z3::solver s(c);
+      z3::params p(c);
+      p.set("timeout", left);
+      if (rlimit) p.set("rlimit", rlimit);  // deterministic budget, unlike the clock
+      s.set(p);
+      for (const z3::expr& g : enc.guards()) s.add(g);
+      if (with_axioms)
+        for (const z3::expr& a : enc.axioms()) s.add(a);
+      s.add(!goal);
+      z3::check_result res = s.check();
+      if (res == z3::unsat) continue;
+      if (res == z3::sat) {
         r.status = ProofStatus::kRefuted;
         std::string m = s.get_model().to_string();
-        r.detail = "counterexample: " + m.substr(0, 400);
-        break;
-      }
-      case z3::unknown:
-        r.status = s.reason_unknown() == "timeout" || s.reason_unknown() == "canceled" ? ProofStatus::kTimeout
-                                                                                        : ProofStatus::kError;
+        r.detail = std::string(with_axioms ? "" : "side goal fails; ") + "counterexample: " + m.substr(0, 400);
+      } else {
+        std::string why = s.reason_unknown();
+        bool budget = why == "timeout" || why == "canceled" || why.find("resource") != std::string::npos;
+        r.status = budget ? ProofStatus::kTimeout : ProofStatus::kError;
         r.detail = "z3: " + s.reason_unknown();
-        break;
+      }
+      break;
     }
   } catch (const z3::exception& e) {
     r.status = ProofStatus::kError;
@@ -159,10 +169,10 @@ const std::vector<ObligationInfo>& wrong_obligations() {
   return v;
 }
 
-ProofResult prove(const std::string& name, unsigned timeout_ms) {
+ProofResult prove(const std::string& name, unsigned timeout_ms, unsigned rlimit) {
   for (const auto* list : {&registry(), &wrong_registry()})
     for (const Obligation& o : *list)
-      if (o.info.name == name) return run_proof(o, timeout_ms);
+      if (o.info.name == name) return run_proof(o, timeout_ms, rlimit);
   TESSERA_THROW(ErrorKind::kUsage, "no proof obligation named '" << name << "'");
 }
 
@@ -176,7 +186,7 @@ std::vector<ProofResult> prove_all(ProofCache* cache, unsigned timeout_ms) {
         out.push_back(r);
         continue;
       }
-    ProofResult r = run_proof(o, timeout_ms);
+    ProofResult r = run_proof(o, timeout_ms, 0);
     if (cache) cache->store(r);
     out.push_back(r);
   }

@@ -5,7 +5,8 @@
 // Prints the median of the check time next to one float evaluation of the
 // original, so the ratio is measured side by side in one run.
 //
-//   bench_verifier [repetitions=5]
+//   bench_verifier [repetitions=5] [--full]   (--full: also time the forced
+//   whole-output evaluation, the path used before box sampling, side by side)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -106,9 +107,12 @@ double median_ms(int reps, const std::function<void()>& f) {
   return t[t.size() / 2];
 }
 
-void run_case(const char* name, const Graph& orig, const Graph& cand, int reps) {
-  Verdict v;
+void run_case(const char* name, const Graph& orig, const Graph& cand, int reps, bool with_full) {
+  Verdict v, vf;
+  CheckOptions full;
+  full.evaluation = CheckOptions::Evaluation::kFull;
   double check = median_ms(reps, [&] { v = check_equivalence(orig, cand); });
+  double check_full = with_full ? median_ms(reps, [&] { vf = check_equivalence(orig, cand, full); }) : 0.0;
   std::vector<RefTensor<float>> in;
   for (ValueId i : orig.inputs()) {
     RefTensor<float> r;
@@ -117,17 +121,25 @@ void run_case(const char* name, const Graph& orig, const Graph& cand, int reps) 
     in.push_back(std::move(r));
   }
   double eval = median_ms(reps, [&] { interpret<float>(orig, in); });
-  std::printf("%-34s check %9.1f ms  (float eval of original %8.1f ms, ratio %.2f)  %s\n", name, check, eval,
-              check / eval, v.summary().c_str());
+  std::printf("%-34s check %8.1f ms (%s)", name, check, v.sampled_boxes ? "sampled boxes" : "full eval");
+  if (with_full) std::printf("  full-eval check %8.1f ms  speedup %5.1fx", check_full, check_full / check);
+  std::printf("  float eval of original %7.1f ms\n    %s\n", eval, v.summary().c_str());
+  if (with_full && (v.kind != vf.kind || v.differing.size() != vf.differing.size()))
+    std::printf("    MISMATCH: full evaluation says %s\n", vf.summary().c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  std::printf("verifier check time, median of %d\n", reps);
-  run_case("bert-attention fused-qkv", attention(false), attention(true), reps);
-  run_case("resnet-basic-block explicit-pad", basic_block(false), basic_block(true), reps);
-  run_case("resnet-conv batch-along-h", stacked_conv(false), stacked_conv(true), reps);
+  int reps = 5;
+  bool with_full = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--full") with_full = true;
+    else reps = std::max(1, std::atoi(argv[i]));
+  }
+  std::printf("verifier check time, median of %d%s\n", reps, with_full ? ", default path vs forced full evaluation" : "");
+  run_case("bert-attention fused-qkv", attention(false), attention(true), reps, with_full);
+  run_case("resnet-basic-block explicit-pad", basic_block(false), basic_block(true), reps, with_full);
+  run_case("resnet-conv batch-along-h", stacked_conv(false), stacked_conv(true), reps, with_full);
   return 0;
 }

@@ -164,6 +164,37 @@ TEST_P(GraphMutant, VerdictMatchesCatalogue) {
   }
 }
 
+// The box-sampling fast path must reach the verdict and the boxes of the
+// whole-output evaluation on every case (or decline and fall back to it).
+TEST_P(GraphMutant, SampledBoxesMatchFullEvaluation) {
+  const Case& c = GetParam();
+  Graph orig = c.original(), cand = c.candidate();
+  CheckOptions full, sampled;
+  full.evaluation = CheckOptions::Evaluation::kFull;
+  sampled.evaluation = CheckOptions::Evaluation::kBoxes;
+  Verdict vf = check_equivalence(orig, cand, full), vs = check_equivalence(orig, cand, sampled);
+  EXPECT_EQ(vf.sampled_boxes, 0);
+  EXPECT_EQ(vs.kind, vf.kind) << c.name << ": " << vs.summary() << " vs " << vf.summary();
+  ASSERT_EQ(vs.differing.size(), vf.differing.size()) << c.name;
+  for (size_t j = 0; j < vs.differing.size(); ++j) {
+    EXPECT_EQ(vs.differing[j].output, vf.differing[j].output);
+    EXPECT_EQ(vs.differing[j].boxes, vf.differing[j].boxes) << c.name;
+  }
+}
+
+// Which cases the fast path decides by itself: everything but the wrong
+// transpose (its index maps meet on part of a box, so the box is mixed and
+// the whole output is evaluated).
+TEST(Catalogue, SampledBoxesDecideTheGeometricCases) {
+  CheckOptions sampled;
+  sampled.evaluation = CheckOptions::Evaluation::kBoxes;
+  for (const Case& c : graph_cases()) {
+    Verdict v = check_equivalence(c.original(), c.candidate(), sampled);
+    if (c.name == "wrong-transpose-perm") EXPECT_EQ(v.sampled_boxes, 0) << c.name;
+    else EXPECT_GT(v.sampled_boxes, 0) << c.name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalogue, GraphMutant, ::testing::ValuesIn(graph_cases()),
                          [](const auto& info) {
                            std::string n = info.param.name;

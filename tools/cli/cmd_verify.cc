@@ -36,6 +36,7 @@ nlohmann::json verdict_json(const verifier::Verdict& v, const Graph& g) {
           {"degree", v.degree},
           {"error_bound", v.error_bound},
           {"reason", v.reason},
+          {"sampled_boxes", v.sampled_boxes},
           {"differing", regions}};
 }
 
