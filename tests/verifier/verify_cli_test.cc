@@ -2,6 +2,8 @@
 // differing boxes (text and JSON), on small models written by the exporter.
 #include <gtest/gtest.h>
 
+#include "verifier/proofs.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -139,6 +141,15 @@ TEST_F(VerifyCli, UsageErrorsExitTwo) {
   Result help = verify("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("candidate"), std::string::npos) << help.out;
+}
+
+TEST_F(VerifyCli, ProveRulesProvesEveryObligation) {
+  Result r = verify("--prove-rules --json");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc.size(), proof_obligations().size());
+  for (const auto& entry : doc) EXPECT_EQ(entry["status"], "proven") << entry.dump();
+  EXPECT_EQ(verify("--prove-rules " + save(relus(1), "a.onnx")).code, 2);
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 // tessera verify ORIGINAL.onnx CANDIDATE.onnx [--json] [--seed N] [--input-shape NAME=DIMS]...
-// Exit codes: 0 equivalent, 1 not equivalent (the differing output boxes are
-// printed), 3 unknown (with the reason), 2 usage.
+// tessera verify --prove-rules [--json]
+// Exit codes: 0 equivalent (or every obligation proven), 1 not equivalent
+// (the differing output boxes are printed) or a proof not proven, 3 unknown
+// (with the reason), 2 usage.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
+#include "graph/error.h"
 #include "verifier/multilinear.h"
+#include "verifier/proofs.h"
 
 namespace tessera::cli {
 
@@ -19,6 +24,7 @@ struct VerifyFlags {
   bool json = false;
   uint64_t seed = verifier::CheckOptions{}.seed;
   std::vector<std::string> input_shapes;
+  bool prove_rules = false;
 };
 
 constexpr int kExitUnknown = 3;
@@ -49,6 +55,26 @@ void print_text(const verifier::Verdict& v, const Graph& g) {
   }
 }
 
+// Proves every named obligation (rules, sharding strategies, correction
+// boundaries) afresh and prints one line each; exit 0 only if all are proven.
+int prove_rules(bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  int not_proven = 0;
+  for (const verifier::ProofResult& r : verifier::prove_all(nullptr)) {
+    not_proven += r.status != verifier::ProofStatus::kProven;
+    if (json) {
+      out.push_back({{"name", r.name}, {"version", r.version}, {"status", verifier::proof_status_name(r.status)},
+                     {"seconds", r.seconds}, {"detail", r.detail}});
+    } else {
+      std::printf("%-48s %-8s %7.2f s  %s\n", r.name.c_str(), verifier::proof_status_name(r.status), r.seconds,
+                  r.detail.c_str());
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  else std::printf("%zu obligations, %d not proven\n", verifier::proof_obligations().size(), not_proven);
+  return not_proven ? 1 : 0;
+}
+
 }  // namespace
 
 Action add_verify_command(CLI::App& app) {
@@ -56,12 +82,20 @@ Action add_verify_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "verify", "Check that a candidate model computes the same outputs as the original (exit 0 equivalent, "
                 "1 not equivalent, 3 unknown)");
-  cmd->add_option("original", flags->original, "Original ONNX model")->required();
-  cmd->add_option("candidate", flags->candidate, "Candidate ONNX model")->required();
+  cmd->add_option("original", flags->original, "Original ONNX model");
+  cmd->add_option("candidate", flags->candidate, "Candidate ONNX model");
+  cmd->add_flag("--prove-rules", flags->prove_rules,
+                "Prove every rewrite rule, sharding strategy and correction boundary with Z3");
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   cmd->add_option("--seed", flags->seed, "Seed of the random trials");
   cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
   return [flags] {
+    if (flags->prove_rules) {
+      if (!flags->original.empty()) TESSERA_THROW(ErrorKind::kUsage, "--prove-rules takes no model arguments");
+      return prove_rules(flags->json);
+    }
+    if (flags->original.empty() || flags->candidate.empty())
+      TESSERA_THROW(ErrorKind::kUsage, "verify needs ORIGINAL and CANDIDATE models (or --prove-rules)");
     api::LoadOptions options = load_options(flags->input_shapes);
     Graph original = api::load(flags->original, options);
     Graph candidate = api::load(flags->candidate, options);
