@@ -167,8 +167,26 @@ void collect_names(const onnx::GraphProto& g, ImportState& state) {
 
 }  // namespace
 
+namespace {
+
+// The importer; with `release` (the same model, owned by the caller and not
+// needed after), each initializer's bytes are freed once converted, so that
+// the parsed model and the graph do not both hold every weight (peak memory
+// of a 440 MB bert_base: 2x the weights without, 1x plus one tensor with).
+Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
+                   const std::string& display_name, onnx::ModelProto* release);
+
+}  // namespace
+
 Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
                         const std::string& display_name) {
+  return import_model(model, options, model_dir, display_name, nullptr);
+}
+
+namespace {
+
+Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
+                   const std::string& display_name, onnx::ModelProto* release) {
   Graph graph;
   const onnx::GraphProto& g = model.graph();
   graph.name = g.name().empty() ? "graph" : g.name();
@@ -182,10 +200,12 @@ Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& opti
       for (const auto& vi : g.input()) found = found || vi.name() == name;
       if (!found) TESSERA_THROW(ErrorKind::kUsage, "--input-shape names '" << name << "', which is not an input of the model");
     }
-    for (const auto& t : g.initializer()) {
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      const onnx::TensorProto& t = g.initializer(i);
       if (state.values.count(t.name()))
         TESSERA_THROW(ErrorKind::kInvalidGraph, "initializer '" << t.name() << "' is defined twice");
       state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, model_dir, "initializer '" + t.name() + "'"));
+      if (release) std::string().swap(*release->mutable_graph()->mutable_initializer(i)->mutable_raw_data());
     }
     // Inputs that are also initializers are constants with a default value
     // (ONNX allows overriding them); Tessera treats them as constants.
@@ -226,6 +246,8 @@ Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& opti
   return graph;
 }
 
+}  // namespace
+
 Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   if (!fs::exists(path, ec)) TESSERA_THROW(ErrorKind::kIo, path << ": no such file");
@@ -246,7 +268,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   if (!why.empty()) TESSERA_THROW(ErrorKind::kParse, path << ": not a valid ONNX model (" << why << ")");
   std::string().swap(bytes);
   fs::path dir = fs::path(path).parent_path();
-  return import_onnx_model(model, options, dir.string(), path);
+  return import_model(model, options, dir.string(), path, &model);
 }
 
 }  // namespace tessera

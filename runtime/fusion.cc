@@ -1,6 +1,7 @@
 #include "runtime/fusion.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessera::runtime {
 namespace {
@@ -25,11 +26,56 @@ bool all_f32(const Graph& g, const Node& n) {
   return true;
 }
 
+bool scalar_constant_near(const Graph& g, ValueId v, double want) {
+  const Value& val = g.value(v);
+  return val.constant && val.constant->numel() == 1 && std::fabs(val.constant->get_double(0) - want) < 1e-6 * want;
+}
+
+// The operand of binary node n that is not v, or kNoValue when n does not
+// read v exactly once.
+ValueId other_operand(const Node& n, ValueId v) {
+  if (n.inputs.size() != 2 || (n.inputs[0] == v) == (n.inputs[1] == v)) return kNoValue;
+  return n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+}
+
+// Matches Gelu's erf form on x (PyTorch's export of nn.GELU()):
+//   d = Div(x, sqrt 2)   e = Erf(d)   a = Add(e, 1)   m = Mul(x, a)   y = Mul(m, 0.5)
+// where x feeds exactly the Div and the first Mul and every other value has
+// one reader. Returns the five nodes in order, or nothing.
+std::vector<NodeId> match_gelu_erf(const Graph& g, const std::vector<std::vector<NodeId>>& users,
+                                   const std::vector<bool>& is_output, ValueId x) {
+  if (users[x].size() != 2) return {};
+  auto only_user = [&](ValueId v) -> const Node* {
+    if (is_output[v] || users[v].size() != 1) return nullptr;
+    return &g.node(users[v][0]);
+  };
+  for (int first = 0; first < 2; ++first) {
+    NodeId div = users[x][first], mul = users[x][1 - first];
+    const Node& d = g.node(div);
+    if (d.kind != OpKind::kDiv || d.inputs[0] != x || !scalar_constant_near(g, d.inputs[1], std::sqrt(2.0))) continue;
+    const Node* e = only_user(d.outputs[0]);
+    if (!e || e->kind != OpKind::kErf) continue;
+    const Node* a = only_user(e->outputs[0]);
+    if (!a || a->kind != OpKind::kAdd) continue;
+    ValueId one = other_operand(*a, e->outputs[0]);
+    if (one == kNoValue || !scalar_constant_near(g, one, 1.0)) continue;
+    const Node& m = g.node(mul);
+    if (m.kind != OpKind::kMul || other_operand(m, x) != a->outputs[0]) continue;
+    const Node* h = only_user(m.outputs[0]);
+    if (!h || h->kind != OpKind::kMul) continue;
+    ValueId half = other_operand(*h, m.outputs[0]);
+    if (half == kNoValue || !scalar_constant_near(g, half, 0.5)) continue;
+    if (g.type(h->outputs[0]).shape != g.type(x).shape) continue;
+    return {div, users[d.outputs[0]][0], users[e->outputs[0]][0], mul, users[m.outputs[0]][0]};
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string FusedGroup::label(const Graph& g) const {
   std::string s = op_name(g.node(root).kind);
-  for (const PostOp& p : post) s += std::string("+") + op_name(g.node(p.node).kind);
+  for (const PostOp& p : post) s += std::string("+") + (p.gelu_erf ? "Gelu" : op_name(g.node(p.node).kind));
   return s;
 }
 
@@ -55,7 +101,7 @@ bool is_binary_post_op(OpKind kind) {
   }
 }
 
-std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse) {
+std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse, bool match_gelu) {
   std::vector<FusedGroup> groups;
   std::vector<bool> taken(static_cast<size_t>(g.num_nodes()), false);
   std::vector<size_t> position(static_cast<size_t>(g.num_nodes()), 0);
@@ -72,7 +118,20 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
     const Node& root = g.node(id);
     if (fuse && is_root(g, root) && all_f32(g, root)) {
       ValueId chain = root.outputs[0];
-      while (!is_output[chain] && users[chain].size() == 1) {
+      while (!is_output[chain]) {
+        if (match_gelu) {
+          std::vector<NodeId> gelu = match_gelu_erf(g, users, is_output, chain);
+          bool free = !gelu.empty();
+          for (NodeId m : gelu) free = free && !taken[m] && all_f32(g, g.node(m));
+          if (free) {
+            for (NodeId m : gelu) taken[m] = true;
+            PostOp p{gelu.back(), kNoValue, gelu, true};
+            grp.post.push_back(p);
+            chain = g.node(gelu.back()).outputs[0];
+            continue;
+          }
+        }
+        if (users[chain].size() != 1) break;
         const Node& next = g.node(users[chain][0]);
         if (taken[users[chain][0]] || !all_f32(g, next) || next.outputs.size() != 1) break;
         PostOp p{users[chain][0], kNoValue};

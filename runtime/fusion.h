@@ -20,6 +20,10 @@ namespace tessera::runtime {
 struct PostOp {
   NodeId node;
   ValueId other = kNoValue;  // binary links: the operand that is not the chain
+  // A link made of several nodes that together compute one function of the
+  // chain (only with match_gelu): all of them in execution order, `node` last.
+  std::vector<NodeId> members;
+  bool gelu_erf = false;  // x * 0.5 * (1 + erf(x / sqrt(2))), as PyTorch exports Gelu
 };
 
 struct FusedGroup {
@@ -37,7 +41,9 @@ bool is_eltwise_post_op(const Node& node);
 bool is_binary_post_op(OpKind kind);
 
 // Partitions `order` into groups, in execution order; with fuse = false every
-// node is its own group.
-std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse);
+// node is its own group. With match_gelu, the five-node erf form of Gelu
+// after a fusable root becomes one link (PostOp::gelu_erf) of its chain.
+std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse,
+                                    bool match_gelu = false);
 
 }  // namespace tessera::runtime

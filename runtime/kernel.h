@@ -19,6 +19,9 @@ struct ExecContext {
   std::vector<uint8_t*> ptr;  // per ValueId: its data in this run (nullptr: not materialized)
   uint8_t* scratch = nullptr;  // the running kernel's scratch bytes (scratch_bytes())
   Communicator* communicator = nullptr;
+  // This run uses one thread (the plan's cores are oversubscribed): kernels
+  // with a one-thread form run it.
+  bool one_thread = false;
 
   template <class T>
   T* at(ValueId v) const { return reinterpret_cast<T*>(ptr[static_cast<size_t>(v)]); }
@@ -43,6 +46,11 @@ class Kernel {
   std::string node;  // the root node's name
   std::string op;    // "Conv" or "Conv+Add+Relu"
   bool fallback = false;
+  // At most this many threads (0: the plan's count). Kernels with little work
+  // are built and run on the calling thread: a fork-join costs more than it
+  // saves there, and on shared cores every fork-join waits for a thread that
+  // may not be scheduled.
+  int max_threads = 0;
 };
 
 }  // namespace tessera::runtime

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "graph/error.h"
@@ -12,6 +14,7 @@
 #include "runtime/memory_planner.h"
 #include "runtime/plan_spec.h"
 #include "runtime/runtime.h"
+#include "runtime/thread_scope.h"
 
 namespace tessera::runtime {
 
@@ -52,23 +55,25 @@ void bind_graph_values(const Graph& g, PlanSpec& spec) {
 
 namespace {
 
-// The plan's thread count for OpenMP (which oneDNN's primitives use) while a
-// plan compiles or runs, restored after. oneDNN sizes a primitive's work split
-// and scratch for the thread count current at creation and runs it with that
-// count (a num_threads clause): a plan compiled under the default count ran
-// with every core even at --threads 1 (resnet18: 15.9 s user over 10.6 s wall).
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
-    omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+// Whether `threads` threads of ours (the calling one running, the rest to be
+// woken) would not each find a free core right now: the runnable threads of
+// the machine, from Linux's /proc/stat, plus the ones we would wake exceed
+// the cores. False where unknown. Then every fork-join of a multi-threaded
+// run waits for a thread that shares its core: on 2 cores with two compilers
+// running, bert_base at 2 threads took 1142 ms against 131 ms at 1.
+bool cores_oversubscribed(int threads, int cores) {
+  std::ifstream in("/proc/stat");
+  std::string key;
+  while (in >> key) {
+    if (key == "procs_running") {
+      int running = 0;
+      in >> running;
+      return running + threads - 1 > cores;
+    }
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
-  ~ThreadScope() { omp_set_num_threads(saved_); }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-
- private:
-  int saved_;
-};
+  return false;
+}
 
 // Shares the storage of every constant a kernel reads at run time or the plan
 // returns as an output (prepacked ones are listed as kNoValue by their kernel).
@@ -247,9 +252,25 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
     if (inputs[i].type() != spec_.input_types[i] || (!inputs[i].defined() && inputs[i].numel() > 0))
       TESSERA_THROW(ErrorKind::kUsage, "input " << i << " must be " << type_str(spec_.input_types[i]) << ", got "
                                                 << type_str(inputs[i].type()));
-  ThreadScope threads(options_.threads);
-
+  // oneDNN sizes a primitive's work split and scratch for the thread count
+  // current at its creation and runs it with that count (a num_threads
+  // clause): compile and run both under the plan's count (a plan compiled
+  // under the default ran on every core at --threads 1: resnet18 15.9 s user
+  // over 10.6 s wall).
   ExecContext ctx;
+  int plan_threads = options_.threads > 0 ? options_.threads : omp_get_num_procs();
+  // On oversubscribed cores the run drops to one thread, as ONNX Runtime's
+  // pool degrades to its calling thread when the workers are not scheduled.
+  using OneThread = RunOptions::OneThreadRuns;
+  if (plan_threads > 1 && (options_.one_thread_runs == OneThread::kAlways ||
+                           (options_.one_thread_runs == OneThread::kWhenOversubscribed &&
+                            cores_oversubscribed(plan_threads, omp_get_num_procs())))) {
+    ctx.one_thread = true;
+    plan_threads = 1;
+  }
+  ThreadScope threads(plan_threads);
+  int current_threads = plan_threads;
+
   ctx.ptr = base_ptr_;
   ctx.communicator = options_.communicator;
   for (size_t v = 0; v < spec_.values.size(); ++v)
@@ -267,6 +288,8 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   for (size_t k = 0; k < spec_.kernels.size(); ++k) {
     Kernel& kern = *spec_.kernels[k];
     ctx.scratch = scratch_offset_[k] >= 0 ? arena_ + scratch_offset_[k] : nullptr;
+    int want = kern.max_threads > 0 ? std::min(kern.max_threads, plan_threads) : plan_threads;
+    if (want != current_threads) omp_set_num_threads(current_threads = want);
     auto t0 = std::chrono::steady_clock::now();
     try {
       kern.run(ctx);
@@ -300,21 +323,41 @@ Profile ExecutablePlan::Impl::profile() const {
   return p;
 }
 
-ExecutablePlan ExecutablePlan::compile(const Graph& g, const RunOptions& options) {
+namespace {
+
+void compile_spec(const Graph& g, const RunOptions& options, const std::function<void(ValueId)>& release,
+                  PlanSpec& spec) {
   if (options.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "thread count must be >= 0, got " << options.threads);
   g.validate();
   ThreadScope threads(options.threads);
-  PlanSpec spec;
   switch (options.backend) {
     case Backend::kCpu:
     case Backend::kReference:
-      compile_cpu(g, options, spec);
+      compile_cpu(g, options, spec, release);
       break;
     case Backend::kCuda:
       compile_cuda(g, options, spec);
       break;
   }
   keep_constants(g, spec);
+}
+
+}  // namespace
+
+ExecutablePlan ExecutablePlan::compile(const Graph& g, const RunOptions& options) {
+  PlanSpec spec;
+  compile_spec(g, options, {}, spec);
+  return ExecutablePlan(std::make_unique<Impl>(std::move(spec), options));
+}
+
+ExecutablePlan ExecutablePlan::compile(Graph&& g, const RunOptions& options) {
+  Graph owned = std::move(g);
+  // The plan owns the graph now, so a constant whose kernels hold prepacked
+  // copies can be freed before the next one is packed: peak memory holds the
+  // weights once, not twice (the graph is non-const; only its Value accessor is).
+  auto release = [&owned](ValueId v) { const_cast<Value&>(owned.value(v)).constant.reset(); };
+  PlanSpec spec;
+  compile_spec(owned, options, release, spec);
   return ExecutablePlan(std::make_unique<Impl>(std::move(spec), options));
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,7 +40,10 @@ struct PlanSpec {
 
 // The CPU backend compiler; compile_cpu with Backend::kReference gives a plan whose
 // kernels are all the reference interpreter's.
-void compile_cpu(const Graph& g, const RunOptions& options, PlanSpec& spec);
+// With `release`, a constant's data is handed to it (to free) once every node
+// that reads it is compiled and no kernel reads it at run time.
+void compile_cpu(const Graph& g, const RunOptions& options, PlanSpec& spec,
+                 const std::function<void(ValueId)>& release = {});
 
 // Adds the graph's inputs and constants to spec.values (sized to the graph).
 void bind_graph_values(const Graph& g, PlanSpec& spec);

@@ -27,6 +27,12 @@ struct RunOptions {
   int threads = 0;        // 0: one per core
   bool profile = false;   // time every kernel (adds a little overhead)
   bool fuse = true;       // post-op fusion at plan compile
+  // CPU, threads > 1: when a run drops to one thread. Kernels keep a
+  // one-thread form for it (oneDNN fixes a primitive's thread count at
+  // creation). kWhenOversubscribed: a run that starts while more threads are
+  // runnable than there are cores; kAlways is for tests and measurements.
+  enum class OneThreadRuns : uint8_t { kWhenOversubscribed, kNever, kAlways };
+  OneThreadRuns one_thread_runs = OneThreadRuns::kWhenOversubscribed;
   bool allow_tf32 = false;  // CUDA: TF32 tensor cores for f32 matmul/conv
   // The ranks this plan's collectives talk to; nullptr: a single rank, and a
   // graph with collectives is rejected.
@@ -66,6 +72,9 @@ class ExecutablePlan {
   // Throws Error(kUnsupported) for an op no kernel handles and
   // Error(kUsage) for a backend this build or machine cannot run.
   static ExecutablePlan compile(const Graph& g, const RunOptions& options = {});
+  // Takes the graph and frees each constant as soon as the kernels that read
+  // it hold prepacked copies, so that peak memory holds the weights once.
+  static ExecutablePlan compile(Graph&& g, const RunOptions& options = {});
 
   ExecutablePlan(ExecutablePlan&&) noexcept;
   ExecutablePlan& operator=(ExecutablePlan&&) noexcept;

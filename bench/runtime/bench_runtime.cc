@@ -3,7 +3,8 @@
 // error against the suite's reference outputs (output_<i>.pb, when present).
 //
 // Usage: bench_runtime MODEL_DIR [--backend cpu|reference] [--threads N]
-//                     [--repeat N] [--warmup N] [--profile] [--serve]
+//                     [--repeat N] [--warmup N] [--profile] [--serve] [--expect DIR]
+// --expect DIR: compare with DIR/output_<i>.pb instead of MODEL_DIR's.
 // --serve: after the warm-up, time one run per "run" line read from stdin
 // (printing its ms), and print the JSON line at end of input.
 #include <sys/resource.h>
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   runtime::RunOptions opt;
   int repeat = 20, warmup = 3;
   bool serve = false;
+  std::string expect_dir;  // output_<i>.pb to compare with; default MODEL_DIR's
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") opt.profile = true;
     else if (a == "--no-fuse") opt.fuse = false;
     else if (a == "--serve") serve = true;
+    else if (a == "--expect") expect_dir = next();
     else {
       std::cerr << "unknown flag " << a << "\n";
       return 2;
@@ -55,14 +58,14 @@ int main(int argc, char** argv) {
   try {
     std::vector<Tensor> inputs;
     double compile_ms = 0;
-    // The graph dies after compile, as in a serving process: the plan keeps
-    // only the constants its kernels read (not the ones they prepacked).
+    // The plan takes the graph, as in a serving process: it frees each
+    // constant once prepacked and keeps only the ones its kernels read.
     runtime::ExecutablePlan plan = [&] {
       Graph g = import_onnx_file(dir + "/model.onnx");
       for (size_t i = 0; i < g.inputs().size(); ++i)
         inputs.push_back(read_tensor_file(dir + "/input_" + std::to_string(i) + ".pb"));
       auto t0 = std::chrono::steady_clock::now();
-      runtime::ExecutablePlan p = runtime::ExecutablePlan::compile(g, opt);
+      runtime::ExecutablePlan p = runtime::ExecutablePlan::compile(std::move(g), opt);
       compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       return p;
     }();
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     double max_rel = 0;
     for (size_t j = 0; j < outs.size(); ++j) {
-      std::string p = dir + "/output_" + std::to_string(j) + ".pb";
+      std::string p = (expect_dir.empty() ? dir : expect_dir) + "/output_" + std::to_string(j) + ".pb";
       if (!fs::exists(p)) break;
       Tensor want = read_tensor_file(p);
       double scale = 0;

@@ -8,7 +8,9 @@ alternates single runs between them (ORT, Tessera, ORT, ...) so that both see
 the same machine load, and prints the median latency of each, their ratio
 (Tessera / ORT; <= 1.0 is the target), the median of the per-round ratios
 (robust to load that changes during the run), and peak memory (process max
-RSS; Tessera also reports its planned peak).
+RSS; Tessera also reports its planned peak), and the largest difference of
+Tessera's outputs from ONNX Runtime's relative to the largest ORT output
+magnitude (the suite's bar is 1e-4).
 
 Usage: bench_vs_ort.py --bench-bin PATH [--models a,b] [--threads 1,2] [--repeat N]
 """
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -26,7 +29,7 @@ ORT_CHILD = r"""
 import sys, json, time, os, resource
 import numpy as np, onnx, onnxruntime as ort
 from onnx import numpy_helper
-d, threads, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, threads, warmup, out_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 so = ort.SessionOptions()
 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 so.intra_op_num_threads = threads
@@ -37,7 +40,10 @@ for i, inp in enumerate(s.get_inputs()):
     t = onnx.TensorProto()
     t.ParseFromString(open(os.path.join(d, f"input_{i}.pb"), "rb").read())
     feeds[inp.name] = numpy_helper.to_array(t)
-for _ in range(warmup): s.run(None, feeds)
+outs = s.run(None, feeds)
+for _ in range(warmup - 1): s.run(None, feeds)
+for i, o in enumerate(outs):  # the reference Tessera's outputs are compared with
+    open(os.path.join(out_dir, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(o).SerializeToString())
 ms = []
 print("ready", flush=True)
 for line in sys.stdin:
@@ -88,8 +94,16 @@ def median(xs):
 
 
 def measure(model_dir, threads, repeat, warmup, bench_bin):
-    ort_c = Child([sys.executable, "-c", ORT_CHILD, model_dir, str(threads), str(warmup)])
-    tes_c = Child([bench_bin, model_dir, "--threads", str(threads), "--warmup", str(warmup), "--serve"])
+    with tempfile.TemporaryDirectory() as ort_out:
+        return measure_in(model_dir, threads, repeat, warmup, bench_bin, ort_out)
+
+
+def measure_in(model_dir, threads, repeat, warmup, bench_bin, ort_out):
+    # ORT writes its outputs before it reports ready; Tessera starts after
+    # and reports its largest error relative to them.
+    ort_c = Child([sys.executable, "-c", ORT_CHILD, model_dir, str(threads), str(warmup), ort_out])
+    tes_c = Child([bench_bin, model_dir, "--threads", str(threads), "--warmup", str(warmup), "--serve",
+                   "--expect", ort_out])
     for c in (ort_c, tes_c):
         if c.error:
             for o in (ort_c, tes_c):
@@ -132,7 +146,7 @@ def main():
     print(f"# {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"{a.repeat} alternating runs per row after {a.warmup} warm-up runs")
     print(f"{'model':16} {'thr':>3} {'tessera ms':>11} {'ort ms':>9} {'ratio':>6} {'paired':>6} "
-          f"{'tessera RSS MiB':>15} {'(planned)':>9} {'ort RSS MiB':>11} {'max rel err':>11}")
+          f"{'tessera RSS MiB':>15} {'(planned)':>9} {'ort RSS MiB':>11} {'rel err vs ORT':>14}")
     for m in models:
         d = os.path.join(CACHE, m)
         for t in [int(x) for x in a.threads.split(",")]:
@@ -144,7 +158,7 @@ def main():
             ratio = r["tes_median"] / r["ort_median"]
             print(f"{m:16} {t:>3} {r['tes_median']:11.2f} {r['ort_median']:9.2f} {ratio:6.2f} "
                   f"{r['paired_ratio']:6.2f} {mib(tes['max_rss_bytes']):>15} {mib(tes['peak_bytes']):>9} "
-                  f"{mib(r['ort']['max_rss_bytes']):>11} {tes['max_rel_err']:11.2g}", flush=True)
+                  f"{mib(r['ort']['max_rss_bytes']):>11} {tes['max_rel_err']:14.2g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@
 // layouts; the layout flows through the ops that accept any layout and is
 // reordered to row-major once, where a consumer needs it.
 #include <dnnl.hpp>
+#include <omp.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "graph/error.h"
 #include "runtime/cpu/native_kernels.h"
@@ -13,11 +15,37 @@
 #include "runtime/fusion.h"
 #include "runtime/plan_spec.h"
 #include "runtime/reference_kernel.h"
+#include "runtime/thread_scope.h"
 
 namespace tessera::runtime {
 namespace {
 
 using cpu::Md;
+
+// Below these sizes a kernel runs on the calling thread (Kernel::max_threads):
+// multiply-adds for convolution and matmul, output elements for the
+// memory-bound rest. bert_base's 128x768 activations are under the line, its
+// matmuls and resnet18's convolutions over it. Measured on 2 shared cores:
+// gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its second
+// thread; element-wise ops of this size take 20-40 us on one.
+constexpr int64_t kSmallMacs = int64_t{1} << 22;
+constexpr int64_t kSmallElements = int64_t{1} << 17;
+
+bool little_work(const Graph& g, const Node& root, ValueId out) {
+  int64_t elements = g.type(out).numel();
+  int64_t reduce = 1;
+  if (root.kind == OpKind::kConv) {
+    const Shape& ws = g.type(root.inputs[1]).shape;
+    for (size_t i = 1; i < ws.size(); ++i) reduce *= ws[i];
+    return elements * reduce < kSmallMacs;
+  }
+  if (root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm) {
+    const Shape& as = g.type(root.inputs[0]).shape;
+    if (!as.empty()) reduce = root.kind == OpKind::kGemm && root.attrs.i("transA") != 0 ? as[0] : as.back();
+    return elements * reduce < kSmallMacs;
+  }
+  return elements < kSmallElements;
+}
 
 bool is_view(OpKind k) {
   return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
@@ -26,8 +54,8 @@ bool is_view(OpKind k) {
 
 class CpuCompiler {
  public:
-  CpuCompiler(const Graph& g, const RunOptions& o, PlanSpec& spec)
-      : g_(g), opt_(o), spec_(spec), dnn_(std::make_shared<cpu::Onednn>()) {}
+  CpuCompiler(const Graph& g, const RunOptions& o, PlanSpec& spec, const std::function<void(ValueId)>& release)
+      : g_(g), opt_(o), spec_(spec), release_(release), dnn_(std::make_shared<cpu::Onednn>()) {}
 
   void compile() {
     bind_graph_values(g_, spec_);
@@ -39,11 +67,48 @@ class CpuCompiler {
     for (ValueId v : g_.outputs()) is_output_[v] = true;
     std::vector<NodeId> order = g_.topo_order();
     bool reference = opt_.backend == Backend::kReference;
-    for (const FusedGroup& grp : form_groups(g_, order, opt_.fuse && !reference)) {
+    ConstantUses uses(g_);
+    for (const FusedGroup& grp : form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true)) {
+      size_t first_kernel = spec_.kernels.size();
       if (reference) add_reference(grp.root);
       else add_group(grp);
+      if (release_) release_done_constants(grp, first_kernel, uses);
     }
     for (ValueId v : g_.outputs()) spec_.outputs.push_back(ensure_plain(v));
+  }
+
+ private:
+  // Per constant: the node inputs not compiled yet, and whether a kernel
+  // reads it at run time (or it is a graph output).
+  struct ConstantUses {
+    explicit ConstantUses(const Graph& g)
+        : pending(static_cast<size_t>(g.num_values()), 0), read(static_cast<size_t>(g.num_values()), false) {
+      for (NodeId n = 0; n < g.num_nodes(); ++n)
+        for (ValueId v : g.node(n).inputs)
+          if (v != kNoValue && g.value(v).constant) ++pending[v];
+      for (ValueId v : g.outputs()) read[v] = true;
+    }
+    std::vector<int32_t> pending;
+    std::vector<bool> read;
+  };
+
+  void release_done_constants(const FusedGroup& grp, size_t first_kernel, ConstantUses& uses) {
+    for (size_t k = first_kernel; k < spec_.kernels.size(); ++k)
+      for (ValueId v : spec_.kernels[k]->inputs) {
+        while (v != kNoValue && spec_.values[v].kind == PlanValue::Kind::kAlias) v = spec_.values[v].alias_of;
+        if (v != kNoValue && v < g_.num_values()) uses.read[v] = true;
+      }
+    std::vector<NodeId> nodes = {grp.root};
+    for (const PostOp& p : grp.post) {
+      if (p.members.empty()) nodes.push_back(p.node);
+      nodes.insert(nodes.end(), p.members.begin(), p.members.end());
+    }
+    for (NodeId n : nodes)
+      for (ValueId v : g_.node(n).inputs) {
+        if (v == kNoValue || !g_.value(v).constant || --uses.pending[v] > 0 || uses.read[v]) continue;
+        spec_.values[v].constant = nullptr;
+        release_(v);
+      }
   }
 
  private:
@@ -58,7 +123,11 @@ class CpuCompiler {
     if (plain_copy_[v] != kNoValue) return plain_copy_[v];
     ValueId p = new_value(types_[v], types_[v].nbytes());
     Md from = *layout_[v];
+    bool single = types_[v].numel() < kSmallElements;
+    std::optional<ThreadScope> one_thread;
+    if (single) one_thread.emplace(1);
     auto k = cpu::make_reorder(dnn_, v, from, p, cpu::plain_md(types_[v].shape));
+    if (single) k->max_threads = 1;
     k->node = g_.value(v).name;
     spec_.kernels.push_back(std::move(k));
     plain_copy_[v] = p;
@@ -108,7 +177,10 @@ class CpuCompiler {
     if (!grp.post.empty()) {
       // oneDNN rejected the fused form: run the links one by one.
       add_group(FusedGroup{grp.root, {}});
-      for (const PostOp& p : grp.post) add_group(FusedGroup{p.node, {}});
+      for (const PostOp& p : grp.post) {
+        if (p.members.empty()) add_group(FusedGroup{p.node, {}});
+        for (NodeId m : p.members) add_group(FusedGroup{m, {}});
+      }
       return;
     }
     add_single(grp.root);
@@ -133,13 +205,21 @@ class CpuCompiler {
     auto md = [this, hide](ValueId v) { return hide ? cpu::plain_md(types_[v].shape) : md_of(v); };
     cpu::BuildContext c{g_, dnn_, md, is_output_[grp.output(g_)]};
     cpu::Built built;
+    bool single = little_work(g_, root, grp.output(g_));
     try {
+      std::optional<ThreadScope> one_thread;  // oneDNN splits work for the count current at creation
+      if (single) one_thread.emplace(1);
       built = cpu::make_onednn_kernel(c, grp);
     } catch (const dnnl::error&) {
       built = {};
     }
+    // oneDNN's reference implementations are scalar loops: a fused group that
+    // only they accept runs faster split into its JIT-compiled links (llama's
+    // Sigmoid+Mul+Mul: 18 ms fused by ref:any, under 1 ms split).
+    if (built.kernel && !grp.post.empty() && built.kernel->impl().rfind("onednn:ref", 0) == 0) built = {};
     if (!built.kernel) return false;
     std::unique_ptr<cpu::OnednnKernel> k = std::move(built.kernel);
+    if (!single && omp_get_max_threads() > 1) add_one_thread_form(*k, c, grp, built.out_md);
     k->inputs = operands;
     if (hide)
       for (ValueId v : blocked) k->remap_value(v, plain_copy_[v]);
@@ -148,11 +228,28 @@ class CpuCompiler {
     for (ValueId& v : k->inputs)
       if (v != kNoValue && spec_.values[v].kind == PlanValue::Kind::kConstant && !k->reads(v)) v = kNoValue;
     k->outputs = {grp.output(g_)};
+    if (single) k->max_threads = 1;
     k->node = root.name;
     k->op = grp.label(g_);
     produced(grp.output(g_), built.out_md);
     spec_.kernels.push_back(std::move(k));
     return true;
+  }
+
+  // The kernel's primitives made for one thread, for runs on oversubscribed
+  // cores (ExecContext::one_thread); none when oneDNN picks another layout or
+  // weight format for one thread (the plan's layouts are the threaded form's).
+  void add_one_thread_form(cpu::OnednnKernel& k, const cpu::BuildContext& c, const FusedGroup& grp, const Md& out_md) {
+    cpu::Built alt;
+    cpu::BuildContext shared = c;
+    shared.weights_from = &k;
+    try {
+      ThreadScope one_thread(1);
+      alt = cpu::make_onednn_kernel(shared, grp);
+    } catch (const dnnl::error&) {
+      return;
+    }
+    if (alt.kernel && alt.out_md == out_md) k.adopt_one_thread_form(*alt.kernel);
   }
 
   void add_single(NodeId id) {
@@ -168,6 +265,7 @@ class CpuCompiler {
       if (!k) k = make_reference_kernel(g_, id);
       k->inputs = ins;
     }
+    if (!n.outputs.empty() && little_work(g_, n, n.outputs[0])) k->max_threads = 1;
     for (ValueId v : n.outputs) produced(v, std::nullopt);
     spec_.kernels.push_back(std::move(k));
   }
@@ -182,6 +280,7 @@ class CpuCompiler {
   const Graph& g_;
   const RunOptions& opt_;
   PlanSpec& spec_;
+  const std::function<void(ValueId)>& release_;
   std::shared_ptr<cpu::Onednn> dnn_;
   std::vector<TensorType> types_;
   std::vector<std::optional<Md>> layout_;
@@ -191,6 +290,9 @@ class CpuCompiler {
 
 }  // namespace
 
-void compile_cpu(const Graph& g, const RunOptions& options, PlanSpec& spec) { CpuCompiler(g, options, spec).compile(); }
+void compile_cpu(const Graph& g, const RunOptions& options, PlanSpec& spec,
+                 const std::function<void(ValueId)>& release) {
+  CpuCompiler(g, options, spec, release).compile();
+}
 
 }  // namespace tessera::runtime

@@ -327,6 +327,50 @@ class BroadcastBinaryKernel : public Kernel {
   }
 };
 
+// x^e for a scalar constant e: small integer powers by multiplication (gpt2's
+// Gelu cubes a 128x3072 tensor per layer: 3.4 ms with powf per element, 0.1 ms
+// multiplied), the rest by std::pow.
+class PowScalarKernel : public Kernel {
+ public:
+  float e = 1;
+  int64_t n = 0;
+  void run(ExecContext& ctx) override {
+    const float* x = ctx.at<float>(inputs[0]);
+    float* y = ctx.at<float>(outputs[0]);
+    if (e == 3.0f) apply(x, y, [](float v) { return v * v * v; });
+    else if (e == 4.0f) apply(x, y, [](float v) { return (v * v) * (v * v); });
+    else if (e == 2.0f) apply(x, y, [](float v) { return v * v; });
+    else if (e == 1.0f) apply(x, y, [](float v) { return v; });
+    else if (e == -1.0f) apply(x, y, [](float v) { return 1.0f / v; });
+    else if (e == -2.0f) apply(x, y, [](float v) { return 1.0f / (v * v); });
+    else if (e == 0.5f) apply(x, y, [](float v) { return std::sqrt(v); });
+    else {
+      float p = e;
+      apply(x, y, [p](float v) { return std::pow(v, p); });
+    }
+  }
+  std::string impl() const override { return "native"; }
+
+ private:
+  template <class F>
+  void apply(const float* x, float* y, F f) const {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  }
+};
+
+std::unique_ptr<Kernel> make_pow_scalar(const Graph& g, const Node& n) {
+  const Value& ev = g.value(n.inputs[1]);
+  if (!ev.constant || ev.constant->numel() != 1 || g.type(n.inputs[0]).dtype != DType::kF32 ||
+      g.type(n.outputs[0]).dtype != DType::kF32 || g.type(n.inputs[0]).shape != g.type(n.outputs[0]).shape)
+    return nullptr;
+  auto k = std::make_unique<PowScalarKernel>();
+  k->e = static_cast<float>(ev.constant->get_double(0));
+  k->n = g.type(n.outputs[0]).numel();
+  k->in_place_input = 0;
+  return finish(std::move(k), n);
+}
+
 std::unique_ptr<Kernel> make_broadcast_binary(const Graph& g, const Node& n) {
   for (ValueId v : {n.inputs[0], n.inputs[1], n.outputs[0]})
     if (g.type(v).dtype != DType::kF32) return nullptr;
@@ -367,9 +411,16 @@ std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
     case OpKind::kErf: case OpKind::kHardSigmoid: case OpKind::kSin: case OpKind::kCos: case OpKind::kFloor:
     case OpKind::kCeil: case OpKind::kSign: case OpKind::kIdentity:
       return make_unary(g, n);
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
+    case OpKind::kPow:
+      if (auto k = make_pow_scalar(g, n)) return k;
+      return make_broadcast_binary(g, n);
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
     case OpKind::kMax: case OpKind::kMin:
       return make_broadcast_binary(g, n);
+    case OpKind::kCast: case OpKind::kNot: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
+    case OpKind::kEqual: case OpKind::kLess: case OpKind::kLessOrEqual: case OpKind::kGreater:
+    case OpKind::kGreaterOrEqual:
+      return make_logic_kernel(g, id);
     default:
       return nullptr;
   }

@@ -14,6 +14,10 @@ namespace tessera::runtime::cpu {
 // nullptr when the node's kind or dtypes are not handled here.
 std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId node);
 
+// Cast, comparisons, And / Or / Xor / Not (native_logic.cc); nullptr when the
+// dtypes are not ones it handles.
+std::unique_ptr<Kernel> make_logic_kernel(const Graph& g, NodeId node);
+
 // A plain copy of `from` into `to` (same bytes), e.g. a reshape whose result
 // is a graph output.
 std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes);

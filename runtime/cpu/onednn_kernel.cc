@@ -1,5 +1,6 @@
 #include "runtime/cpu/onednn_kernel.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "graph/error.h"
@@ -30,7 +31,7 @@ Shape pad_front(const Shape& shape, size_t rank) {
 }
 
 void OnednnKernel::run(ExecContext& ctx) {
-  for (Step& s : steps_) {
+  for (Step& s : ctx.one_thread && !one_thread_steps_.empty() ? one_thread_steps_ : steps_) {
     if (s.same.first != kNoValue && ctx.ptr[s.same.first] == ctx.ptr[s.same.second]) continue;
     for (Binding& b : s.bindings) {
       if (b.source == Binding::Source::kValue) b.mem.set_data_handle(ctx.ptr[b.value]);
@@ -69,32 +70,70 @@ void OnednnKernel::bind_scratch(size_t step, int arg, int64_t offset, const Md& 
 }
 
 void OnednnKernel::remap_value(ValueId from, ValueId to) {
-  for (Step& s : steps_)
-    for (Binding& b : s.bindings)
-      if (b.source == Binding::Source::kValue && b.value == from) b.value = to;
-  for (Step& s : steps_) {
-    if (s.same.first == from) s.same.first = to;
-    if (s.same.second == from) s.same.second = to;
-  }
+  for (std::vector<Step>* steps : {&steps_, &one_thread_steps_})
+    for (Step& s : *steps) {
+      for (Binding& b : s.bindings)
+        if (b.source == Binding::Source::kValue && b.value == from) b.value = to;
+      if (s.same.first == from) s.same.first = to;
+      if (s.same.second == from) s.same.second = to;
+    }
   for (ValueId& v : inputs)
     if (v == from) v = to;
 }
 
 bool OnednnKernel::reads(ValueId v) const {
+  for (const Step& s : one_thread_steps_)
+    for (const Binding& b : s.bindings)
+      if (b.source == Binding::Source::kValue && b.value == v) return true;
   for (const Step& s : steps_)
     for (const Binding& b : s.bindings)
       if (b.source == Binding::Source::kValue && b.value == v) return true;
   return false;
 }
 
+bool OnednnKernel::adopt_one_thread_form(OnednnKernel& other) {
+  if (other.steps_.size() != steps_.size()) return false;
+  auto is_bound = [](const Step& s, const dnnl::memory& m) {
+    for (const Binding& b : s.bindings)
+      if (b.mem.get() == m.get()) return true;
+    return false;
+  };
+  // Fixed arguments (prepacked weights, bias) must match ours to be shared.
+  std::vector<std::unordered_map<int, dnnl::memory>> shared(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& theirs = other.steps_[i];
+    for (const auto& [arg, mem] : theirs.args) {
+      if (is_bound(theirs, mem)) continue;
+      auto mine = steps_[i].args.find(arg);
+      if (mine == steps_[i].args.end() || is_bound(steps_[i], mine->second) ||
+          mine->second.get_desc() != mem.get_desc())
+        return false;
+      shared[i][arg] = mine->second;
+    }
+  }
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (auto& [arg, mem] : shared[i]) other.steps_[i].args[arg] = mem;
+  one_thread_steps_ = std::move(other.steps_);
+  other.steps_.clear();
+  other.owned_.clear();  // its prepacked copies, if any: ours serve both forms
+  other.owned_sources_.clear();
+  scratch_ = std::max(scratch_, other.scratch_);
+  return true;
+}
+
 void OnednnKernel::bind_fixed(size_t step, int arg, const dnnl::memory& mem) { steps_[step].args[arg] = mem; }
 
 dnnl::memory OnednnKernel::prepack(const void* data, const Md& from, const Md& to) {
+  if (weights_from_)
+    for (size_t i = 0; i < weights_from_->owned_.size(); ++i)
+      if (weights_from_->owned_sources_[i] == data && weights_from_->owned_[i].get_desc() == to)
+        return weights_from_->owned_[i];
   dnnl::memory src(from, dnn_->engine, const_cast<void*>(data));
   dnnl::memory dst(to, dnn_->engine);
   dnnl::reorder(src, dst).execute(dnn_->stream, src, dst);
   dnn_->stream.wait();
   owned_.push_back(dst);
+  owned_sources_.push_back(data);
   weight_bytes_ += static_cast<int64_t>(to.get_size());
   return dst;
 }
@@ -153,6 +192,8 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
     const Node& n = g.node(op.node);
     if (index == sum_index) {
       p.ops.append_sum(1.0f);
+    } else if (op.gelu_erf) {
+      p.ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     } else if (op.other == kNoValue) {
       std::optional<EltwiseSpec> e = eltwise_spec(n);
       TESSERA_CHECK(e.has_value(), "post-op " << op_name(n.kind) << " has no eltwise algorithm");

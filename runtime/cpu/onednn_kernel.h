@@ -35,7 +35,10 @@ Shape pad_front(const Shape& shape, size_t rank);
 
 class OnednnKernel : public Kernel {
  public:
-  explicit OnednnKernel(std::shared_ptr<Onednn> dnn) : dnn_(std::move(dnn)) {}
+  // `weights_from`: a kernel whose prepacked constants prepack() returns
+  // instead of a new copy when the source and the format agree.
+  explicit OnednnKernel(std::shared_ptr<Onednn> dnn, const OnednnKernel* weights_from = nullptr)
+      : dnn_(std::move(dnn)), weights_from_(weights_from) {}
 
   void run(ExecContext& ctx) override;
   std::string impl() const override { return "onednn:" + impl_; }
@@ -59,6 +62,12 @@ class OnednnKernel : public Kernel {
   void remap_value(ValueId from, ValueId to);
   // Whether a run reads v's buffer (a prepacked constant is not read).
   bool reads(ValueId v) const;
+  // Takes `other` (the same group built under one thread) as the form that
+  // runs when ExecContext::one_thread; it shares this kernel's prepacked
+  // weights. oneDNN fixes a primitive's thread count at creation, so a plan
+  // that must drop to one thread at run time needs primitives made for it.
+  // False (nothing taken) when their steps or fixed arguments differ.
+  bool adopt_one_thread_form(OnednnKernel& other);
   Onednn& dnn() { return *dnn_; }
 
  private:
@@ -77,7 +86,10 @@ class OnednnKernel : public Kernel {
 
   std::shared_ptr<Onednn> dnn_;
   std::vector<Step> steps_;
+  std::vector<Step> one_thread_steps_;  // empty: steps_ serve both
   std::vector<dnnl::memory> owned_;
+  std::vector<const void*> owned_sources_;  // the constant each owned_ entry was packed from
+  const OnednnKernel* weights_from_ = nullptr;
   int64_t scratch_ = 0;
   int64_t weight_bytes_ = 0;
   std::string impl_;

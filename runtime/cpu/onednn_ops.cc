@@ -67,8 +67,12 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
     wdims = {groups, ws[0] / groups};
     wdims.insert(wdims.end(), ws.begin() + 1, ws.end());
   }
+  // The convolution picks its source layout even when its input already has
+  // a blocked one (add_main reorders on a mismatch): taking the producer's
+  // layout let resnext's grouped convolutions (nChw8c, AVX2) pull every 1x1
+  // convolution after them onto AVX2 kernels, 52 ms of a 73 ms run.
   Md x_have = c.md_of(n.inputs[0]);
-  Md x_want = is_plain(x_have, xs) ? any_md(xs) : x_have;
+  Md x_want = any_md(xs);
   Md y_md = c.plain_output ? plain_md(ys) : any_md(ys);
   // A residual Add (full-size operand) becomes the sum post-op: the operand
   // is copied into dst first, or already lives there when the planner put dst
@@ -90,7 +94,7 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, x_want,
                                     any_md(wdims), b_md, y_md, strides, dil, pl, pr);
   dnnl::convolution_forward::primitive_desc pd(d, make_attr(&post), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   dnnl::memory wm = k->prepack(w->data(), plain_md(wdims), pd.weights_desc());
   if (sum_index >= 0) {
     ValueId res = grp.post[static_cast<size_t>(sum_index)].other;
@@ -185,7 +189,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   Md y_md = plain_md(dst);
   dnnl::matmul::desc d(a_md, b_want, y_md);
   dnnl::matmul::primitive_desc pd(d, attr, c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::matmul(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], a_md);
   if (wconst) k->bind_fixed(s, DNNL_ARG_WEIGHTS, k->prepack(wconst->data(), b_md, pd.weights_desc()));
@@ -236,11 +240,24 @@ Built make_pool(const BuildContext& c, const FusedGroup& grp) {
   Md y_md = c.plain_output || is_plain(x_md, xs) ? plain_md(ys) : any_md(ys);
   dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
   dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::pooling_v2_forward(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
   k->bind_value(s, DNNL_ARG_DST, n.outputs[0], pd.dst_desc());
   return {std::move(k), pd.dst_desc()};
+}
+
+// Pow by 2 or 0.5 as oneDNN's square and sqrt. Not other exponents: its
+// eltwise_pow calls powf per element (gpt2's x^3: 3.4 ms per 128x3072 tensor);
+// the native kernel multiplies instead.
+std::optional<EltwiseSpec> constant_pow(const Graph& g, const Node& n) {
+  if (n.kind != OpKind::kPow) return std::nullopt;
+  const Tensor* e = constant_of(g, n.inputs[1]);
+  if (!e || e->numel() != 1 || g.type(n.inputs[0]).shape != g.type(n.outputs[0]).shape) return std::nullopt;
+  double p = e->get_double(0);
+  if (p == 2.0) return EltwiseSpec{algorithm::eltwise_square};
+  if (p == 0.5) return EltwiseSpec{algorithm::eltwise_sqrt};
+  return std::nullopt;
 }
 
 // Element-wise ops keep their input's layout; a graph output must be plain.
@@ -250,15 +267,16 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
   Shape ys = g.type(n.outputs[0]).shape;
   const Shape ys_final = g.type(grp.output(g)).shape;
   if (ys.empty()) ys = {1};
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   ValueId src0 = n.inputs[0];
   Md src0_md;
   size_t s;
   dnnl::primitive_attr attr;
   PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of);
   attr = make_attr(&post);
-  if (n.inputs.size() == 1) {
-    std::optional<EltwiseSpec> e = eltwise_spec(n);
+  std::optional<EltwiseSpec> pow = constant_pow(g, n);
+  if (n.inputs.size() == 1 || pow) {
+    std::optional<EltwiseSpec> e = pow ? pow : eltwise_spec(n);
     if (!e) return {};
     src0_md = c.md_of(src0);
     dnnl::eltwise_forward::desc d(prop_kind::forward_inference, e->alg, src0_md, e->alpha, e->beta);
@@ -314,7 +332,7 @@ Built make_softmax(const BuildContext& c, const FusedGroup& grp) {
   algorithm alg = n.kind == OpKind::kSoftmax ? algorithm::softmax_accurate : algorithm::softmax_log;
   dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
   dnnl::softmax_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::softmax_v2_forward(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
   k->bind_value(s, DNNL_ARG_DST, n.outputs[0], md);
@@ -347,7 +365,7 @@ Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
   dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md, static_cast<float>(n.attrs.f("epsilon")),
                                             flags);
   dnnl::layer_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::layer_normalization_forward(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
   k->bind_value(s, DNNL_ARG_SCALE, scale, vec);
@@ -371,7 +389,7 @@ Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
   dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, x_md,
                                             static_cast<float>(n.attrs.f("epsilon")), flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::batch_normalization_forward(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
   k->bind_value(s, DNNL_ARG_SCALE, n.inputs[1], vec);
@@ -399,8 +417,9 @@ Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
   switch (n.kind) {
     case OpKind::kReduceSum: alg = algorithm::reduction_sum; break;
     case OpKind::kReduceMean: alg = algorithm::reduction_mean; break;
-    case OpKind::kReduceMax: alg = algorithm::reduction_max; break;
-    case OpKind::kReduceMin: alg = algorithm::reduction_min; break;
+    // Not ReduceMax / ReduceMin: oneDNN starts them from the largest finite
+    // floats, so a row of -inf reduces to -FLT_MAX (ONNX's attention masks
+    // test rows for -inf).
     case OpKind::kReduceProd: alg = algorithm::reduction_mul; break;
     case OpKind::kReduceL2: alg = algorithm::reduction_norm_lp_sum; p = 2; break;
     case OpKind::kReduceSumSquare: alg = algorithm::reduction_norm_lp_power_p_sum; p = 2; break;
@@ -410,7 +429,7 @@ Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
   Md x_md = plain_md(xs), y_md = plain_md(ys);
   dnnl::reduction::desc d(alg, x_md, y_md, p, 0.0f);
   dnnl::reduction::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::reduction(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
   k->bind_value(s, DNNL_ARG_DST, n.outputs[0], y_md);

@@ -14,6 +14,9 @@ struct BuildContext {
   std::shared_ptr<Onednn> dnn;
   std::function<Md(ValueId)> md_of;  // a value's current layout
   bool plain_output = false;         // the group's output must be row-major
+  // A kernel already built for this group (another thread count) whose
+  // prepacked weights the new one reuses where the format agrees.
+  const OnednnKernel* weights_from = nullptr;
 };
 
 struct Built {

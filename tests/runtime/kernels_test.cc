@@ -98,6 +98,29 @@ struct MatMulCase {
   bool b_constant;
 };
 
+// PyTorch's export of Gelu (Div, Erf, Add, Mul, Mul) after a matmul and its
+// bias is one kernel with oneDNN's gelu_erf post-op; a pattern whose x has a
+// third reader is left alone.
+TEST(FusionTest, ErfGeluPatternBecomesOnePostOp) {
+  std::mt19937 rng(8);
+  for (bool extra_reader : {false, true}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {8, 32}});
+    ValueId w = g.add_constant("w", random_tensor(DType::kF32, {32, 48}, rng));
+    ValueId b = g.add_constant("b", random_tensor(DType::kF32, {48}, rng));
+    ValueId h = g.add(OpKind::kAdd, {g.add(OpKind::kMatMul, {x, w}), b});
+    auto scalar = [&](const char* name, double v) { return g.add_constant(name, Tensor::from_doubles(DType::kF32, {}, {v})); };
+    ValueId e = g.add(OpKind::kErf, {g.add(OpKind::kDiv, {h, scalar("sqrt2", std::sqrt(2.0))})});
+    ValueId m = g.add(OpKind::kMul, {h, g.add(OpKind::kAdd, {e, scalar("one", 1.0)})});
+    ValueId y = g.add(OpKind::kMul, {m, scalar("half", 0.5)});
+    g.set_outputs(extra_reader ? std::vector<ValueId>{y, h} : std::vector<ValueId>{y});
+    expect_matches_reference(g);
+    std::vector<std::string> ops = kernel_ops(g);
+    bool fused = std::find(ops.begin(), ops.end(), "MatMul+Add+Gelu") != ops.end();
+    EXPECT_EQ(fused, !extra_reader) << ::testing::PrintToString(ops);
+  }
+}
+
 class MatMulTest : public ::testing::TestWithParam<MatMulCase> {};
 
 TEST_P(MatMulTest, MatchesReference) {
@@ -260,6 +283,75 @@ TEST(ElementwiseTest, UnaryChainRunsInPlace) {
   g.set_outputs({g.add(OpKind::kSigmoid, {g.add(OpKind::kSin, {t})})});
   ExecutablePlan plan = expect_matches_reference(g);
   EXPECT_GT(plan.memory().in_place, 0);
+}
+
+// Masks and index arithmetic: casts, comparisons and boolean ops run native
+// kernels (no reference fallback) and agree with the interpreter.
+TEST(LogicTest, CastCompareAndBooleanOps) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {3, 4}});
+  ValueId b = g.add_input("b", {DType::kF32, {4}});
+  ValueId less = g.add(OpKind::kLess, {a, b});
+  ValueId ge = g.add(OpKind::kGreaterOrEqual, {b, a});
+  ValueId ai = g.add(OpKind::kCast, {g.add(OpKind::kMul, {a, g.add_constant("k", Tensor::from_doubles(DType::kF32, {}, {3.0}))})},
+                     attrs({{"to", std::string("i64")}}));
+  ValueId bi = g.add(OpKind::kCast, {g.add(OpKind::kMul, {b, g.add_constant("k2", Tensor::from_doubles(DType::kF32, {}, {3.0}))})},
+                     attrs({{"to", std::string("i32")}}));
+  ValueId eq = g.add(OpKind::kEqual, {ai, g.add(OpKind::kCast, {bi}, attrs({{"to", std::string("i64")}}))});
+  ValueId both = g.add(OpKind::kAnd, {less, g.add(OpKind::kNot, {eq})});
+  ValueId any = g.add(OpKind::kXor, {g.add(OpKind::kOr, {both, ge}), eq});
+  ValueId half = g.add(OpKind::kCast, {a}, attrs({{"to", std::string("f16")}}));
+  g.set_outputs({g.add(OpKind::kCast, {any}, attrs({{"to", std::string("f32")}})),
+                 g.add(OpKind::kCast, {half}, attrs({{"to", std::string("f32")}})), ai, any});
+  expect_matches_reference(g);
+  for (const std::string& op : kernel_ops(g)) EXPECT_EQ(op.find('!'), std::string::npos) << op << " fell back";
+}
+
+// Pow by a scalar constant (native products, oneDNN square and sqrt) agrees
+// with std::pow, negative bases included.
+TEST(ElementwiseTest, PowByScalarConstant) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {8, 33}});
+  ValueId cube = g.add(OpKind::kPow, {x, g.add_constant("three", Tensor::from_doubles(DType::kF32, {}, {3.0}))});
+  ValueId sq = g.add(OpKind::kPow, {x, g.add_constant("two", Tensor::from_doubles(DType::kF32, {1}, {2.0}))});
+  ValueId root = g.add(OpKind::kPow, {g.add(OpKind::kAbs, {x}),
+                                      g.add_constant("half", Tensor::from_doubles(DType::kF32, {}, {0.5}))});
+  g.set_outputs({cube, sq, root});
+  expect_matches_reference(g);
+  for (const std::string& op : kernel_ops(g)) EXPECT_EQ(op.find('!'), std::string::npos) << op << " fell back";
+}
+
+// A fused element-wise chain whose only oneDNN form is the scalar reference
+// implementation is split into JIT-compiled links.
+TEST(FusionTest, NoReferenceImplementationForFusedChains) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {16, 64}});
+  ValueId u = g.add_input("u", {DType::kF32, {16, 64}});
+  ValueId s = g.add(OpKind::kMul, {g.add(OpKind::kSigmoid, {x}), x});
+  g.set_outputs({g.add(OpKind::kMul, {s, u})});
+  RunOptions o;
+  o.profile = true;
+  ExecutablePlan plan = expect_matches_reference(g, o);
+  for (const KernelProfile& k : plan.profile().kernels) {
+    if (k.op.find('+') != std::string::npos) {
+      EXPECT_NE(k.impl.rfind("onednn:ref", 0), 0u) << k.op << " " << k.impl;
+    }
+  }
+}
+
+// An f64 graph keeps double precision through the reference fallback.
+TEST(ElementwiseTest, F64FallbackKeepsDoublePrecision) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF64, {5, 7}});
+  g.set_outputs({g.add(OpKind::kErf, {g.add(OpKind::kMul, {x, x})})});
+  ExecutablePlan plan = ExecutablePlan::compile(g);
+  std::mt19937 rng(4);
+  std::vector<Tensor> in = {random_tensor(DType::kF64, {5, 7}, rng)};
+  Tensor want = evaluate(g, in, Precision::kF64)[0];
+  Tensor got = plan.run(in)[0];
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::fabs(got.get_double(i) - want.get_double(i)));
+  EXPECT_LE(worst, 1e-14);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // the memory planner's properties.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "graph/error.h"
 #include "runtime/memory_planner.h"
 #include "tests/runtime/runtime_test_util.h"
@@ -70,6 +72,27 @@ TEST(PlanTest, ThreadCountsAgree) {
   }
 }
 
+// A plan for several threads keeps one-thread forms of its kernels for runs
+// on oversubscribed cores; forced, they compute the same results.
+TEST(PlanTest, OneThreadFormsMatch) {
+  std::mt19937 rng(14);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 40, 40}});
+  ValueId w = g.add_constant("w", random_tensor(DType::kF32, {32, 16, 3, 3}, rng));
+  ValueId c = g.add(OpKind::kConv, {x, w},
+                    attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                           {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+  ValueId f = g.add(OpKind::kFlatten, {g.add(OpKind::kRelu, {c})});
+  ValueId m = g.add(OpKind::kMatMul, {f, g.add_constant("m", random_tensor(DType::kF32, {32 * 40 * 40, 64}, rng))});
+  g.set_outputs({g.add(OpKind::kSoftmax, {m}, attrs({{"axis", int64_t{-1}}}))});
+  for (auto mode : {RunOptions::OneThreadRuns::kAlways, RunOptions::OneThreadRuns::kNever}) {
+    RunOptions o;
+    o.threads = 2;
+    o.one_thread_runs = mode;
+    expect_matches_reference(g, o);
+  }
+}
+
 TEST(PlanTest, ReferenceBackendMatchesAndIsAllFallback) {
   std::mt19937 rng(13);
   Graph g;
@@ -84,6 +107,35 @@ TEST(PlanTest, ReferenceBackendMatchesAndIsAllFallback) {
   ASSERT_EQ(p.kernels.size(), 2u);
   for (const KernelProfile& k : p.kernels) EXPECT_TRUE(k.fallback) << k.op;
   EXPECT_NE(p.table().find("[FALLBACK]"), std::string::npos);
+}
+
+// The plan shares the constants its kernels read at run time and owns the
+// prepacked ones: it runs after the graph is gone, and only the read ones
+// count beside the prepacked weights.
+TEST(PlanTest, RunsAfterTheGraphIsDestroyed) {
+  constexpr int64_t kWeightBytes = 64 * 64 * 4;
+  std::mt19937 rng(21);
+  std::vector<Tensor> in = {random_tensor(DType::kF32, {4, 64}, rng)};
+  std::vector<Tensor> want;
+  std::optional<ExecutablePlan> plan;
+  {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {4, 64}});
+    ValueId w = g.add_constant("w", random_tensor(DType::kF32, {64, 64}, rng));
+    ValueId scale = g.add_constant("scale", random_tensor(DType::kF32, {64}, rng));
+    ValueId m = g.add(OpKind::kMatMul, {x, w});
+    ValueId ln = g.add(OpKind::kLayerNormalization, {m, scale}, attrs({{"axis", int64_t{-1}}}));
+    g.set_outputs({g.add(OpKind::kGather, {ln, g.add_constant("idx", Tensor::from_doubles(DType::kI64, {2}, {3, 0}))})});
+    want = evaluate(g, in, Precision::kF64);
+    plan.emplace(ExecutablePlan::compile(g));
+  }
+  std::vector<Tensor> got = plan->run(in);
+  ASSERT_EQ(got.size(), 1u);
+  for (int64_t i = 0; i < want[0].numel(); ++i)
+    EXPECT_NEAR(got[0].get_double(i), want[0].get_double(i), 1e-4 * (std::fabs(want[0].get_double(i)) + 1));
+  // The prepacked matmul weight is held once; scale and idx are shared.
+  EXPECT_LT(plan->memory().weight_bytes, 2 * kWeightBytes);
+  EXPECT_GE(plan->memory().weight_bytes, kWeightBytes + 64 * 4 + 2 * 8);
 }
 
 TEST(PlanTest, RejectsWrongInputs) {

@@ -15,6 +15,7 @@ namespace tessera::api {
 Graph load(const std::string& path, const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  if (is_plan_folder(path)) return import_onnx_file(path + "/model.onnx", import);
   return import_onnx_file(path, import);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,5 +66,47 @@ std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs);
 
 // Writes the graph as an ONNX model, atomically.
 void export_onnx(const Graph& g, const std::string& path);
+
+
+// --- Optimization (tessera optimize) ---
+
+struct OptimizeConfig {
+  std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  double budget_s = 30;        // whole run; must be > 0
+  uint64_t seed = 0;
+  int threads = 0;             // search threads; 0: one per core
+  bool partial = true;         // partially equivalent mutants (--no-partial)
+  std::vector<std::string> disabled_rules;
+  // For device cpu: time the original and the optimized model on the CPU
+  // runtime (median of measure_runs runs each) and report the gain.
+  bool measure = true;
+  int measure_runs = 5;
+  std::function<void(double)> progress;  // search progress in [0, 1]
+};
+
+struct OptimizeSummary {
+  std::string out_dir;
+  int64_t nodes_before = 0, nodes_after = 0;
+  int64_t mutations = 0;
+  double predicted_before_s = 0, predicted_after_s = 0;
+  double measured_before_ms = 0, measured_after_ms = 0;  // 0 when not measured
+  double search_seconds = 0;
+  int64_t generated = 0, verified = 0, partial_used = 0;
+  std::string report_text;
+};
+
+// Optimizes g and writes out_dir/{model.onnx, plan.json, report.txt,
+// report.json} atomically (a temporary folder, then a rename). A plan that
+// fails the end-to-end check is never written. Throws Error(kUsage) for a
+// budget <= 0, an unknown rule or device, or an out_dir that exists and is
+// not a previous plan folder.
+OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config);
+
+// The canonicalization passes and rules, one per line (--list-rules).
+std::string list_rules();
+
+// Whether path is a folder that optimize wrote (plan.json and model.onnx);
+// load() of such a folder loads its model.onnx, so `tessera run OUT_DIR` runs the plan.
+bool is_plan_folder(const std::string& path);
 
 }  // namespace tessera::api

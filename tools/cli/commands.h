@@ -14,6 +14,7 @@ using Action = std::function<int()>;
 
 Action add_cost_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_optimize_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_verify_command(CLI::App& app);
 

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       {"run", tessera::cli::add_run_command(app)},
       {"verify", tessera::cli::add_verify_command(app)},
       {"cost", tessera::cli::add_cost_command(app)},
+      {"optimize", tessera::cli::add_optimize_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,88 @@
+// The unit the search moves by: a Mutation replaces a set of nodes of a graph
+// by a small replacement graph that computes the same values. Rules, and
+// later enumerated (PET) and partially equivalent mutants, all produce
+// Mutations; the search verifies, costs and applies them without knowing
+// which generator made them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "verifier/verdict.h"
+
+namespace tessera::mutator {
+
+// How a mutation was shown to be right.
+struct Verification {
+  enum Status { kUnverified, kProven, kTested, kRejected };
+  Status status = kUnverified;
+  std::string method;  // "z3:<obligation>", "multilinear", "float-test", ...
+  double error_bound = 1.0;  // chance that a "tested" verdict is wrong
+  std::string detail;
+
+  bool accepted() const { return status == kProven || status == kTested; }
+};
+const char* verification_status_name(Verification::Status s);
+
+struct Mutation {
+  std::string rule;  // kebab-case name of the rule or generator
+  // The host nodes on every path from `inputs` to `outputs`: the computation
+  // the replacement stands for (those still read elsewhere stay alive).
+  std::vector<NodeId> nodes;
+  // Host values the replacement reads, in the order of replacement's inputs,
+  // and host values it replaces, in the order of replacement's outputs.
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  Graph before;       // the replaced computation, same signature as replacement
+  Graph replacement;
+  // Partially equivalent mutants (a later generator): output boxes where the
+  // replacement is wrong and a correction recomputes the original. Empty for
+  // fully equivalent mutations.
+  std::vector<verifier::OutputRegion> corrections;
+  Verification verification;
+  std::string description;  // one line for the report
+};
+
+// Builds a Mutation: rules read host values through in(), add replacement
+// nodes, and say which host value each new value replaces. `nodes` must hold
+// every host node between the values read through in() and the replaced
+// values, or the before/after comparison would compare different things.
+class MutationBuilder {
+ public:
+  MutationBuilder(const Graph& host, std::string rule, std::vector<NodeId> nodes);
+
+  // The replacement's value for host value v (a constant is copied, anything
+  // else becomes a replacement input).
+  ValueId in(ValueId v);
+  ValueId constant(Tensor data);
+  ValueId add(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = {});
+  std::vector<ValueId> add_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, int outputs);
+  void replace(ValueId host_value, ValueId replacement_value);
+  const TensorType& type(ValueId replacement_value) const { return g_.type(replacement_value); }
+  Mutation finish(std::string description);
+
+ private:
+  const Graph& host_;
+  std::string rule_;
+  std::vector<NodeId> nodes_;
+  Graph g_;
+  std::vector<ValueId> host_inputs_;
+  std::vector<ValueId> host_outputs_, new_outputs_;
+  int counter_ = 0;
+};
+
+// The host graph with the mutation applied: replacement nodes spliced in,
+// uses of replaced values redirected, dead nodes removed. Graph outputs keep
+// their names.
+Graph apply_mutation(const Graph& host, const Mutation& m);
+// Several mutations over disjoint nodes of one host, applied together.
+Graph apply_mutations(const Graph& host, const std::vector<Mutation>& ms);
+
+// A name not yet used by any value of g, starting with `base`.
+std::string fresh_value_name(const Graph& g, const std::string& base);
+// A node name whose default output names "<name>:<i>" are all free.
+std::string fresh_node_name(const Graph& g, const std::string& base, size_t outputs);
+
+}  // namespace tessera::mutator

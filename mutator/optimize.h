@@ -1,0 +1,65 @@
+// The superoptimizer's entry point: canonicalize, search, check end to end.
+// Writing files and measuring on the runtime belong to tools/ (this library
+// links neither the ONNX exporter nor the runtime).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "mutator/canonicalize.h"
+#include "mutator/search.h"
+#include "verifier/plan_check.h"
+
+namespace tessera::mutator {
+
+struct OptimizeOptions {
+  std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  double budget_s = 30;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool partial = true;
+  std::vector<std::string> disabled_rules;  // validated: unknown names throw Error(kUsage)
+  std::function<void(double)> progress;
+};
+
+struct Plan {
+  static constexpr int kFormatVersion = 1;
+  Graph original;
+  Graph optimized;
+  std::string device;  // profile name
+  std::map<std::string, Shape> input_shapes;
+  std::vector<PassRecord> canonical;
+  SearchResult search;  // search.graph is empty (moved to `optimized`)
+  double cost_before_s = 0;  // predicted, original graph
+  double cost_canonical_s = 0;
+  double cost_after_s = 0;
+  verifier::EndToEndReport check;
+  double total_seconds = 0;
+  uint64_t seed = 0;
+};
+
+// Throws Error(kUsage) for a budget <= 0 or an unknown rule, and
+// Error(kInternal) when the optimized graph fails the end-to-end check (a
+// plan that fails is never returned, so never written).
+Plan optimize(const Graph& g, const OptimizeOptions& options);
+
+// The plan as versioned JSON. `timing` false leaves out the fields that
+// depend on the clock (for byte comparisons).
+std::string plan_json(const Plan& plan, bool timing = true);
+// Measured gain, when the caller measured one.
+struct Measurement {
+  double before_ms = 0, after_ms = 0;
+  int runs = 0;
+  std::string backend;
+};
+std::string report_json(const Plan& plan, const Measurement* measured);
+std::string report_text(const Plan& plan, const Measurement* measured);
+
+// --list-rules: canonical passes, then rules with identity and obligation.
+std::string rules_listing();
+
+}  // namespace tessera::mutator

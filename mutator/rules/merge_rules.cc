@@ -1,0 +1,236 @@
+// Merging rules: ops that read the same activation (or have the same shape)
+// become one bigger op followed by a Split, so the input is read once and one
+// kernel launch replaces several.
+#include <algorithm>
+#include <set>
+
+#include "mutator/rules/rule.h"
+
+namespace tessera::mutator {
+
+namespace {
+
+Attrs split_attrs(int64_t axis, std::vector<int64_t> sizes) {
+  Attrs a;
+  a.set("axis", axis);
+  a.set("split", std::move(sizes));
+  return a;
+}
+
+// The weight of a MatMul/Gemm as [K, N], or an undefined tensor when the
+// node is not a plain product of its input 0 with a constant matrix.
+Tensor weight_kn(const Graph& g, const Node& n) {
+  if (n.inputs.size() < 2 || !is_constant(g, n.inputs[1]) || is_constant(g, n.inputs[0])) return {};
+  const Tensor& w = *g.value(n.inputs[1]).constant;
+  if (w.rank() != 2) return {};
+  if (n.kind == OpKind::kMatMul) return g.type(n.inputs[0]).rank() >= 1 ? w : Tensor{};
+  const Attrs& a = n.attrs;
+  if (a.i("transA") != 0 || a.f("alpha") != 1.0 || a.f("beta") != 1.0) return {};
+  return a.i("transB") ? transpose_2d(w) : w;
+}
+
+// A Gemm's bias as a length-N vector: zeros when absent, undefined when it is
+// not a constant broadcast along rows.
+Tensor gemm_bias(const Graph& g, const Node& n, int64_t cols, DType dtype) {
+  if (n.inputs.size() < 3 || n.inputs[2] == kNoValue) return Tensor(dtype, {cols});
+  if (!is_constant(g, n.inputs[2])) return {};
+  const Tensor& c = *g.value(n.inputs[2]).constant;
+  if (c.numel() != cols || (c.rank() == 2 && c.shape()[0] != 1) || c.rank() > 2) return {};
+  return c.reshaped({cols});
+}
+
+// The constant 1-D bias of an Add that is the sole reader of v, and that Add.
+std::pair<NodeId, Tensor> bias_add(const RuleContext& ctx, ValueId v, int64_t cols) {
+  NodeId u = ctx.sole_user(v);
+  if (u < 0 || ctx.g.node(u).kind != OpKind::kAdd) return {-1, {}};
+  const Node& add = ctx.g.node(u);
+  ValueId other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+  if (add.inputs[0] == add.inputs[1] || !is_constant(ctx.g, other)) return {-1, {}};
+  const Tensor& b = *ctx.g.value(other).constant;
+  if (b.rank() != 1 || b.shape()[0] != cols || ctx.g.type(add.outputs[0]) != ctx.g.type(v)) return {-1, {}};
+  return {u, b};
+}
+
+// Identity: A@W1, ..., A@Wn = Split(A@Concat(W1..Wn, axis=1), [N1..Nn], axis=-1),
+// and with row biases b_i: A@W_i + b_i = Split(A@Wcat + Concat(b_i)).
+// Example: the Q, K and V projections of attention become one MatMul.
+std::vector<Mutation> merge_matmuls_sharing_input(const RuleContext& ctx, NodeId root) {
+  const Graph& g = ctx.g;
+  const Node& r = g.node(root);
+  if (weight_kn(g, r).defined() == false) return {};
+  ValueId a = r.inputs[0];
+  std::vector<NodeId> group;
+  std::set<NodeId> seen;
+  for (NodeId u : ctx.users[a]) {
+    const Node& n = g.node(u);
+    if (!seen.insert(u).second || n.kind != r.kind || n.inputs[0] != a) continue;
+    Tensor w = weight_kn(g, n);
+    if (!w.defined() || w.dtype() != g.type(a).dtype || w.shape()[0] != weight_kn(g, r).shape()[0]) continue;
+    group.push_back(u);
+  }
+  std::sort(group.begin(), group.end());
+  if (group.size() < 2 || group[0] != root) return {};
+  std::vector<Tensor> weights, biases;
+  std::vector<int64_t> sizes;
+  std::vector<NodeId> adds;
+  for (NodeId u : group) {
+    Tensor w = weight_kn(g, g.node(u));
+    sizes.push_back(w.shape()[1]);
+    weights.push_back(w);
+    if (r.kind == OpKind::kGemm) {
+      Tensor b = gemm_bias(g, g.node(u), w.shape()[1], w.dtype());
+      if (!b.defined()) return {};
+      biases.push_back(b);
+    } else {
+      auto [add, b] = bias_add(ctx, g.node(u).outputs[0], w.shape()[1]);
+      adds.push_back(add);
+      biases.push_back(b);
+    }
+  }
+  bool with_bias = r.kind == OpKind::kGemm ||
+                   std::all_of(adds.begin(), adds.end(), [](NodeId n) { return n >= 0; });
+  std::vector<NodeId> nodes = group;
+  if (with_bias && r.kind == OpKind::kMatMul) nodes.insert(nodes.end(), adds.begin(), adds.end());
+  MutationBuilder b(g, "merge-matmuls-sharing-input", nodes);
+  ValueId w = b.constant(concat_tensors(weights, 1));
+  ValueId y;
+  if (r.kind == OpKind::kGemm) {
+    y = b.add(OpKind::kGemm, {b.in(a), w, b.constant(concat_tensors(biases, 0))});
+  } else {
+    y = b.add(OpKind::kMatMul, {b.in(a), w});
+    if (with_bias) y = b.add(OpKind::kAdd, {y, b.constant(concat_tensors(biases, 0))});
+  }
+  int64_t axis = b.type(y).rank() - 1;
+  std::vector<ValueId> parts = b.add_multi(OpKind::kSplit, {y}, split_attrs(axis, sizes), static_cast<int>(sizes.size()));
+  for (size_t i = 0; i < group.size(); ++i) {
+    ValueId old = (with_bias && r.kind == OpKind::kMatMul) ? g.node(adds[i]).outputs[0] : g.node(group[i]).outputs[0];
+    b.replace(old, parts[i]);
+  }
+  return {b.finish(std::to_string(group.size()) + " " + op_name(r.kind) + "s reading " + g.value(a).name +
+                   " merged into one")};
+}
+
+bool same_geometry(const Node& a, const Node& b) {
+  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"})
+    if (a.attrs.ints(k) != b.attrs.ints(k)) return false;
+  return a.attrs.i("group") == b.attrs.i("group");
+}
+
+// A Conv with a constant weight and a constant or absent bias, group 1.
+bool plain_conv(const Graph& g, const Node& n) {
+  return n.kind == OpKind::kConv && n.attrs.i("group") == 1 && is_constant(g, n.inputs[1]) &&
+         !is_constant(g, n.inputs[0]) && (n.inputs.size() < 3 || n.inputs[2] == kNoValue || is_constant(g, n.inputs[2]));
+}
+
+Tensor conv_bias(const Graph& g, const Node& n) {
+  int64_t cout = g.type(n.inputs[1]).shape[0];
+  if (n.inputs.size() < 3 || n.inputs[2] == kNoValue) return Tensor(g.type(n.inputs[1]).dtype, {cout});
+  return *g.value(n.inputs[2]).constant;
+}
+
+// Builds Conv(x, Concat(W_i), Concat(b_i)) with `group` groups, Split on channels.
+Mutation merged_conv(const RuleContext& ctx, const std::vector<NodeId>& convs, ValueId x, int64_t group,
+                     const std::string& rule, const std::string& what) {
+  const Graph& g = ctx.g;
+  std::vector<Tensor> ws, bs;
+  std::vector<int64_t> sizes;
+  for (NodeId c : convs) {
+    ws.push_back(*g.value(g.node(c).inputs[1]).constant);
+    bs.push_back(conv_bias(g, g.node(c)));
+    sizes.push_back(ws.back().shape()[0]);
+  }
+  MutationBuilder b(g, rule, convs);
+  Attrs attrs = g.node(convs[0]).attrs;
+  attrs.set("group", group);
+  ValueId in = x;
+  if (x == kNoValue) {
+    std::vector<ValueId> xs;
+    for (NodeId c : convs) xs.push_back(b.in(g.node(c).inputs[0]));
+    Attrs cat;
+    cat.set("axis", int64_t{1});
+    in = b.add(OpKind::kConcat, xs, cat);
+  } else {
+    in = b.in(x);
+  }
+  ValueId y = b.add(OpKind::kConv, {in, b.constant(concat_tensors(ws, 0)), b.constant(concat_tensors(bs, 0))}, attrs);
+  std::vector<ValueId> parts = b.add_multi(OpKind::kSplit, {y}, split_attrs(1, sizes), static_cast<int>(sizes.size()));
+  for (size_t i = 0; i < convs.size(); ++i) b.replace(g.node(convs[i]).outputs[0], parts[i]);
+  return b.finish(std::to_string(convs.size()) + " Convs " + what);
+}
+
+// Identity: Conv(X, W1), ..., Conv(X, Wn) = Split(Conv(X, Concat(W1..Wn, axis=0)), axis=1)
+// for equal kernel, stride, pad and dilation. Example: the 1x1 branches of
+// an Inception block.
+std::vector<Mutation> merge_convs_sharing_input(const RuleContext& ctx, NodeId root) {
+  const Graph& g = ctx.g;
+  const Node& r = g.node(root);
+  if (!plain_conv(g, r)) return {};
+  std::vector<NodeId> group;
+  for (NodeId u : ctx.users[r.inputs[0]]) {
+    const Node& n = g.node(u);
+    if (plain_conv(g, n) && n.inputs[0] == r.inputs[0] && same_geometry(n, r) &&
+        g.type(n.inputs[1]).shape == g.type(r.inputs[1]).shape && std::find(group.begin(), group.end(), u) == group.end())
+      group.push_back(u);
+  }
+  std::sort(group.begin(), group.end());
+  if (group.size() < 2 || group[0] != root) return {};
+  // Different weight shapes (kernel size) cannot share a Conv; equal ones can.
+  return {merged_conv(ctx, group, r.inputs[0], 1, "merge-convs-sharing-input",
+                      "reading " + g.value(r.inputs[0]).name + " merged into one")};
+}
+
+// Whether `to` reads, transitively, an output of `from`.
+bool reaches(const RuleContext& ctx, NodeId from, NodeId to) {
+  std::vector<NodeId> stack = {from};
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (n == to) return true;
+    if (!seen.insert(n).second || seen.size() > 4096) continue;
+    for (ValueId o : ctx.g.node(n).outputs)
+      for (NodeId u : ctx.users[o]) stack.push_back(u);
+  }
+  return false;
+}
+
+// Identity: Conv(X1, W1), ..., Conv(Xn, Wn) = Split(Conv(Concat(X1..Xn, axis=1),
+// Concat(W1..Wn, axis=0), group=n), axis=1) for equal shapes and geometry.
+// Example: two parallel 3x3 branches of a block become one grouped Conv.
+std::vector<Mutation> merge_parallel_convs_into_group(const RuleContext& ctx, NodeId root) {
+  const Graph& g = ctx.g;
+  const Node& r = g.node(root);
+  if (!plain_conv(g, r)) return {};
+  std::vector<NodeId> group = {root};
+  for (NodeId n = root + 1; n < g.num_nodes(); ++n) {
+    const Node& c = g.node(n);
+    if (!plain_conv(g, c) || c.inputs[0] == r.inputs[0] || !same_geometry(c, r) ||
+        g.type(c.inputs[0]) != g.type(r.inputs[0]) || g.type(c.inputs[1]) != g.type(r.inputs[1]))
+      continue;
+    bool independent = true;
+    for (NodeId m : group) independent = independent && !reaches(ctx, m, n) && !reaches(ctx, n, m);
+    if (independent) group.push_back(n);
+  }
+  for (NodeId n = 0; n < root; ++n)  // root must be the first of its group
+    if (plain_conv(g, g.node(n)) && same_geometry(g.node(n), r) && g.type(g.node(n).inputs[0]) == g.type(r.inputs[0]) &&
+        g.type(g.node(n).inputs[1]) == g.type(r.inputs[1]) && g.node(n).inputs[0] != r.inputs[0] &&
+        !reaches(ctx, n, root) && !reaches(ctx, root, n))
+      return {};
+  if (group.size() < 2) return {};
+  return {merged_conv(ctx, group, kNoValue, static_cast<int64_t>(group.size()), "merge-parallel-convs-into-group",
+                      "on different inputs merged into one grouped Conv")};
+}
+
+}  // namespace
+
+void register_merge_rules(std::vector<Rule>& rules) {
+  rules.push_back({"merge-matmuls-sharing-input", "A@W1, A@W2 = Split(A@Concat(W1, W2, axis=1))",
+                   "matmul-concat-weights", {OpKind::kMatMul, OpKind::kGemm}, merge_matmuls_sharing_input});
+  rules.push_back({"merge-convs-sharing-input", "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",
+                   kNoObligation, {OpKind::kConv}, merge_convs_sharing_input});
+  rules.push_back({"merge-parallel-convs-into-group",
+                   "Conv(X1, W1), Conv(X2, W2) = Split(Conv(Concat(X1, X2), Concat(W1, W2), group=2))",
+                   kNoObligation, {OpKind::kConv}, merge_parallel_convs_into_group});
+}
+
+}  // namespace tessera::mutator

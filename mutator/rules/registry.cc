@@ -1,0 +1,80 @@
+#include <sstream>
+
+#include "graph/error.h"
+#include "mutator/rules/rule.h"
+
+namespace tessera::mutator {
+
+NodeId RuleContext::sole_user(ValueId v) const {
+  if (is_graph_output(v) || users[v].size() != 1) return -1;
+  return users[v][0];
+}
+
+bool RuleContext::is_graph_output(ValueId v) const {
+  for (ValueId o : g.outputs())
+    if (o == v) return true;
+  return false;
+}
+
+const std::vector<Rule>& all_rules() {
+  // Merges first: they remove whole kernels, the biggest wins; then layout
+  // clean-ups (which often only pay off after a merge or a fold); algebra last.
+  static const std::vector<Rule> rules = [] {
+    std::vector<Rule> r;
+    register_merge_rules(r);
+    register_layout_rules(r);
+    register_algebra_rules(r);
+    return r;
+  }();
+  return rules;
+}
+
+std::string rule_names_list() {
+  std::ostringstream os;
+  for (size_t i = 0; i < all_rules().size(); ++i) os << (i ? ", " : "") << all_rules()[i].name;
+  return os.str();
+}
+
+const Rule& find_rule(const std::string& name) {
+  for (const Rule& r : all_rules())
+    if (r.name == name) return r;
+  TESSERA_THROW(ErrorKind::kUsage, "unknown rule '" << name << "'; valid rules: " << rule_names_list());
+}
+
+bool is_constant(const Graph& g, ValueId v) { return v != kNoValue && g.value(v).is_constant(); }
+
+Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
+  TESSERA_CHECK(!parts.empty(), "concat of nothing");
+  Shape shape = parts[0].shape();
+  int64_t total = 0;
+  for (const Tensor& p : parts) total += p.shape()[axis];
+  shape[axis] = total;
+  Tensor out(parts[0].dtype(), shape);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  size_t elem = dtype_size(parts[0].dtype());
+  uint8_t* dst = out.mutable_data();
+  int64_t out_row = total * inner * static_cast<int64_t>(elem);
+  int64_t offset = 0;
+  for (const Tensor& p : parts) {
+    int64_t row = p.shape()[axis] * inner * static_cast<int64_t>(elem);
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(p.data() + o * row, p.data() + (o + 1) * row, dst + o * out_row + offset);
+    offset += row;
+  }
+  return out;
+}
+
+Tensor transpose_2d(const Tensor& t) {
+  int64_t rows = t.shape()[0], cols = t.shape()[1];
+  Tensor out(t.dtype(), {cols, rows});
+  size_t elem = dtype_size(t.dtype());
+  uint8_t* dst = out.mutable_data();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      std::copy(t.data() + (i * cols + j) * elem, t.data() + (i * cols + j + 1) * elem, dst + (j * rows + i) * elem);
+  return out;
+}
+
+}  // namespace tessera::mutator

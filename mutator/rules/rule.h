@@ -1,0 +1,54 @@
+// Rewrite rules: named, fully equivalent rewrites. A rule is a function from
+// a root node to the mutations it proposes there; the registry (registry.cc)
+// indexes rules by root op kind. Each rule names the Z3 obligation that proves
+// its identity once (verifier/proofs.h), or says it is verified per use by the
+// multilinear test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "mutator/mutation.h"
+
+namespace tessera::mutator {
+
+// What a rule sees: the graph and who reads each value.
+struct RuleContext {
+  const Graph& g;
+  const std::vector<std::vector<NodeId>>& users;
+
+  // The single node that reads v, or -1 (several readers, or a graph output).
+  NodeId sole_user(ValueId v) const;
+  bool is_graph_output(ValueId v) const;
+};
+
+using RuleFn = std::vector<Mutation> (*)(const RuleContext&, NodeId root);
+
+inline constexpr const char* kNoObligation = "none: verified per use by the multilinear test";
+
+struct Rule {
+  std::string name;        // kebab-case, stable (--disable-rule)
+  std::string identity;    // what it rewrites, as a formula
+  std::string obligation;  // Z3 obligation name, or kNoObligation
+  std::vector<OpKind> roots;
+  RuleFn fn = nullptr;
+};
+
+// Every rule, in the order the search tries them.
+const std::vector<Rule>& all_rules();
+// Throws Error(kUsage) listing the valid names.
+const Rule& find_rule(const std::string& name);
+std::string rule_names_list();  // "a, b, c"
+
+// One function per family file; registry.cc calls them in one place.
+void register_merge_rules(std::vector<Rule>& rules);
+void register_layout_rules(std::vector<Rule>& rules);
+void register_algebra_rules(std::vector<Rule>& rules);
+
+// Helpers the family files share.
+Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
+Tensor transpose_2d(const Tensor& t);
+bool is_constant(const Graph& g, ValueId v);
+
+}  // namespace tessera::mutator

@@ -1,0 +1,71 @@
+// The search: the graph is split into subprograms at non-linear ops (what
+// rules and mutants rewrite lives between them); each subprogram gets a
+// best-first search with alpha relaxation over Mutations (TASO): candidates
+// costing less than alpha times the best so far are expanded, duplicates are
+// dropped by structural hash confirmed by equality, every accepted mutation
+// is verified, and every candidate is costed with the cost model. The best
+// program of each subprogram is spliced back.
+//
+// Deterministic for a seed: subprograms are searched in parallel but each
+// search depends only on its subprogram and the seed, and results are
+// assembled in subprogram order. Only a budget that runs out makes the result
+// depend on timing (the report says when it did).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cost/device_profile.h"
+#include "graph/graph.h"
+#include "mutator/mutation.h"
+
+namespace tessera::mutator {
+
+struct SearchOptions {
+  cost::DeviceProfile device;
+  double budget_s = 30;      // wall clock for the whole search
+  uint64_t seed = 0;
+  int threads = 0;           // 0: one per core
+  double alpha = 1.05;
+  int max_expansions = 48;   // per subprogram
+  std::set<std::string> disabled_rules;
+  bool partial = true;       // partially equivalent mutants (their generator plugs in here)
+  std::function<void(double)> progress;  // fraction of subprograms done, called from the calling thread
+};
+
+struct AppliedMutation {
+  std::string rule;
+  std::string description;
+  Verification verification;
+  int subprogram = 0;
+  bool partial = false;
+};
+
+struct SearchStats {
+  int subprograms = 0;
+  int64_t generated = 0;   // mutations proposed
+  int64_t verified = 0;    // mutations that passed verification
+  int64_t rejected = 0;    // mutations verification refused
+  int64_t duplicates = 0;  // candidates already seen
+  int64_t expansions = 0;
+  int64_t applied = 0;     // mutations in the final program
+  int64_t partial_used = 0;
+  double seconds = 0;
+  bool budget_exhausted = false;
+};
+
+struct SearchResult {
+  Graph graph;
+  std::vector<AppliedMutation> applied;  // in subprogram order, then application order
+  SearchStats stats;
+};
+
+// Node sets of the subprograms, each in node-id order, ordered by first node.
+std::vector<std::vector<NodeId>> partition_subprograms(const Graph& g);
+
+SearchResult search(const Graph& g, const SearchOptions& options);
+
+}  // namespace tessera::mutator

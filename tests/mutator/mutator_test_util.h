@@ -1,0 +1,61 @@
+// Small graphs and checks the mutator tests share.
+#pragma once
+
+#include <random>
+
+#include "graph/graph.h"
+#include "graph/interpreter.h"
+
+namespace tessera::mutator::testing {
+
+inline Tensor random_tensor(DType dtype, Shape shape, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, dist(rng));
+  return t;
+}
+
+inline ValueId weight(Graph& g, const std::string& name, Shape shape, std::mt19937_64& rng) {
+  return g.add_constant(name, random_tensor(DType::kF32, std::move(shape), rng));
+}
+
+inline Attrs conv_attrs(int64_t k, int64_t stride = 1, int64_t pad = 0) {
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{k, k});
+  a.set("strides", std::vector<int64_t>{stride, stride});
+  a.set("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  return a;
+}
+
+// Largest |a - b| over all outputs of two graphs run on the same seeded inputs.
+inline double max_output_diff(const Graph& a, const Graph& b, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> inputs;
+  for (ValueId v : a.inputs()) inputs.push_back(random_tensor(a.type(v).dtype, a.type(v).shape, rng));
+  std::vector<Tensor> x = evaluate(a, inputs, Precision::kF64), y = evaluate(b, inputs, Precision::kF64);
+  if (x.size() != y.size()) return 1e30;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i].type() != y[i].type()) return 1e30;
+    for (int64_t k = 0; k < x[i].numel(); ++k) worst = std::max(worst, std::abs(x[i].get_double(k) - y[i].get_double(k)));
+  }
+  return worst;
+}
+
+// Three projections of one activation with biases, as attention's Q/K/V.
+inline Graph qkv_graph(int64_t tokens, int64_t width, uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, tokens, width}});
+  std::vector<ValueId> outs;
+  for (const char* n : {"q", "k", "v"}) {
+    ValueId m = g.add(OpKind::kMatMul, {x, weight(g, std::string(n) + "_w", {width, width}, rng)}, {}, std::string(n) + "_mm");
+    outs.push_back(g.add(OpKind::kAdd, {m, weight(g, std::string(n) + "_b", {width}, rng)}, {}, std::string(n) + "_add"));
+  }
+  ValueId s = g.add(OpKind::kAdd, {outs[0], outs[1]}, {}, "sum");
+  g.set_outputs({s, outs[2]});
+  return g;
+}
+
+}  // namespace tessera::mutator::testing

@@ -1,0 +1,113 @@
+// api::optimize: runs the mutator, measures on the CPU runtime, and writes the
+// plan folder atomically.
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "graph/error.h"
+#include "mutator/optimize.h"
+#include "onnx_import/onnx_export.h"
+#include "tools/api/tessera.h"
+
+namespace tessera::api {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) TESSERA_THROW(ErrorKind::kIo, "cannot write " << path.string());
+}
+
+// Moves the finished temporary folder into place. A folder already there is
+// replaced only when it is a previous plan folder.
+void publish(const fs::path& tmp, const fs::path& dest) {
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(dest)) {
+    old = dest.string() + ".old-" + std::to_string(::getpid());
+    fs::rename(dest, old, ec);
+    if (ec) TESSERA_THROW(ErrorKind::kIo, "cannot replace " << dest.string() << ": " << ec.message());
+  }
+  fs::rename(tmp, dest, ec);
+  if (ec) {
+    if (!old.empty()) fs::rename(old, dest);
+    TESSERA_THROW(ErrorKind::kIo, "cannot write " << dest.string() << ": " << ec.message());
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+}
+
+}  // namespace
+
+bool is_plan_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "plan.json", ec) &&
+         fs::exists(fs::path(path) / "model.onnx", ec);
+}
+
+std::string list_rules() { return mutator::rules_listing(); }
+
+OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config) {
+  if (out_dir.empty()) TESSERA_THROW(ErrorKind::kUsage, "an output folder is required (-o OUT_DIR)");
+  fs::path dest = fs::absolute(out_dir).lexically_normal();
+  std::error_code ec;
+  if (fs::exists(dest, ec) && !is_plan_folder(dest.string()) && !(fs::is_directory(dest) && fs::is_empty(dest)))
+    TESSERA_THROW(ErrorKind::kUsage, "output folder " << out_dir
+                                         << " exists and is not a Tessera plan folder; choose another or remove it");
+  mutator::OptimizeOptions options;
+  options.device = config.device;
+  options.budget_s = config.budget_s;
+  options.seed = config.seed;
+  options.threads = config.threads;
+  options.partial = config.partial;
+  options.disabled_rules = config.disabled_rules;
+  options.progress = config.progress;
+  mutator::Plan plan = mutator::optimize(g, options);
+
+  mutator::Measurement m;
+  bool measured = config.measure && plan.device == "cpu" && config.measure_runs > 0;
+  if (measured) {
+    std::vector<Tensor> inputs = random_inputs(g, config.seed);
+    RunConfig rc;
+    rc.repeat = config.measure_runs;
+    m.before_ms = run(plan.original, inputs, rc).median_ms;
+    m.after_ms = run(plan.optimized, inputs, rc).median_ms;
+    m.runs = config.measure_runs;
+    m.backend = "cpu";
+  }
+
+  fs::path tmp = dest.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) TESSERA_THROW(ErrorKind::kIo, "cannot create " << tmp.string() << ": " << ec.message());
+  try {
+    export_onnx(plan.optimized, (tmp / "model.onnx").string());
+    write_text(tmp / "plan.json", mutator::plan_json(plan));
+    write_text(tmp / "report.json", mutator::report_json(plan, measured ? &m : nullptr));
+    write_text(tmp / "report.txt", mutator::report_text(plan, measured ? &m : nullptr));
+    publish(tmp, dest);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  OptimizeSummary s;
+  s.out_dir = dest.string();
+  s.nodes_before = plan.original.num_nodes();
+  s.nodes_after = plan.optimized.num_nodes();
+  s.mutations = static_cast<int64_t>(plan.search.applied.size());
+  s.predicted_before_s = plan.cost_before_s;
+  s.predicted_after_s = plan.cost_after_s;
+  s.measured_before_ms = measured ? m.before_ms : 0;
+  s.measured_after_ms = measured ? m.after_ms : 0;
+  s.search_seconds = plan.search.stats.seconds;
+  s.generated = plan.search.stats.generated;
+  s.verified = plan.search.stats.verified;
+  s.partial_used = plan.search.stats.partial_used;
+  s.report_text = mutator::report_text(plan, measured ? &m : nullptr);
+  return s;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,77 @@
+// tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
+//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--list-rules] [--dump]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <unistd.h>
+
+#include "graph/error.h"
+#include "graph/text_form.h"
+#include "tools/cli/cli_util.h"
+#include "tools/cli/commands.h"
+
+namespace tessera::cli {
+
+namespace {
+
+struct OptimizeFlags {
+  std::string model;
+  std::string out_dir;
+  std::vector<std::string> input_shapes;
+  bool list_rules = false;
+  bool dump = false;
+  bool no_partial = false;
+  bool no_measure = false;
+  api::OptimizeConfig config;
+};
+
+// A one-line bar redrawn in place; only on a terminal.
+void draw_progress(double fraction) {
+  int width = 30, filled = static_cast<int>(fraction * width);
+  std::fprintf(stderr, "\rsearching [%s%s] %3d%%", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), static_cast<int>(fraction * 100));
+  if (fraction >= 1.0) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+Action add_optimize_command(CLI::App& app) {
+  auto flags = std::make_shared<OptimizeFlags>();
+  CLI::App* cmd = app.add_subcommand("optimize", "Search for a faster equivalent model and write it with its plan");
+  cmd->add_option("model", flags->model, "ONNX model file");
+  cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx, plan.json, report.txt, report.json)");
+  cmd->add_option("--device", flags->config.device, "cpu (default), a100, h100, h200, or a profile JSON file");
+  cmd->add_option("--budget", flags->config.budget_s, "Time budget in seconds (default 30)");
+  cmd->add_option("--seed", flags->config.seed, "Seed for the search and the checks (default 0)");
+  cmd->add_option("--threads", flags->config.threads, "Search threads (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-partial", flags->no_partial, "Turn off partially equivalent mutants");
+  cmd->add_option("--disable-rule", flags->config.disabled_rules, "Turn off a rule by name (repeatable)");
+  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
+  cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
+  cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
+  return [flags] {
+    if (flags->list_rules) {
+      std::cout << api::list_rules();
+      return 0;
+    }
+    if (flags->model.empty()) TESSERA_THROW(ErrorKind::kUsage, "optimize needs a MODEL (or --list-rules)");
+    if (flags->out_dir.empty()) TESSERA_THROW(ErrorKind::kUsage, "optimize needs an output folder: -o OUT_DIR");
+    if (!(flags->config.budget_s > 0))
+      TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << flags->config.budget_s);
+    flags->config.partial = !flags->no_partial;
+    flags->config.measure = !flags->no_measure;
+    if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
+    Graph g = api::load(flags->model, load_options(flags->input_shapes));
+    api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
+    std::cout << s.report_text;
+    std::cout << "wrote " << s.out_dir << "/{model.onnx, plan.json, report.txt, report.json}\n";
+    if (flags->dump) std::cout << print_graph(api::load(s.out_dir, load_options(flags->input_shapes)));
+    return 0;
+  };
+}
+
+}  // namespace tessera::cli
