@@ -21,6 +21,9 @@ struct Verification {
   std::string method;  // "z3:<obligation>", "multilinear", "float-test", ...
   double error_bound = 1.0;  // chance that a "tested" verdict is wrong
   std::string detail;
+  // Rejected by the multilinear test: the output boxes that differed (what a
+  // partially equivalent mutant's corrections must recompute).
+  std::vector<verifier::OutputRegion> differing;
 
   bool accepted() const { return status == kProven || status == kTested; }
 };

@@ -9,9 +9,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cost/flops.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "mutator/pet/correction.h"
 #include "mutator/rules/rule.h"
 #include "mutator/verify_mutation.h"
 
@@ -103,6 +105,19 @@ struct RegionResult {
 
 double cost_of(const Graph& g, const cost::DeviceProfile& device) { return cost::graph_cost(g, device).time_s; }
 
+std::string boxes_text(const std::vector<verifier::OutputRegion>& regions) {
+  std::string s;
+  for (const verifier::OutputRegion& r : regions)
+    for (const verifier::Box& b : r.boxes) s += (s.empty() ? "output " : ", output ") + std::to_string(r.output) + " " + b.str();
+  return s;
+}
+
+bool from_rule(const std::vector<AppliedMutation>& history, const std::string& rule) {
+  for (const AppliedMutation& a : history)
+    if (a.rule == rule) return true;
+  return false;
+}
+
 // Best-first search with alpha relaxation over one subprogram.
 RegionResult search_region(const Graph& start, int index, Shared& sh) {
   RegionResult res;
@@ -126,6 +141,7 @@ RegionResult search_region(const Graph& start, int index, Shared& sh) {
     for (NodeId n = 0; n < g.num_nodes() && !sh.expired(); ++n)
       for (const Rule* rule : sh.rules) {
         if (std::find(rule->roots.begin(), rule->roots.end(), g.node(n).kind) == rule->roots.end()) continue;
+        if (rule->enumerator && from_rule(store[idx].history, rule->name)) continue;
         for (Mutation& m : rule->fn(ctx, n)) {
           ++res.stats.generated;
           Graph next = apply_mutation(g, m);
@@ -140,12 +156,36 @@ RegionResult search_region(const Graph& start, int index, Shared& sh) {
           // needs no proof.
           double cost = cost_of(next, sh.options.device);
           if (!(cost < sh.options.alpha * store[best].cost)) continue;
+          // Enumerated mutants have no proof, and the Z_p test of a large
+          // Conv takes seconds (csrnet's 512-channel dilated Convs: ~5 s
+          // each, overrunning a 20 s budget): leave those out.
+          if (rule->enumerator && graph_flops(m.before) > MutationVerifier::kTestFlops) continue;
           sh.verifier.verify(m, rule->obligation);
+          if (!m.verification.accepted() && rule->partial && sh.options.partial && !m.verification.differing.empty()) {
+            // Right but on a few boxes: recompute the original there. The
+            // corrected program is a new candidate, costed and tested again.
+            if (!pet::add_corrections(m, m.verification.differing)) {
+              ++res.stats.rejected;
+              continue;
+            }
+            next = apply_mutation(g, m);
+            h = structural_hash(next);
+            bool seen_before = false;
+            for (size_t s : seen[h]) seen_before = seen_before || structurally_equal(store[s].g, next);
+            if (seen_before) {
+              ++res.stats.duplicates;
+              continue;
+            }
+            cost = cost_of(next, sh.options.device);
+            if (!(cost < sh.options.alpha * store[best].cost)) continue;
+            sh.verifier.verify(m, kNoObligation);
+          }
           if (!m.verification.accepted()) {
             ++res.stats.rejected;
             continue;
           }
           ++res.stats.verified;
+          if (!m.corrections.empty()) m.description += "; corrected on " + boxes_text(m.corrections);
           Candidate cand{std::move(next), cost, store[idx].history};
           cand.history.push_back({m.rule, m.description, m.verification, index, !m.corrections.empty()});
           seen[h].push_back(store.size());

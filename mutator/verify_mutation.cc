@@ -49,6 +49,7 @@ void MutationVerifier::verify(Mutation& m, const std::string& obligation) {
     v.method = verifier::method_name(verdict.method);
     v.error_bound = verdict.error_bound;
     v.detail = verdict.summary();
+    if (verdict.kind == verifier::Verdict::kDiffers) v.differing = verdict.differing;
     std::lock_guard<std::mutex> lock(mu_);
     ++tested_;
   }

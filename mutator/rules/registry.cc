@@ -18,12 +18,15 @@ bool RuleContext::is_graph_output(ValueId v) const {
 
 const std::vector<Rule>& all_rules() {
   // Merges first: they remove whole kernels, the biggest wins; then layout
-  // clean-ups (which often only pay off after a merge or a fold); algebra last.
+  // clean-ups (which often only pay off after a merge or a fold); algebra.
   static const std::vector<Rule> rules = [] {
     std::vector<Rule> r;
     register_merge_rules(r);
     register_layout_rules(r);
     register_algebra_rules(r);
+    // Enumerated mutants last: a rule rewrite that does the same is cheaper
+    // to verify (proof or one small test), and ties go to the earlier rule.
+    register_pet_rules(r);
     return r;
   }();
   return rules;

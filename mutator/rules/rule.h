@@ -33,6 +33,13 @@ struct Rule {
   std::string obligation;  // Z3 obligation name, or kNoObligation
   std::vector<OpKind> roots;
   RuleFn fn = nullptr;
+  // A generator of enumerated sequences (PET) rather than one rewrite: the
+  // search runs it once per candidate lineage, since its output already holds
+  // every sequence up to its depth.
+  bool enumerator = false;
+  // Its mutants may be right on part of the output only; the search then adds
+  // corrections (mutator/pet/correction.h) unless partial mutants are off.
+  bool partial = false;
 };
 
 // Every rule, in the order the search tries them.
@@ -45,6 +52,7 @@ std::string rule_names_list();  // "a, b, c"
 void register_merge_rules(std::vector<Rule>& rules);
 void register_layout_rules(std::vector<Rule>& rules);
 void register_algebra_rules(std::vector<Rule>& rules);
+void register_pet_rules(std::vector<Rule>& rules);  // mutator/pet/enumerate.cc
 
 // Helpers the family files share.
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);

@@ -1,6 +1,7 @@
 #include "runtime/cpu/onednn_ops.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
@@ -436,6 +437,35 @@ Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
   return {std::move(k), plain_md(g.type(n.outputs[0]).shape)};
 }
 
+// Concat in its inputs' layout: blocked channel concatenation (inception's
+// branches) without reordering every branch to row-major and back (44
+// reorders and 11 native concats, 1.8 ms of a 54 ms inception_v3 run).
+Built make_concat(const BuildContext& c, const FusedGroup& grp) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  if (!grp.post.empty() || ys.empty() || shape_numel(ys) == 0) return {};
+  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(ys.size())));
+  std::vector<Md> srcs;
+  bool all_plain = true;
+  for (ValueId v : n.inputs) {
+    const Shape& s = g.type(v).shape;
+    if (shape_numel(s) == 0) return {};  // oneDNN takes no empty sources
+    srcs.push_back(c.md_of(v));
+    all_plain = all_plain && is_plain(srcs.back(), s);
+  }
+  dnnl::primitive_attr attr = make_attr(nullptr);
+  std::optional<dnnl::concat::primitive_desc> pd;
+  if (c.plain_output || all_plain) pd.emplace(plain_md(ys), axis, srcs, c.dnn->engine, attr);
+  else pd.emplace(axis, srcs, c.dnn->engine, attr);
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
+  size_t s = k->add_step(dnnl::concat(*pd), *pd);
+  for (size_t i = 0; i < srcs.size(); ++i)
+    k->bind_value(s, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), n.inputs[i], srcs[i]);
+  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], pd->dst_desc());
+  return {std::move(k), pd->dst_desc()};
+}
+
 bool all_f32(const Graph& g, const Node& n) {
   for (ValueId v : n.inputs)
     if (v != kNoValue && g.type(v).dtype != DType::kF32) return false;
@@ -449,7 +479,7 @@ bool all_f32(const Graph& g, const Node& n) {
 bool accepts_blocked_layout(OpKind kind) {
   switch (kind) {
     case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization:
+    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization: case OpKind::kConcat:
       return true;
     default:
       return is_binary_post_op(kind) || is_eltwise_post_op(Node{kind, "", {}, {}, {}});
@@ -471,6 +501,7 @@ Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp) {
     case OpKind::kLogSoftmax: return make_softmax(c, grp);
     case OpKind::kLayerNormalization: return make_layer_norm(c, grp);
     case OpKind::kBatchNormalization: return make_batch_norm(c, grp);
+    case OpKind::kConcat: return make_concat(c, grp);
     case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
     case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare:
       return make_reduce(c, grp);

@@ -55,13 +55,15 @@ namespace {
 
 // Property: on random small graphs, every mutation every rule proposes keeps
 // the reference result and passes verification; and every rule fires on
-// some graph (so the property is not vacuous).
+// some graph (so the property is not vacuous). Enumerators propose unverified
+// mutants by design; pet_test.cc holds their property.
 TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
   std::map<std::string, int> fired;
   MutationVerifier verifier(11);
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     Graph g = testing::random_graph(seed);
     for (const Rule& rule : all_rules()) {
+      if (rule.enumerator) continue;
       for (Mutation& m : propose(g, rule.name)) {
         ++fired[rule.name];
         Graph h = apply_mutation(g, m);
@@ -72,7 +74,8 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
       }
     }
   }
-  for (const Rule& rule : all_rules()) EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
+  for (const Rule& rule : all_rules())
+    if (!rule.enumerator) EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
 }
 
 // A wrong replacement must be caught by verification: swap two Split outputs.

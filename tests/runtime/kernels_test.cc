@@ -250,6 +250,26 @@ TEST(NormTest, BatchNormalizationAfterConvKeepsBlockedLayout) {
   expect_matches_reference(g);
 }
 
+// Inception's branches: convolutions in a blocked layout concatenated along
+// channels stay blocked (no reorders to row-major and back).
+TEST(NormTest, ChannelConcatOfConvolutionsStaysBlocked) {
+  std::mt19937 rng(9);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 10, 10}});
+  auto conv = [&](ValueId in, int64_t cin, int64_t cout, const char* name) {
+    return g.add(OpKind::kConv, {in, g.add_constant(name, random_tensor(DType::kF32, {cout, cin, 1, 1}, rng))},
+                 attrs({{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                        {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+  };
+  ValueId cat = g.add(OpKind::kConcat, {conv(x, 16, 32, "a"), conv(x, 16, 16, "b"), conv(x, 16, 48, "c")},
+                      attrs({{"axis", int64_t{1}}}));
+  g.set_outputs({conv(cat, 96, 16, "d")});
+  expect_matches_reference(g);
+  std::vector<std::string> ops = kernel_ops(g);
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "Concat"), ops.end()) << ::testing::PrintToString(ops);
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "Reorder"), ops.end()) << ::testing::PrintToString(ops);
+}
+
 struct BinaryCase {
   OpKind kind;
   Shape a, b;
