@@ -30,9 +30,12 @@ struct RunOptions {
   // CPU, threads > 1: when a run drops to one thread. Kernels keep a
   // one-thread form for it (oneDNN fixes a primitive's thread count at
   // creation). kWhenOversubscribed: a run that starts while more threads are
-  // runnable than there are cores; kAlways is for tests and measurements.
+  // runnable than there are cores (faster on a loaded machine, but the
+  // thread count, and so the summation order, then depends on the load);
+  // kAlways is for tests and measurements. The default keeps the count the
+  // caller asked for, so results do not depend on what else runs.
   enum class OneThreadRuns : uint8_t { kWhenOversubscribed, kNever, kAlways };
-  OneThreadRuns one_thread_runs = OneThreadRuns::kWhenOversubscribed;
+  OneThreadRuns one_thread_runs = OneThreadRuns::kNever;
   bool allow_tf32 = false;  // CUDA: TF32 tensor cores for f32 matmul/conv
   // The ranks this plan's collectives talk to; nullptr: a single rank, and a
   // graph with collectives is rejected.
