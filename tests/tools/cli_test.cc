@@ -180,6 +180,13 @@ TEST(Cli, ProfilePrintsKernelTable) {
   EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over 1 runs"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("median latency"), std::string::npos) << r.out;
+  // The memory line: the arena never exceeds the sum of the intermediates.
+  double arena = 0, intermediates = 0;
+  size_t at = r.out.find("memory: arena ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "memory: arena %lf MiB for %lf MiB", &arena, &intermediates), 2) << r.out;
+  EXPECT_GT(intermediates, 0.0);
+  EXPECT_LE(arena, intermediates);
 }
 
 TEST(Cli, RepeatPrintsMedianLatency) {

@@ -72,6 +72,11 @@ RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig
     r.median_ms = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   }
   if (config.profile) r.profile_table = plan.profile().table();
+  runtime::MemoryReport m = plan.memory();
+  r.arena_bytes = m.arena_bytes;
+  r.intermediate_bytes = m.intermediate_bytes;
+  r.weight_bytes = m.weight_bytes;
+  r.peak_bytes = m.peak_bytes;
   return r;
 }
 

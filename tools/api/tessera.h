@@ -56,6 +56,10 @@ struct RunResult {
   std::vector<double> run_ms;  // the timed runs (repeat > 0), in order
   double median_ms = 0;        // of run_ms
   std::string profile_table;   // per-kernel table, slowest first (profile)
+  // The plan's memory: the one arena of intermediates against the sum of all
+  // intermediate tensors (what planning saved), weights as kernels hold them,
+  // and the peak (arena + weights + inputs/outputs).
+  int64_t arena_bytes = 0, intermediate_bytes = 0, weight_bytes = 0, peak_bytes = 0;
 };
 
 // Compiles the graph into an executable plan for the backend and runs it.

@@ -118,7 +118,13 @@ Action add_run_command(CLI::App& app) {
                   result.run_ms.size(), flags->config.backend.c_str(),
                   flags->config.threads > 0 ? flags->config.threads
                                             : static_cast<int>(std::thread::hardware_concurrency()));
-    if (flags->config.profile) std::printf("%s", result.profile_table.c_str());
+    if (flags->config.profile) {
+      std::printf("%s", result.profile_table.c_str());
+      auto mb = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+      std::printf("memory: arena %.1f MiB for %.1f MiB of intermediates, weights %.1f MiB, peak %.1f MiB\n",
+                  mb(result.arena_bytes), mb(result.intermediate_bytes), mb(result.weight_bytes),
+                  mb(result.peak_bytes));
+    }
     return 0;
   };
 }
