@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for the machine that has one (DEVELOPERS.md, Tools): configures
+# GPU check, for a machine that has an NVIDIA GPU: configures
 # and builds only what the CUDA backend needs (-j16), runs the CUDA tests,
 # then for each model (the suite cache when present, else the bundled
 # examples) runs the CLI on the CUDA and CPU backends, compares their outputs
