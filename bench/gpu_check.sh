@@ -3,7 +3,8 @@
 # and builds only what the CUDA backend needs (-j16), runs the CUDA tests,
 # then for each model (the suite cache when present, else the bundled
 # examples) runs the CLI on the CUDA and CPU backends, compares their outputs
-# and prints the median latencies. Prints a summary; exit 1 if anything failed.
+# and prints the median latencies. Between the two, fits the cost model's GPU
+# profile (tessera cost --calibrate --device a100|h100|h200). Prints a summary; exit 1 if anything failed.
 # Usage: bench/gpu_check.sh [BUILD_DIR]   (default build-gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,24 @@ passed=$(echo "$log" | grep -c "^\[       OK \]")
 skipped=$(echo "$log" | grep -c "^\[  SKIPPED \] Cuda")
 [ "$rc" -eq 0 ] && note "CUDA tests: $passed passed, $skipped skipped" || fail "CUDA tests (rc $rc)"
 [ "$skipped" -gt 0 ] && fail "GPU tests skipped on a GPU machine"
+
+# Cost model calibration (prepared; not yet run on a GPU): microbenchmarks
+# through the CUDA backend fit the matching builtin profile's launch overhead,
+# L2/HBM efficiencies, GEMM efficiency and transcendental cost; the fitted
+# profile is printed and written next to the build (usable as
+# `tessera cost MODEL --device FILE.json`).
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$gpu_name" in *A100*) prof=a100 ;; *H100*) prof=h100 ;; *H200*) prof=h200 ;; *) prof="" ;; esac
+if [ -n "$prof" ]; then
+  out="$build/gpu_profile_$prof.json"
+  if timeout 180 "$build/bin/tessera" cost --calibrate --device "$prof" --seconds 30 --output "$out"; then
+    cat "$out"; note "cost calibration ($prof): $out"
+  else
+    fail "cost calibration ($prof)"
+  fi
+else
+  note "cost calibration skipped: no builtin profile for '${gpu_name:-no GPU}'"
+fi
 
 # Models: the suite cache is not shipped to the GPU machine; the examples are.
 models=()

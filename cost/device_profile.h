@@ -54,10 +54,29 @@ struct DeviceProfile {
   // operands are read from the fastest memory level once per block.
   std::array<int64_t, 2> register_tile = {8, 32};
   double gemm_efficiency = 0.8;    // achievable share of the matrix peak
+  // The same for convolutions (implicit GEMMs with their own kernels);
+  // a profile without one uses gemm_efficiency.
+  double conv_efficiency = 0.8;
+  // CPU: a convolution that writes a graph output writes it row-major, not
+  // in the blocked layout its fast kernels write; its compute takes this
+  // factor longer (calibrated; 1 where it makes no difference).
+  double conv_plain_output_factor = 1.0;
   double vector_efficiency = 0.8;  // achievable share of the vector peak
   // Vector operations one transcendental (exp, tanh, erf...) costs.
   double transcendental_ops = 8;
+  // Vector operations per element a permuting copy (Transpose) costs on top
+  // of its bytes: element-wise index arithmetic and strided accesses
+  // (calibrated; 0: a transpose is a streaming copy).
+  double permute_ops = 0;
   double launch_overhead_s = 0;    // per kernel
+  // CPU: added to a kernel that spreads over several cores (waking the
+  // pool's sleeping threads and joining them); kernels too small for that
+  // run on one core at 1/units of the device's rates (runs_on_one_thread in
+  // graph/fusion_groups.h). GPUs: 0.
+  double parallel_overhead_s = 0;
+  // Added to every GEMM and convolution call (primitive dispatch, operand
+  // and scratch setup) on top of launch_overhead_s.
+  double gemm_overhead_s = 0;
   std::vector<Interconnect> interconnect;
   bool calibrated = false;
   std::string source;  // where the numbers come from

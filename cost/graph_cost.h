@@ -1,7 +1,7 @@
 // Whole-graph cost on one device: the graph cut into kernels the way the
-// runtime's CPU backend fuses (runtime/fusion.h; cost/ cannot link the
-// runtime, so the rule is restated here and tests/cost checks it against
-// the runtime's), each kernel costed, times summed in execution order.
+// runtime's CPU backend fuses (the shared rule of graph/fusion_groups.h,
+// with the erf form of Gelu matched as the CPU compiler does), each kernel
+// costed, times summed in execution order.
 #pragma once
 
 #include <vector>
@@ -11,7 +11,8 @@
 namespace tessera::cost {
 
 // Kernels in execution order; each is a root node followed by the
-// element-wise chain fused into it. fuse = false: one node per kernel.
+// element-wise chain fused into it (FusedGroup::nodes). fuse = false: one
+// node per kernel.
 std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse = true);
 
 struct GraphCost {

@@ -7,6 +7,7 @@
 #include "cost/flops.h"
 #include "cost/gemm_model.h"
 #include "graph/error.h"
+#include "graph/fusion_groups.h"
 
 namespace tessera::cost {
 
@@ -48,6 +49,8 @@ struct Work {
   std::map<DType, int64_t> flops;
   std::map<DType, double> matrix_flops;  // run on the matrix units at `utilization`
   double utilization = 1.0;
+  bool conv = false;  // matrix work of a convolution (conv_efficiency)
+  double cold_bytes = 0;  // GEMM weights read from main memory
   std::map<DType, double> vector_ops;    // each occupies one FMA slot (2 FLOP of peak)
   std::vector<double> level_bytes;
   double comm_s = 0;
@@ -111,6 +114,7 @@ void gemm_work(const Graph& g, const DeviceProfile& d, const CostOptions& o, con
   for (double& b : modelled) b = std::max(b, f.warm + f.cold);
   place_bytes(d, o, f, modelled, w);
   w.matrix_flops[t] += static_cast<double>(flops);
+  w.cold_bytes += f.cold;
   w.utilization = gemm_utilization(p, d, tiles.size() > 1 ? tiles[1] : tiles[0]);
 }
 
@@ -188,6 +192,7 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     p.a_bytes_per_elem = p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(x.dtype));
     p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
     gemm_work(g, d, o, p, x.dtype, flops, f, w);
+    w.conv = true;
   }
   if (bias) add_vector(w, y.dtype, static_cast<double>(y.numel()));
 }
@@ -265,6 +270,16 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
       break;
   }
   stream(g, d, o, f, w);
+  if (n.kind == OpKind::kTranspose) {
+    // Trailing axes the permutation keeps in place are copied as contiguous
+    // runs: the per-element cost is spread over each run.
+    const std::vector<int64_t>& perm = n.attrs.ints("perm");
+    const Shape& in = g.type(n.inputs[0]).shape;
+    double run = 1;
+    for (size_t i = perm.size(); i-- > 0 && perm[i] == static_cast<int64_t>(i);) run *= static_cast<double>(in[i]);
+    add_vector(w, g.type(n.outputs[0]).dtype,
+               static_cast<double>(g.type(n.outputs[0]).numel()) * d.permute_ops / std::max(run, 1.0));
+  }
 }
 
 bool is_alias(OpKind k) {
@@ -283,8 +298,10 @@ bool is_collective(OpKind k) {
 
 void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   const OpDef& def = op_def(n.kind);
-  if (is_alias(n.kind)) {
-    // The runtime makes these views of their input: no kernel runs.
+  bool same_type_cast = n.kind == OpKind::kCast && g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype;
+  if (is_alias(n.kind) || same_type_cast) {
+    // The runtime makes these views of their input (a Cast to the type it
+    // has is one too): no kernel runs.
     w.level_bytes.assign(d.memory.size(), 0.0);
     w.launches = false;
     return;
@@ -327,12 +344,14 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
 
 // A fused post-op adds its arithmetic and reads its other operand once at
 // every level (a residual or bias); the chain's intermediates never reach
-// memory.
-void post_op_work(const Graph& g, const Node& n, ValueId chain, const DeviceProfile& d, Work& w) {
+// memory, including earlier links a multi-node link (Gelu's erf form) reads
+// again.
+void post_op_work(const Graph& g, const Node& n, const std::vector<ValueId>& internal, const DeviceProfile& d,
+                  Work& w) {
   const TensorType& y = g.type(n.outputs[0]);
   add_vector(w, y.dtype, static_cast<double>(y.numel()) * vector_ops(n, d));
   for (ValueId v : n.inputs) {
-    if (v == chain || v == kNoValue) continue;
+    if (v == kNoValue || std::find(internal.begin(), internal.end(), v) != internal.end()) continue;
     for (double& b : w.level_bytes) b += bytes_of(g, v);
   }
 }
@@ -360,14 +379,16 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   KernelCost k;
   k.label = op_name(root.kind);
   ValueId chain = root.outputs[0];
+  std::vector<ValueId> internal = {chain};
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& post = g.node(nodes[i]);
     if (std::find(post.inputs.begin(), post.inputs.end(), chain) == post.inputs.end() || post.outputs.size() != 1)
       TESSERA_THROW(ErrorKind::kInvalidGraph, "node '" << post.name << "' does not read '" << g.value(chain).name
                                                        << "', so it cannot be fused after it");
-    post_op_work(g, post, chain, d, w);
+    post_op_work(g, post, internal, d, w);
     k.label += std::string("+") + op_name(post.kind);
     chain = post.outputs[0];
+    internal.push_back(chain);
   }
   for (NodeId id : nodes) {
     const Node& n = g.node(id);
@@ -378,27 +399,53 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   for (const auto& [t, f] : w.matrix_flops) {
     // A GEMM too thin to fill the matrix units' tiles (a matrix-vector
     // product) runs as a vector kernel instead, as libraries dispatch it.
-    double matrix = f / (d.peak_flops(t, true) * d.gemm_efficiency * std::max(w.utilization, 1e-6));
+    double efficiency = w.conv ? d.conv_efficiency : d.gemm_efficiency;
+    double matrix = f / (d.peak_flops(t, true) * efficiency * std::max(w.utilization, 1e-6));
     double vector = f / (d.peak_flops(t, false) * d.vector_efficiency);
     k.compute_s += std::min(matrix, vector);
   }
   for (const auto& [t, ops] : w.vector_ops) k.compute_s += 2.0 * ops / (d.peak_flops(t, false) * d.vector_efficiency);
   k.level_bytes = w.level_bytes;
+  // A CPU kernel with little work runs on one core: a share 1/units of the
+  // compute peak and of every level's bandwidth (the shared levels too,
+  // which one core alone does not saturate either).
+  bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
+  bool one_thread = cpu && runs_on_one_thread(g, root, chain);
+  double share = one_thread ? static_cast<double>(d.units) : 1.0;
+  k.compute_s *= share;
+  // A CPU GEMM whose (prepacked) weights come from main memory does not
+  // hide that read behind its arithmetic: the micro-kernel waits for each
+  // weight panel as it starts it (bert's 768x768 MatMul: 0.63 ms alone with
+  // its weights cached, 0.73 ms inside the model).
+  // The sum is bound by whichever part is larger.
+  double arithmetic_s = k.compute_s, weights_s = 0;
+  if (d.kind == DeviceKind::kCpu && w.cold_bytes > 0) {
+    weights_s = w.cold_bytes / d.main_memory().effective_bandwidth() * share;
+    k.compute_s += weights_s;
+  }
+  if (w.conv && d.kind == DeviceKind::kCpu &&
+      std::find(g.outputs().begin(), g.outputs().end(), chain) != g.outputs().end())
+    k.compute_s *= d.conv_plain_output_factor;
   double worst = k.compute_s;
   k.bound = k.compute_s > 0 ? "compute" : "none";
   for (size_t i = 0; i < d.memory.size(); ++i) {
-    k.level_s.push_back(k.level_bytes[i] / d.memory[i].effective_bandwidth());
+    k.level_s.push_back(k.level_bytes[i] / d.memory[i].effective_bandwidth() * share);
     if (k.level_s[i] > worst) {
       worst = k.level_s[i];
       k.bound = d.memory[i].name;
     }
   }
+  if (k.bound == "compute" && weights_s > arithmetic_s) k.bound = d.main_memory().name;
   k.comm_s = w.comm_s;
   if (k.comm_s > worst) {
     worst = k.comm_s;
     k.bound = w.comm_tier;
   }
-  k.launch_s = w.launches ? d.launch_overhead_s : 0.0;
+  bool gemm = root.kind == OpKind::kConv || root.kind == OpKind::kConvTranspose || root.kind == OpKind::kMatMul ||
+              root.kind == OpKind::kGemm;
+  k.launch_s = w.launches ? d.launch_overhead_s + (cpu && !one_thread ? d.parallel_overhead_s : 0.0) +
+                                (gemm ? d.gemm_overhead_s : 0.0)
+                          : 0.0;
   if (k.launch_s > worst) k.bound = "launch";
   k.time_s = worst + k.launch_s;
   return k;

@@ -5,7 +5,11 @@
 //
 //   time = max(compute, bytes(level) / bandwidth(level) for every level, comm) + launch
 //
-// The term that attains the maximum is the kernel's bound. Bytes come from
+// The term that attains the maximum is the kernel's bound. On CPUs a GEMM's
+// compute term includes reading its weights from main memory when they come
+// from there (the micro-kernel does not overlap it), and a small kernel runs
+// on one core (graph/fusion_groups.h, runs_on_one_thread); launch includes
+// the profile's parallel and GEMM per-call overheads. Bytes come from
 // how the kernel computes: GEMM and convolution from their tiling (see
 // gemm_model.h), element-wise and data-movement kernels from their inputs
 // plus outputs, reductions from the passes they make over their input.

@@ -44,6 +44,11 @@ struct Mutation {
   // replacement is wrong and a correction recomputes the original. Empty for
   // fully equivalent mutations.
   std::vector<verifier::OutputRegion> corrections;
+  // When not empty: the replacement before its constant subexpressions were
+  // folded (e.g. W*f written as a Mul of the host's W and f). Verification
+  // tests this form, since the Z_p test reads a folded non-integral constant
+  // as an unrelated residue; folding is exact float evaluation of the same ops.
+  Graph unfolded;
   Verification verification;
   std::string description;  // one line for the report
 };

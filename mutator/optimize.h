@@ -24,7 +24,19 @@ struct OptimizeOptions {
   bool partial = true;
   std::vector<std::string> disabled_rules;  // validated: unknown names throw Error(kUsage)
   std::function<void(double)> progress;
+  // Seconds of the budget the caller needs once optimize returns (measuring
+  // both graphs, writing the files): the search leaves them free so that the
+  // whole run stays within budget_s.
+  double reserve_s = 0;
 };
+
+// Rough seconds the end-to-end check takes on the reference interpreter
+// (double precision, one thread), from the graphs' FLOPs.
+double estimated_check_seconds(const Graph& original, int trials);
+
+// One trial: the reference interpreter takes tens of seconds on the largest
+// suite models (BERT-base), and each mutation was already verified.
+inline constexpr int kCheckTrials = 1;
 
 struct Plan {
   static constexpr int kFormatVersion = 1;
@@ -38,6 +50,8 @@ struct Plan {
   double cost_canonical_s = 0;
   double cost_after_s = 0;
   verifier::EndToEndReport check;
+  double reserved_check_s = 0;  // set aside from the budget for the check (estimate)
+  double check_seconds = 0;     // what the check took
   double total_seconds = 0;
   uint64_t seed = 0;
 };

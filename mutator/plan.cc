@@ -49,7 +49,7 @@ json mutations_json(const Plan& p) {
 
 json stats_json(const SearchStats& s, bool timing) {
   json j = {{"subprograms", s.subprograms}, {"generated", s.generated}, {"verified", s.verified},
-            {"rejected", s.rejected},       {"duplicates", s.duplicates}, {"expansions", s.expansions},
+            {"rejected", s.rejected},       {"duplicates", s.duplicates}, {"cyclic", s.cyclic}, {"skipped_slow", s.skipped_slow}, {"expansions", s.expansions},
             {"applied", s.applied},         {"partial_used", s.partial_used}};
   if (timing) {
     j["seconds"] = s.seconds;
@@ -82,7 +82,10 @@ std::string plan_json(const Plan& p, bool timing) {
             {"search", stats_json(p.search.stats, timing)},
             {"end_to_end_check", check_json(p.check)},
             {"model", "model.onnx"}};
-  if (timing) j["total_seconds"] = p.total_seconds;
+  if (timing) {
+    j["total_seconds"] = p.total_seconds;
+    j["check_seconds"] = {{"reserved", p.reserved_check_s}, {"took", p.check_seconds}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -126,12 +129,15 @@ std::string report_text(const Plan& p, const Measurement* m) {
   const SearchStats& s = p.search.stats;
   std::snprintf(buf, sizeof buf,
                 "\nsearch: %d subprograms, %lld candidates generated, %lld verified, %lld rejected, "
-                "%lld duplicates, %lld applied, %lld partial, %.2f s%s\n",
+                "%lld duplicates, %lld refused as cyclic, %lld applied, %lld partial, %.2f s%s\n",
                 s.subprograms, (long long)s.generated, (long long)s.verified, (long long)s.rejected,
-                (long long)s.duplicates, (long long)s.applied, (long long)s.partial_used, s.seconds,
+                (long long)s.duplicates, (long long)s.cyclic, (long long)s.applied, (long long)s.partial_used, s.seconds,
                 s.budget_exhausted ? " (budget exhausted)" : "");
   os << buf;
   os << "end-to-end check: " << p.check.summary() << "\n";
+  std::snprintf(buf, sizeof buf, "time: %.2f s in all; the check took %.2f s (%.2f s set aside from the budget)\n",
+                p.total_seconds, p.check_seconds, p.reserved_check_s);
+  os << buf;
   return os.str();
 }
 

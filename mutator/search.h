@@ -50,6 +50,8 @@ struct SearchStats {
   int64_t verified = 0;    // mutations that passed verification
   int64_t rejected = 0;    // mutations verification refused
   int64_t duplicates = 0;  // candidates already seen
+  int64_t skipped_slow = 0;  // candidates whose verification could not finish in the budget left
+  int64_t cyclic = 0;      // candidates refused: spliced back, they would close a cycle through the host
   int64_t expansions = 0;
   int64_t applied = 0;     // mutations in the final program
   int64_t partial_used = 0;

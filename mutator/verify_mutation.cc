@@ -24,11 +24,12 @@ bool MutationVerifier::proven(const std::string& obligation, std::string* detail
 }
 
 void MutationVerifier::verify(Mutation& m, const std::string& obligation) {
-  uint64_t key = structural_hash(m.before) * 0x9e3779b97f4a7c15ull ^ structural_hash(m.replacement);
+  const Graph& after = m.unfolded.num_nodes() > 0 ? m.unfolded : m.replacement;
+  uint64_t key = structural_hash(m.before) * 0x9e3779b97f4a7c15ull ^ structural_hash(after);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& e : cache_[key])
-      if (structurally_equal(e->before, m.before) && structurally_equal(e->after, m.replacement)) {
+      if (structurally_equal(e->before, m.before) && structurally_equal(e->after, after)) {
         m.verification = e->verdict;
         return;
       }
@@ -44,18 +45,19 @@ void MutationVerifier::verify(Mutation& m, const std::string& obligation) {
   } else {
     verifier::CheckOptions options;
     options.seed = seed_ ^ key;
-    verifier::Verdict verdict = verifier::check_equivalence(m.before, m.replacement, options);
+    verifier::Verdict verdict = verifier::check_equivalence(m.before, after, options);
     v.status = verdict.equivalent() ? Verification::kTested : Verification::kRejected;
     v.method = verifier::method_name(verdict.method);
     v.error_bound = verdict.error_bound;
     v.detail = verdict.summary();
+    if (&after != &m.replacement) v.detail += "; tested before constant folding";
     if (verdict.kind == verifier::Verdict::kDiffers) v.differing = verdict.differing;
     std::lock_guard<std::mutex> lock(mu_);
     ++tested_;
   }
   m.verification = v;
   std::lock_guard<std::mutex> lock(mu_);
-  cache_[key].push_back(std::make_shared<Entry>(Entry{m.before, m.replacement, v}));
+  cache_[key].push_back(std::make_shared<Entry>(Entry{m.before, after, v}));
 }
 
 }  // namespace tessera::mutator

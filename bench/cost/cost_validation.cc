@@ -27,7 +27,6 @@
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
-#include "runtime/fusion.h"
 #include "runtime/runtime.h"
 
 namespace fs = std::filesystem;
@@ -92,16 +91,9 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
   return m;
 }
 
-// The runtime's groups, as node lists for the cost model.
-std::vector<std::vector<NodeId>> runtime_groups(const Graph& g, bool fuse) {
-  std::vector<std::vector<NodeId>> out;
-  for (const runtime::FusedGroup& grp : runtime::form_groups(g, g.topo_order(), fuse)) {
-    std::vector<NodeId> nodes = {grp.root};
-    for (const runtime::PostOp& p : grp.post) nodes.push_back(p.node);
-    out.push_back(nodes);
-  }
-  return out;
-}
+// The runtime's groups (graph/fusion_groups.h, as the CPU compiler forms
+// them), as node lists for the cost model.
+std::vector<std::vector<NodeId>> runtime_groups(const Graph& g, bool fuse) { return cost::kernel_groups(g, fuse); }
 
 std::vector<double> ranks(const std::vector<double>& v) {
   std::vector<size_t> idx(v.size());
@@ -202,6 +194,25 @@ int main(int argc, char** argv) {
         latency.push_back({name, {c.time_s, m.latency_s}});
         std::printf("%-18s predicted %9.3f ms  measured %9.3f ms  ratio %.2f\n", name.c_str(), c.time_s * 1e3,
                     m.latency_s * 1e3, c.time_s / m.latency_s);
+        // Kernels the runtime ran that the model has no group for (layout
+        // reorders, groups oneDNN rejected and the runtime split), and the
+        // model's groups the runtime did not run as kernels.
+        std::map<std::string, size_t> roots;
+        for (size_t k = 0; k < c.groups.size(); ++k) roots[g.node(c.groups[k][0]).name] = k;
+        double extra_s = 0;
+        std::map<std::string, std::pair<int, double>> extra;
+        for (const auto& [node, s] : m.kernel_s)
+          if (!roots.count(node)) {
+            extra_s += s;
+            auto& e = extra[m.label[node]];
+            ++e.first;
+            e.second += s;
+          }
+        int missing = 0;
+        for (const auto& [node, k] : roots) missing += c.kernels[k].time_s > 0 && !m.kernel_s.count(node);
+        std::printf("  unmodelled runtime kernels: %.3f ms;", extra_s * 1e3);
+        for (const auto& [op, e] : extra) std::printf(" %s x%d %.3f ms;", op.c_str(), e.first, e.second * 1e3);
+        std::printf(" modelled groups not run: %d\n", missing);
         std::fflush(stdout);
       }
       pairs.push_back({name + ": unfused vs fused plan", pred[0], pred[1], meas[0], meas[1]});

@@ -79,6 +79,8 @@ def main():
     rows = []
     header = ("model", "tsr orig ms", "tsr opt ms", "tsr x", "ort orig ms", "ort opt ms", "ort x", "match",
               "search s", "total s", "gen/ver/applied", "partial", "pred x h100", "rules")
+    # Other processes share this machine: the load puts the timings in context.
+    print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
     print(" | ".join(header))
     for name in args.models.split(","):
         model = os.path.join(CACHE, name, "model.onnx")
@@ -102,6 +104,7 @@ def main():
                h100["predicted_cost"]["speedup"], ",".join(rules) or "-")
         rows.append(row)
         print(" | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row), flush=True)
+    print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
     if rows:
         geo = lambda i: math.exp(sum(math.log(max(r[i], 1e-9)) for r in rows) / len(rows))
         print(f"geomean speedup: tessera runtime {geo(3):.3f}x, onnx runtime {geo(6):.3f}x, "

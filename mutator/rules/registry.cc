@@ -24,6 +24,7 @@ const std::vector<Rule>& all_rules() {
     register_merge_rules(r);
     register_layout_rules(r);
     register_algebra_rules(r);
+    register_scale_rules(r);
     // Enumerated mutants last: a rule rewrite that does the same is cheaper
     // to verify (proof or one small test), and ties go to the earlier rule.
     register_pet_rules(r);

@@ -22,30 +22,9 @@ namespace {
 
 using cpu::Md;
 
-// Below these sizes a kernel runs on the calling thread (Kernel::max_threads):
-// multiply-adds for convolution and matmul, output elements for the
-// memory-bound rest. bert_base's 128x768 activations are under the line, its
-// matmuls and resnet18's convolutions over it. Measured on 2 shared cores:
-// gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its second
-// thread; element-wise ops of this size take 20-40 us on one.
-constexpr int64_t kSmallMacs = int64_t{1} << 22;
-constexpr int64_t kSmallElements = int64_t{1} << 17;
-
-bool little_work(const Graph& g, const Node& root, ValueId out) {
-  int64_t elements = g.type(out).numel();
-  int64_t reduce = 1;
-  if (root.kind == OpKind::kConv) {
-    const Shape& ws = g.type(root.inputs[1]).shape;
-    for (size_t i = 1; i < ws.size(); ++i) reduce *= ws[i];
-    return elements * reduce < kSmallMacs;
-  }
-  if (root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm) {
-    const Shape& as = g.type(root.inputs[0]).shape;
-    if (!as.empty()) reduce = root.kind == OpKind::kGemm && root.attrs.i("transA") != 0 ? as[0] : as.back();
-    return elements * reduce < kSmallMacs;
-  }
-  return elements < kSmallElements;
-}
+// Which kernels run on the calling thread: graph/fusion_groups.h
+// (runs_on_one_thread), shared with the cost model.
+bool little_work(const Graph& g, const Node& root, ValueId out) { return runs_on_one_thread(g, root, out); }
 
 bool is_view(OpKind k) {
   return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
@@ -123,7 +102,7 @@ class CpuCompiler {
     if (plain_copy_[v] != kNoValue) return plain_copy_[v];
     ValueId p = new_value(types_[v], types_[v].nbytes());
     Md from = *layout_[v];
-    bool single = types_[v].numel() < kSmallElements;
+    bool single = types_[v].numel() < kOneThreadElements;
     std::optional<ThreadScope> one_thread;
     if (single) one_thread.emplace(1);
     auto k = cpu::make_reorder(dnn_, v, from, p, cpu::plain_md(types_[v].shape));

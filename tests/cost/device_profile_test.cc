@@ -70,7 +70,11 @@ TEST(DeviceProfile, PeakFallsBackToVectorThenF32) {
 
 TEST(DeviceProfile, JsonRoundTrip) {
   DeviceProfile a = builtin_profile("a100");
+  a.parallel_overhead_s = 2.5e-6;
+  a.gemm_overhead_s = 4e-6;
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
+  EXPECT_NEAR(b.parallel_overhead_s, 2.5e-6, 1e-12);
+  EXPECT_NEAR(b.gemm_overhead_s, 4e-6, 1e-12);
   EXPECT_EQ(b.name, a.name);
   EXPECT_EQ(b.units, a.units);
   EXPECT_EQ(b.memory.size(), a.memory.size());

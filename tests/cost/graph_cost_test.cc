@@ -1,22 +1,44 @@
-// cost/ restates the runtime's fusion rule (it cannot link the runtime);
-// these graphs check that both cut them into the same kernels.
+// The cost model and the runtime share the grouping rule
+// (graph/fusion_groups.h); these graphs check that the kernels the CPU
+// backend actually compiles (as its profile names them) are the ones the
+// cost model costs, so a compiler that stops using the rule, or uses it
+// with other options, is caught.
 #include "cost/graph_cost.h"
 
 #include <gtest/gtest.h>
 
-#include "runtime/fusion.h"
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/runtime.h"
 
 namespace tessera::cost {
 namespace {
 
-std::vector<std::vector<NodeId>> runtime_groups(const Graph& g) {
-  std::vector<std::vector<NodeId>> out;
-  for (const runtime::FusedGroup& grp : runtime::form_groups(g, g.topo_order(), true)) {
-    std::vector<NodeId> nodes = {grp.root};
-    for (const runtime::PostOp& p : grp.post) nodes.push_back(p.node);
-    out.push_back(nodes);
-  }
+// Root node names of the kernels the CPU plan runs, sorted.
+std::vector<std::string> runtime_roots(const Graph& g) {
+  runtime::RunOptions opt;
+  opt.profile = true;
+  opt.threads = 1;
+  runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.emplace_back(g.type(v).dtype, g.type(v).shape);
+  plan.run(inputs);
+  std::vector<std::string> out;
+  for (const runtime::KernelProfile& k : plan.profile().kernels) out.push_back(k.node);
+  std::sort(out.begin(), out.end());
   return out;
+}
+
+std::vector<std::string> cost_roots(const Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& group : kernel_groups(g)) out.push_back(g.node(group[0]).name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+ValueId scalar(Graph& g, const std::string& name, double v) {
+  return g.add_constant(name, Tensor::from_doubles(DType::kF32, {}, {v}));
 }
 
 Attrs conv3x3() {
@@ -52,7 +74,58 @@ TEST(GraphCost, FusionMatchesTheRuntime) {
     g.set_outputs({g.add(OpKind::kMul, {s, t}, {}, "mul")});
     graphs.push_back(std::move(g));
   }
-  for (const Graph& g : graphs) EXPECT_EQ(kernel_groups(g), runtime_groups(g));
+  {  // unary roots with binary and unary links; a broadcasting binary root
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 8, 64, 64}});
+    ValueId y = g.add_input("y", {DType::kF32, {1, 8, 64, 64}});
+    ValueId b = g.add_input("b", {DType::kF32, {8, 1, 1}});
+    ValueId s = g.add(OpKind::kMul, {g.add(OpKind::kSigmoid, {x}, {}, "sig"), y}, {}, "sig_mul");
+    ValueId r = g.add(OpKind::kTanh, {g.add(OpKind::kRelu, {s}, {}, "relu")}, {}, "tanh");
+    ValueId d = g.add(OpKind::kRelu, {g.add(OpKind::kSub, {b, r}, {}, "bsub")}, {}, "bsub_relu");
+    g.set_outputs({d});
+    graphs.push_back(std::move(g));
+  }
+  {  // a MatMul output read twice: by Relu and by the Add after it
+    Graph g;
+    ValueId a = g.add_input("a", {DType::kF32, {8, 8}});
+    ValueId b = g.add_input("b", {DType::kF32, {8, 8}});
+    ValueId y = g.add(OpKind::kMatMul, {a, b}, {}, "mm");
+    g.set_outputs({g.add(OpKind::kAdd, {y, g.add(OpKind::kRelu, {y}, {}, "relu")}, {}, "add")});
+    graphs.push_back(std::move(g));
+  }
+  {  // PyTorch's erf Gelu after a MatMul: one kernel in both
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {4, 16}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {16, 16}));
+    ValueId h = g.add(OpKind::kMatMul, {x, w}, {}, "mm");
+    ValueId e = g.add(OpKind::kErf, {g.add(OpKind::kDiv, {h, scalar(g, "sqrt2", std::sqrt(2.0))}, {}, "div")}, {}, "erf");
+    ValueId a = g.add(OpKind::kAdd, {e, scalar(g, "one", 1.0)}, {}, "add");
+    ValueId m = g.add(OpKind::kMul, {h, a}, {}, "mul");
+    g.set_outputs({g.add(OpKind::kMul, {m, scalar(g, "half", 0.5)}, {}, "mul_half")});
+    EXPECT_EQ(kernel_groups(g).size(), 1u);
+    graphs.push_back(std::move(g));
+  }
+  for (const Graph& g : graphs) EXPECT_EQ(cost_roots(g), runtime_roots(g));
+}
+
+TEST(GraphCost, GeluErfLinkReadsNoIntermediate) {
+  // The fused Gelu's second Mul reads the MatMul output again; that value
+  // never reaches memory, so the kernel moves no more than the MatMul alone
+  // plus the three scalar constants.
+  DeviceProfile d = builtin_profile("cpu");
+  Graph plain;
+  ValueId px = plain.add_input("x", {DType::kF32, {64, 64}});
+  ValueId pw = plain.add_constant("w", Tensor(DType::kF32, {64, 64}));
+  ValueId ph = plain.add(OpKind::kMatMul, {px, pw}, {}, "mm");
+  ValueId pe = plain.add(OpKind::kErf, {plain.add(OpKind::kDiv, {ph, scalar(plain, "sqrt2", std::sqrt(2.0))}, {}, "div")}, {}, "erf");
+  ValueId pa = plain.add(OpKind::kAdd, {pe, scalar(plain, "one", 1.0)}, {}, "add");
+  plain.set_outputs({plain.add(OpKind::kMul, {plain.add(OpKind::kMul, {ph, pa}, {}, "mul"), scalar(plain, "half", 0.5)}, {}, "mul_half")});
+  auto groups = kernel_groups(plain);
+  ASSERT_EQ(groups.size(), 1u);
+  KernelCost gelu = kernel_cost(plain, groups[0], d);
+  KernelCost mm = node_cost(plain, groups[0][0], d);
+  double scalars = 3 * 4.0;
+  EXPECT_LE(gelu.level_bytes.back(), mm.level_bytes.back() + scalars + 1e-9);
 }
 
 TEST(GraphCost, SumsKernels) {

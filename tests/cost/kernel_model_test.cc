@@ -9,6 +9,7 @@
 #include "cost/gemm_model.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
+#include "graph/fusion_groups.h"
 
 namespace tessera::cost {
 namespace {
@@ -204,7 +205,10 @@ TEST(KernelModel, NoFusionWhenTheLinkHasTwoReaders) {
   ValueId s = g.add(OpKind::kAdd, {y, r}, {}, "add");
   g.set_outputs({s});
   auto groups = kernel_groups(g);
-  EXPECT_EQ(groups.size(), 2u);  // MatMul alone; Relu+Add
+  // MatMul alone; Relu+Add is a group, but a unary root with a binary link
+  // is one oneDNN runs only by its reference kernel, so the runtime (and the
+  // model) run Relu and Add apart (tests/cost/graph_cost_test.cc checks).
+  EXPECT_EQ(groups.size(), 3u);
   EXPECT_EQ(groups[0], (std::vector<NodeId>{0}));
 }
 
@@ -256,6 +260,118 @@ TEST(KernelModel, DepthwiseConvIsNotAGemm) {
   EXPECT_LT(dw.time_s, dense.time_s);
   // ... but it runs below the GEMM rate per FLOP.
   EXPECT_GT(dw.compute_s, static_cast<double>(dw.total_flops()) / (d.peak_flops(DType::kF32, true) * d.gemm_efficiency));
+}
+
+TEST(KernelModel, SmallCpuKernelsRunOnOneCore) {
+  // Under the runtime's one-thread line an Add gets one core of two: the
+  // same kernel on a device whose rates are those of one core takes as long.
+  DeviceProfile two = builtin_profile("cpu");
+  two.launch_overhead_s = 0;
+  DeviceProfile one = two;
+  one.units = 1;
+  for (auto* peaks : {&one.matrix_flops, &one.vector_flops})
+    for (auto& [t, v] : *peaks) v /= 2;
+  for (MemoryLevel& m : one.memory) m.bandwidth /= 2;
+  for (MemoryLevel& m : one.memory)
+    if (m.per_unit) m.capacity_bytes *= 2;  // the same total capacity
+  Graph small = binary(OpKind::kAdd, 1000);
+  EXPECT_NEAR(node_cost(small, 0, two).time_s, node_cost(small, 0, one).time_s, 1e-12);
+  // Over the line both cores work: half the one-core time.
+  Graph large = binary(OpKind::kAdd, kOneThreadElements * 4);
+  EXPECT_NEAR(node_cost(large, 0, two).time_s * 2, node_cost(large, 0, one).time_s, 1e-12);
+}
+
+TEST(KernelModel, ParallelAndGemmCallOverheads) {
+  DeviceProfile d = builtin_profile("cpu");
+  d.launch_overhead_s = 1e-6;
+  d.parallel_overhead_s = 2e-6;
+  d.gemm_overhead_s = 4e-6;
+  EXPECT_DOUBLE_EQ(node_cost(binary(OpKind::kAdd, 1000), 0, d).launch_s, 1e-6);  // one thread
+  EXPECT_DOUBLE_EQ(node_cost(binary(OpKind::kAdd, kOneThreadElements * 4), 0, d).launch_s, 3e-6);
+  EXPECT_DOUBLE_EQ(node_cost(matmul(256, 256, 256), 0, d).launch_s, 7e-6);
+  EXPECT_DOUBLE_EQ(node_cost(matmul(8, 8, 8), 0, d).launch_s, 5e-6);  // one thread, still a GEMM call
+  // GPUs have no thread pool to wake.
+  DeviceProfile h = builtin_profile("h100");
+  h.parallel_overhead_s = 2e-6;
+  EXPECT_DOUBLE_EQ(node_cost(binary(OpKind::kAdd, kOneThreadElements * 4), 0, h).launch_s, h.launch_overhead_s);
+}
+
+TEST(KernelModel, TransposeRunsAndSameTypeCast) {
+  DeviceProfile d = builtin_profile("cpu");
+  d.permute_ops = 32;
+  auto transpose = [](std::vector<int64_t> perm) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {8, 16, 32, 64}});
+    Attrs a;
+    a.set("perm", perm);
+    g.set_outputs({g.add(OpKind::kTranspose, {x}, a, "t")});
+    return g;
+  };
+  // Moving the innermost axis pays the per-element cost; keeping it copies
+  // 64-element runs, and the cost is spread over each run.
+  KernelCost inner = node_cost(transpose({0, 1, 3, 2}), 0, d);
+  KernelCost runs = node_cost(transpose({0, 2, 1, 3}), 0, d);
+  EXPECT_NEAR(inner.compute_s, 64 * runs.compute_s, 1e-12);
+  EXPECT_EQ(inner.bound, "compute");
+  d.permute_ops = 0;
+  EXPECT_EQ(node_cost(transpose({0, 1, 3, 2}), 0, d).compute_s, 0.0);
+  // A Cast to the type the value has is a view: no kernel.
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1024}});
+  Attrs to;
+  to.set("to", std::string("f32"));
+  g.set_outputs({g.add(OpKind::kCast, {x}, to, "cast")});
+  EXPECT_EQ(node_cost(g, 0, d).time_s, 0.0);
+}
+
+TEST(KernelModel, ConvolutionEfficiencyAndRowMajorOutput) {
+  DeviceProfile d = builtin_profile("cpu");
+  auto conv = [](bool output) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 64, 28, 28}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {64, 64, 3, 3}));
+    Attrs a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("strides", std::vector<int64_t>{1, 1});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("dilations", std::vector<int64_t>{1, 1});
+    ValueId y = g.add(OpKind::kConv, {x, w}, a, "conv");
+    g.set_outputs({output ? y : g.add(OpKind::kMaxPool, {y}, [] {
+      Attrs p;
+      p.set("kernel_shape", std::vector<int64_t>{2, 2});
+      p.set("strides", std::vector<int64_t>{2, 2});
+      p.set("pads", std::vector<int64_t>{0, 0, 0, 0});
+      p.set("dilations", std::vector<int64_t>{1, 1});
+      return p;
+    }(), "pool")});
+    return g;
+  };
+  d.gemm_efficiency = d.conv_efficiency = 0.5;
+  d.vector_efficiency = 0.05;  // keep the vector fallback (matrix-vector products) out of it
+  double base = node_cost(conv(false), 0, d).compute_s;
+  d.conv_efficiency = 0.25;  // convolutions only
+  EXPECT_NEAR(node_cost(conv(false), 0, d).compute_s, 2 * base, 1e-12);
+  EXPECT_NEAR(node_cost(matmul(256, 256, 256), 0, d).compute_s,
+              node_cost(matmul(256, 256, 256), 0, [&] { DeviceProfile e = d; e.conv_efficiency = 0.5; return e; }()).compute_s,
+              1e-15);
+  d.conv_plain_output_factor = 1.5;  // a graph output is written row-major
+  EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s, 1.5 * node_cost(conv(false), 0, d).compute_s, 1e-12);
+}
+
+TEST(KernelModel, CpuGemmWaitsForWeightsFromMainMemory) {
+  DeviceProfile d = builtin_profile("cpu");
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {256, 512}});
+  ValueId w = g.add_constant("w", Tensor(DType::kF32, {512, 512}));
+  g.set_outputs({g.add(OpKind::kMatMul, {x, w}, {}, "mm")});
+  CostOptions cold;
+  cold.warm_cache = false;
+  double weights = 512.0 * 512 * 4;
+  EXPECT_NEAR(node_cost(g, 0, d, cold).compute_s - node_cost(g, 0, d).compute_s,
+              weights / d.main_memory().effective_bandwidth(), 1e-12);
+  // GPUs overlap the read with the arithmetic.
+  DeviceProfile h = builtin_profile("h100");
+  EXPECT_NEAR(node_cost(g, 0, h, cold).compute_s, node_cost(g, 0, h).compute_s, 1e-15);
 }
 
 }  // namespace

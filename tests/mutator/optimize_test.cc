@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cost/device_profile.h"
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "mutator/rules/rule.h"
@@ -120,6 +121,83 @@ TEST(Partition, SubprogramsStopAtNonLinearOps) {
   ASSERT_EQ(parts.size(), 2u);
   for (NodeId n : parts[0]) EXPECT_NE(g.node(n).kind, OpKind::kRelu);
   EXPECT_EQ(parts[1].size(), 1u);
+}
+
+// A value made outside every subprogram and read by element-wise ops in
+// several places (an attention mask read by each layer) does not glue those
+// places into one subprogram; MatMuls sharing an input still join.
+TEST(Partition, SharedMaskDoesNotGlueLayersButSharedInputMatMulsJoin) {
+  std::mt19937_64 rng(9);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 4}});
+  ValueId mask = g.add(OpKind::kRelu, {g.add_input("m", {DType::kF32, {4, 4}})}, {}, "mask");
+  ValueId h = x;
+  for (int layer = 0; layer < 2; ++layer) {
+    std::string l = std::to_string(layer);
+    ValueId a = g.add(OpKind::kMatMul, {h, testing::weight(g, "wa" + l, {4, 4}, rng)}, {}, "a" + l);
+    ValueId b = g.add(OpKind::kMatMul, {h, testing::weight(g, "wb" + l, {4, 4}, rng)}, {}, "b" + l);
+    h = g.add(OpKind::kTanh, {g.add(OpKind::kAdd, {g.add(OpKind::kAdd, {a, b}), mask}, {}, "mask_add" + l)});
+  }
+  g.set_outputs({h});
+  auto parts = partition_subprograms(g);
+  ASSERT_EQ(parts.size(), 2u);
+  for (const auto& part : parts) EXPECT_EQ(part.size(), 4u);  // two MatMuls and two Adds per layer
+}
+
+// A long linear chain (a residual stream) is cut into bounded subprograms
+// that together hold every node once.
+TEST(Partition, LongLinearChainsAreCutIntoBoundedSubprograms) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 2}});
+  ValueId h = x;
+  for (int i = 0; i < 150; ++i) h = g.add(OpKind::kAdd, {h, x});
+  g.set_outputs({h});
+  auto parts = partition_subprograms(g);
+  EXPECT_GT(parts.size(), 2u);
+  size_t total = 0;
+  for (const auto& part : parts) {
+    EXPECT_LE(part.size(), 64u);
+    total += part.size();
+  }
+  EXPECT_EQ(total, 150u);
+  Plan p = optimize(g, quick(1, 2));  // the pieces splice back into a valid graph
+  EXPECT_LT(testing::max_output_diff(g, p.optimized, 2), 1e-6);
+}
+
+// A residual block with a Conv shortcut: conv1 and conv2 look parallel
+// inside their subprogram (same geometry, independent inputs), but conv2
+// reads conv1 through a Relu outside it, so merging them into one grouped
+// Conv would close a cycle. The search must refuse that candidate and keep
+// the rest of the subprogram's mutations (here the Transpose pair after the
+// Add, which cancels).
+TEST(Search, RefusesCandidatesThatCloseACycleAndKeepsTheOthers) {
+  std::mt19937_64 rng(5);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 4, 6, 6}});
+  ValueId c1 = g.add(OpKind::kConv, {x, testing::weight(g, "w1", {4, 4, 3, 3}, rng)}, testing::conv_attrs(3, 1, 1), "conv1");
+  ValueId r = g.add(OpKind::kRelu, {c1}, {}, "relu");
+  ValueId c2 = g.add(OpKind::kConv, {r, testing::weight(g, "w2", {4, 4, 3, 3}, rng)}, testing::conv_attrs(3, 1, 1), "conv2");
+  ValueId c3 = g.add(OpKind::kConv, {x, testing::weight(g, "w3", {4, 4, 3, 3}, rng)}, testing::conv_attrs(3, 1, 1), "shortcut");
+  ValueId sum = g.add(OpKind::kAdd, {c2, c3}, {}, "residual");
+  Attrs swap;
+  swap.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  ValueId y = g.add(OpKind::kTranspose, {g.add(OpKind::kTranspose, {sum}, swap, "t1")}, swap, "t2");
+  g.set_outputs({y});
+  SearchOptions so;
+  so.device = cost::resolve_device("h100");
+  so.budget_s = 60;
+  so.threads = 1;
+  SearchResult res = search(g, so);
+  EXPECT_GT(res.stats.cyclic, 0) << "the grouped-Conv merge across the Relu was never proposed";
+  res.graph.validate();
+  EXPECT_NO_THROW(res.graph.topo_order());
+  bool chain = false;
+  for (const AppliedMutation& a : res.applied) {
+    EXPECT_NE(a.rule, "merge-parallel-convs-into-group");
+    chain = chain || a.rule == "transpose-compose";
+  }
+  EXPECT_TRUE(chain) << "the subprogram's other mutation was lost";
+  EXPECT_LT(testing::max_output_diff(g, res.graph, 4), 1e-9);
 }
 
 // End to end on the bundled models: the written model, imported back, computes

@@ -101,10 +101,21 @@ inline Graph random_graph(uint64_t seed) {
       }
     }
   }
+  // Scalar scales of some unread results (attention's 1/sqrt(d)), drawn from
+  // a second generator so the structure above stays what it was per seed.
+  std::mt19937_64 rng2(seed * 7919 + 1);
   auto users = g.users();
   std::vector<ValueId> outs;
-  for (ValueId v : pool)
-    if (users[v].empty()) outs.push_back(v);
+  for (ValueId v : pool) {
+    if (!users[v].empty()) continue;
+    if (g.value(v).producer >= 0 && rng2() % 2) {
+      Tensor c(DType::kF32, {});
+      c.set_double(0, 0.125 * static_cast<double>(1 + rng2() % 4));
+      ValueId k = g.add_constant(wname(), c);
+      v = g.add(rng2() % 2 ? OpKind::kMul : OpKind::kDiv, {v, k});
+    }
+    outs.push_back(v);
+  }
   for (ValueId v : leaves) outs.push_back(v);
   g.set_outputs(outs);
   return g;

@@ -78,6 +78,70 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
     if (!rule.enumerator) EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
 }
 
+// GPT-2's attention: one Gemm makes Q, K and V, a Split on the last axis
+// takes them apart, and the scores Q@K^T are scaled by 1/sqrt(d). The scale
+// folds into Q's columns of the Gemm's weight and bias, and the Mul goes.
+TEST(Rules, FoldScaleIntoWeightsThroughASplitSection) {
+  std::mt19937_64 rng(2);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 6}});
+  ValueId qkv = g.add(OpKind::kGemm, {x, testing::weight(g, "w", {6, 12}, rng), testing::weight(g, "b", {12}, rng)});
+  Attrs r3, split, perm, perm_k;
+  r3.set("shape", std::vector<int64_t>{1, 4, 12});
+  split.set("axis", int64_t{2});
+  split.set("split", std::vector<int64_t>{4, 4, 4});
+  ValueId y = g.add(OpKind::kReshape, {qkv}, r3);
+  NodeId sp = g.add_node(OpKind::kSplit, {y}, split, "split");
+  Attrs heads;
+  heads.set("shape", std::vector<int64_t>{1, 4, 2, 2});
+  perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  perm_k.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  ValueId q = g.add(OpKind::kTranspose, {g.add(OpKind::kReshape, {g.node(sp).outputs[0]}, heads)}, perm);
+  ValueId k = g.add(OpKind::kTranspose, {g.add(OpKind::kReshape, {g.node(sp).outputs[1]}, heads)}, perm_k);
+  Tensor c(DType::kF32, {});
+  c.set_double(0, 0.5);
+  ValueId scores = g.add(OpKind::kMul, {g.add(OpKind::kMatMul, {q, k}), g.add_constant("scale", c)}, {}, "scale_mul");
+  g.set_outputs({scores, g.node(sp).outputs[2]});
+  std::vector<Mutation> ms = propose(g, "fold-scale-into-weights");
+  ASSERT_EQ(ms.size(), 1u);
+  Graph h = apply_mutation(g, ms[0]);
+  h.validate();
+  for (NodeId n = 0; n < h.num_nodes(); ++n) EXPECT_NE(h.node(n).kind, OpKind::kMul);
+  EXPECT_LT(max_output_diff(g, h, 5), 1e-9);
+  MutationVerifier v(5);
+  v.verify(ms[0], find_rule("fold-scale-into-weights").obligation);
+  EXPECT_TRUE(ms[0].verification.accepted()) << ms[0].verification.detail;
+  EXPECT_LT(cost::graph_cost(h, cost::resolve_device("h100")).time_s,
+            cost::graph_cost(g, cost::resolve_device("h100")).time_s);
+}
+
+// The scale may not fold where the chain's value is read elsewhere, nor into
+// a weight through a Split on another axis than the product's columns.
+TEST(Rules, FoldScaleIntoWeightsRefusesSharedValuesAndOtherSplitAxes) {
+  std::mt19937_64 rng(3);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 6}});
+  ValueId m = g.add(OpKind::kMatMul, {x, testing::weight(g, "w", {6, 4}, rng)});
+  Tensor c(DType::kF32, {});
+  c.set_double(0, 2.0);
+  ValueId s = g.add(OpKind::kDiv, {m, g.add_constant("c", c)});
+  g.set_outputs({s, m});  // m is read twice
+  EXPECT_TRUE(propose(g, "fold-scale-into-weights").empty());
+  g.set_outputs({s});
+  EXPECT_EQ(propose(g, "fold-scale-into-weights").size(), 1u);
+
+  Graph h;
+  ValueId hx = h.add_input("x", {DType::kF32, {4, 6}});
+  ValueId hm = h.add(OpKind::kMatMul, {hx, testing::weight(h, "w", {6, 4}, rng)});
+  Attrs rows;
+  rows.set("axis", int64_t{0});
+  rows.set("split", std::vector<int64_t>{2, 2});
+  NodeId sp = h.add_node(OpKind::kSplit, {hm}, rows, "rows");
+  ValueId hs = h.add(OpKind::kMul, {h.node(sp).outputs[0], h.add_constant("c", c)});
+  h.set_outputs({hs, h.node(sp).outputs[1]});
+  EXPECT_TRUE(propose(h, "fold-scale-into-weights").empty());
+}
+
 // A wrong replacement must be caught by verification: swap two Split outputs.
 TEST(Rules, VerificationRejectsAWrongMerge) {
   Graph g = testing::qkv_graph(4, 8);

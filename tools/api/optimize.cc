@@ -4,6 +4,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "cost/device_profile.h"
+#include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "mutator/optimize.h"
 #include "onnx_import/onnx_export.h"
@@ -65,10 +67,18 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
   options.partial = config.partial;
   options.disabled_rules = config.disabled_rules;
   options.progress = config.progress;
+  bool measured = config.measure && config.measure_runs > 0;
+  if (measured && config.device == "cpu") {
+    // The measurement below runs both graphs (compile, warm-up, measure_runs
+    // runs): set its predicted time aside from the budget, with a 1.5x margin
+    // over the CPU cost model and half a second for compiling and writing.
+    double one = cost::graph_cost(g, cost::resolve_device("cpu")).time_s;
+    options.reserve_s = 0.5 + 1.5 * 2.0 * (config.measure_runs + 1) * one;
+  }
   mutator::Plan plan = mutator::optimize(g, options);
 
   mutator::Measurement m;
-  bool measured = config.measure && plan.device == "cpu" && config.measure_runs > 0;
+  measured = measured && plan.device == "cpu";
   if (measured) {
     std::vector<Tensor> inputs = random_inputs(g, config.seed);
     RunConfig rc;

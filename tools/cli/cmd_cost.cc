@@ -1,11 +1,13 @@
 // tessera cost MODEL [--device cpu|a100|h100|h200|PROFILE.json] [--json] [--top N]
-// tessera cost --calibrate [--output PROFILE.json]
+// tessera cost --calibrate [--threads N] [--output PROFILE.json]
+// tessera cost --calibrate --device a100|h100|h200 --output PROFILE.json
 //
 // The first form prints the cost model's view of a model: per kernel (as the
 // runtime fuses them) the predicted time, FLOPs, bytes per memory level and
 // what bounds it, then the total and the top bottlenecks. The second runs
 // microbenchmarks through the runtime's CPU kernels and writes the fitted
-// host profile (cost_calibration.h).
+// host profile; the third fits a GPU profile through the CUDA backend
+// (cost_calibration.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -149,7 +151,8 @@ Action add_cost_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("cost", "Predict a model's run time per kernel with the cost model");
   cmd->add_option("model", flags->model, "ONNX model file");
   cmd->add_option("--device", flags->device,
-                  "cpu (this machine, calibrated profile if present), a100, h100, h200, or a profile .json")
+                  "cpu (this machine, calibrated profile if present), a100, h100, h200, or a profile .json; "
+                  "with --calibrate: the GPU profile to fit through the CUDA backend")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   cmd->add_option("--top", flags->top, "Bottlenecks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -166,8 +169,11 @@ Action add_cost_command(CLI::App& app) {
   return [flags] {
     if (flags->calibrate) {
       if (!flags->model.empty()) TESSERA_THROW(ErrorKind::kUsage, "--calibrate takes no model");
+      bool gpu = flags->device != "cpu";
+      if (gpu && flags->output.empty()) TESSERA_THROW(ErrorKind::kUsage, "--calibrate --device GPU needs --output");
       std::string path = flags->output.empty() ? cost::host_profile_cache_path() : flags->output;
-      cost::DeviceProfile p = calibrate_host(flags->calibrate_seconds, flags->threads, std::cerr);
+      cost::DeviceProfile p = gpu ? calibrate_gpu(flags->device, flags->calibrate_seconds, std::cerr)
+                                  : calibrate_host(flags->calibrate_seconds, flags->threads, std::cerr);
       cost::save_profile(p, path);
       std::cerr << "wrote " << path << "\n";
       return 0;

@@ -4,17 +4,23 @@
 // profile factor behind that term:
 //
 //   tiny element-wise op              -> launch overhead
+//   Add at two sizes over the line    -> parallel (thread wake/join) overhead
 //   element-wise Add, 3 tensor sizes  -> DRAM, last-level and L2 bandwidth
-//   3x3 Conv, MatMul on weights       -> GEMM efficiency (and the peak, under turbo)
+//   3x3 Conv, small and large images  -> GEMM/convolution per-call cost
+//   Convs and MatMuls of generic shapes -> conv and GEMM efficiency (and the
+//                                        peak, under turbo)
+//   Conv writing a graph output       -> row-major output factor
 //   Exp on L2-resident data           -> cost of a transcendental
 //
 // cost/ cannot link the runtime (DESIGN), so this lives with the CLI.
 #pragma once
 
 #include <ostream>
+#include <string>
 
 #include "cost/device_profile.h"
 #include "graph/graph.h"
+#include "runtime/runtime.h"
 
 namespace tessera::cli {
 
@@ -27,6 +33,15 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
 
 // Fastest time per run of the single kernel of `g`'s plan on the CPU backend,
 // measured for about `seconds` (at least 3 runs). Shared with bench/cost.
-double measure_kernel_seconds(const Graph& g, double seconds, int threads = 0);
+// node: count only the kernel of that root node (empty: every kernel).
+double measure_kernel_seconds(const Graph& g, double seconds, int threads = 0, const std::string& node = "",
+                              runtime::Backend backend = runtime::Backend::kCpu);
+
+// A GPU profile fitted through the CUDA backend: the builtin profile `base`
+// (a100, h100, h200) with its launch overhead, L2 and HBM efficiencies, GEMM
+// efficiency (f16 tensor cores) and transcendental cost measured. Throws
+// Error(kUsage) where the CUDA backend cannot run. Written for
+// bench/gpu_check.sh; not yet run on a GPU.
+cost::DeviceProfile calibrate_gpu(const std::string& base, double seconds, std::ostream& log);
 
 }  // namespace tessera::cli

@@ -1,9 +1,9 @@
-#include "runtime/fusion.h"
+#include "graph/fusion_groups.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::runtime {
+namespace tessera {
 namespace {
 
 bool is_root(const Graph& g, const Node& n) {
@@ -77,6 +77,31 @@ std::string FusedGroup::label(const Graph& g) const {
   std::string s = op_name(g.node(root).kind);
   for (const PostOp& p : post) s += std::string("+") + (p.gelu_erf ? "Gelu" : op_name(g.node(p.node).kind));
   return s;
+}
+
+bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out) {
+  int64_t elements = g.type(out).numel();
+  int64_t reduce = 1;
+  if (root.kind == OpKind::kConv) {
+    const Shape& ws = g.type(root.inputs[1]).shape;
+    for (size_t i = 1; i < ws.size(); ++i) reduce *= ws[i];
+    return elements * reduce < kOneThreadMacs;
+  }
+  if (root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm) {
+    const Shape& as = g.type(root.inputs[0]).shape;
+    if (!as.empty()) reduce = root.kind == OpKind::kGemm && root.attrs.i("transA") != 0 ? as[0] : as.back();
+    return elements * reduce < kOneThreadMacs;
+  }
+  return elements < kOneThreadElements;
+}
+
+std::vector<NodeId> FusedGroup::nodes() const {
+  std::vector<NodeId> out = {root};
+  for (const PostOp& p : post) {
+    if (p.members.empty()) out.push_back(p.node);
+    else out.insert(out.end(), p.members.begin(), p.members.end());
+  }
+  return out;
 }
 
 bool is_eltwise_post_op(const Node& node) {
@@ -164,4 +189,4 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
   return groups;
 }
 
-}  // namespace tessera::runtime
+}  // namespace tessera

@@ -1,0 +1,67 @@
+// Post-op fusion groups, the rule the runtime compiles kernels by and the
+// cost model costs them by (both use this one definition; graph/ is the only
+// library both may depend on). Fusion is a plan-compile step (the graph is
+// not rewritten): a kernel that oneDNN can extend with post-ops (convolution,
+// matmul, Gemm, binary and element-wise ops) absorbs the chain of
+// element-wise ops that follows it when each link's value has no other reader:
+//
+//   Relu(Add(Conv(x, w, b), residual))  ->  one convolution, post-ops [add, relu]
+//   Gelu(Add(MatMul(x, w), bias))       ->  one matmul, post-ops [add, gelu]
+//
+// A group runs at the position of its last node, where every operand of
+// every link is ready.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tessera {
+
+struct PostOp {
+  NodeId node;
+  ValueId other = kNoValue;  // binary links: the operand that is not the chain
+  // A link made of several nodes that together compute one function of the
+  // chain (only with match_gelu): all of them in execution order, `node` last.
+  std::vector<NodeId> members;
+  bool gelu_erf = false;  // x * 0.5 * (1 + erf(x / sqrt(2))), as PyTorch exports Gelu
+};
+
+struct FusedGroup {
+  NodeId root;
+  std::vector<PostOp> post;
+
+  NodeId last() const { return post.empty() ? root : post.back().node; }
+  ValueId output(const Graph& g) const { return g.node(last()).outputs[0]; }
+  std::string label(const Graph& g) const;  // "Conv+Add+Relu"
+  // Every node the kernel computes: the root, then each link's members.
+  std::vector<NodeId> nodes() const;
+};
+
+// Unary ops that a post-op chain may contain (oneDNN eltwise algorithms).
+bool is_eltwise_post_op(const Node& node);
+// Binary ops that a post-op chain may contain (oneDNN binary algorithms).
+bool is_binary_post_op(OpKind kind);
+
+// Partitions `order` into groups, in execution order; with fuse = false every
+// node is its own group. With match_gelu, the five-node erf form of Gelu
+// after a fusable root becomes one link (PostOp::gelu_erf) of its chain.
+std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse,
+                                    bool match_gelu = false);
+
+// Below these sizes a CPU kernel runs on the calling thread (the runtime's
+// Kernel::max_threads; the cost model charges such a kernel one core):
+// multiply-adds for convolution and matmul, output elements for the
+// memory-bound rest. bert_base's 128x768 activations are under the line, its
+// matmuls and resnet18's convolutions over it. Measured on 2 shared cores:
+// gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its second
+// thread; element-wise ops of this size take 20-40 us on one.
+constexpr int64_t kOneThreadMacs = int64_t{1} << 22;
+constexpr int64_t kOneThreadElements = int64_t{1} << 17;
+
+// Whether the kernel rooted at `root` whose result is `out` runs on one
+// thread (by the thresholds above).
+bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out);
+
+}  // namespace tessera
