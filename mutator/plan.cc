@@ -49,7 +49,8 @@ json mutations_json(const Plan& p) {
 
 json stats_json(const SearchStats& s, bool timing) {
   json j = {{"subprograms", s.subprograms}, {"generated", s.generated}, {"verified", s.verified},
-            {"rejected", s.rejected},       {"duplicates", s.duplicates}, {"cyclic", s.cyclic}, {"skipped_slow", s.skipped_slow}, {"expansions", s.expansions},
+            {"rejected", s.rejected},       {"duplicates", s.duplicates}, {"cyclic", s.cyclic},
+            {"skipped_slow", s.skipped_slow}, {"expansions", s.expansions},
             {"applied", s.applied},         {"partial_used", s.partial_used}};
   if (timing) {
     j["seconds"] = s.seconds;

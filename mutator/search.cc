@@ -399,7 +399,8 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
   std::vector<size_t> open;
   for (size_t k = 0; k < store.size(); ++k)
     if (store[k].pending && store[k].cost < store[best].cost) open.push_back(k);
-  std::sort(open.begin(), open.end(), [&](size_t a, size_t b) { return std::make_pair(store[a].cost, a) < std::make_pair(store[b].cost, b); });
+  std::sort(open.begin(), open.end(),
+            [&](size_t a, size_t b) { return std::make_pair(store[a].cost, a) < std::make_pair(store[b].cost, b); });
   for (size_t k : open) {
     if (sh.expired() || !sh.fits(*store[k].pending, *store[k].pending_rule)) break;
     if (settle(store[k], sh, res.stats)) {

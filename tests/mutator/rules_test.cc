@@ -115,6 +115,31 @@ TEST(Rules, FoldScaleIntoWeightsThroughASplitSection) {
             cost::graph_cost(g, cost::resolve_device("h100")).time_s);
 }
 
+// Verification tests the unfolded form, so that form must carry the factor:
+// one made with another factor is caught.
+TEST(Rules, FoldScaleIntoWeightsWithTheWrongFactorIsRejected) {
+  auto make = [](double factor) {
+    std::mt19937_64 rng(4);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {3, 5}});
+    ValueId m = g.add(OpKind::kAdd, {g.add(OpKind::kMatMul, {x, testing::weight(g, "w", {5, 4}, rng)}),
+                                     testing::weight(g, "b", {4}, rng)});
+    Tensor c(DType::kF32, {});
+    c.set_double(0, factor);
+    g.set_outputs({g.add(OpKind::kDiv, {m, g.add_constant("c", c)})});
+    return g;
+  };
+  Graph g = make(3.0), wrong = make(5.0);
+  Mutation m = propose(g, "fold-scale-into-weights").at(0);
+  MutationVerifier v(9);
+  Mutation right = m;
+  v.verify(right, kNoObligation);
+  EXPECT_TRUE(right.verification.accepted()) << right.verification.detail;
+  m.unfolded = propose(wrong, "fold-scale-into-weights").at(0).unfolded;
+  v.verify(m, kNoObligation);
+  EXPECT_FALSE(m.verification.accepted());
+}
+
 // The scale may not fold where the chain's value is read elsewhere, nor into
 // a weight through a Split on another axis than the product's columns.
 TEST(Rules, FoldScaleIntoWeightsRefusesSharedValuesAndOtherSplitAxes) {
