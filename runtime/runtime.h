@@ -30,12 +30,16 @@ struct RunOptions {
   // CPU, threads > 1: when a run drops to one thread. Kernels keep a
   // one-thread form for it (oneDNN fixes a primitive's thread count at
   // creation). kWhenOversubscribed: a run that starts while more threads are
-  // runnable than there are cores (faster on a loaded machine, but the
-  // thread count, and so the summation order, then depends on the load);
-  // kAlways is for tests and measurements. The default keeps the count the
-  // caller asked for, so results do not depend on what else runs.
+  // runnable than there are cores, as ONNX Runtime's pool falls back to its
+  // calling thread. oneDNN splits work statically over OpenMP threads, so
+  // every parallel region otherwise waits for a descheduled thread (measured
+  // with one other busy process on 2 cores: llama_small at 2 threads 416 ms
+  // against 39 ms for ORT and 12 ms on a quiet machine). The price: on a
+  // loaded machine the summation order, and so the last bits of a result,
+  // can differ from a quiet run's. kNever keeps the count strict; kAlways is
+  // for tests and measurements.
   enum class OneThreadRuns : uint8_t { kWhenOversubscribed, kNever, kAlways };
-  OneThreadRuns one_thread_runs = OneThreadRuns::kNever;
+  OneThreadRuns one_thread_runs = OneThreadRuns::kWhenOversubscribed;
   bool allow_tf32 = false;  // CUDA: TF32 tensor cores for f32 matmul/conv
   // The ranks this plan's collectives talk to; nullptr: a single rank, and a
   // graph with collectives is rejected.
