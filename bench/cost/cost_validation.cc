@@ -65,6 +65,8 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
                  const std::string& stat, int threads) {
   runtime::RunOptions opt;
   opt.threads = threads;
+  // The thread count the profile describes, whatever the load.
+  opt.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   opt.profile = true;
   opt.fuse = fuse;
   runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
@@ -100,6 +102,8 @@ std::pair<double, double> measure_pair(const Graph& a, const Graph& b, double se
                                        int threads) {
   runtime::RunOptions opt;
   opt.threads = threads;
+  // The thread count the profile describes, whatever the load.
+  opt.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   runtime::ExecutablePlan pa = runtime::ExecutablePlan::compile(a, opt), pb = runtime::ExecutablePlan::compile(b, opt);
   std::vector<Tensor> ia = seeded_inputs(a), ib = seeded_inputs(b);
   pa.run(ia);

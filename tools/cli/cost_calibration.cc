@@ -81,6 +81,8 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads, const
   runtime::RunOptions options;
   options.backend = backend;
   options.threads = threads;
+  // The thread count the fitted profile describes, whatever the load.
+  options.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   options.profile = true;
   runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, options);
   std::vector<Tensor> inputs = api::random_inputs(g, 1);
