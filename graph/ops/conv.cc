@@ -92,19 +92,36 @@ void check_bias(const InferContext& c, int64_t channels, DType dtype) {
     TESSERA_SHAPE_ERROR("bias must be " << dtype_name(dtype) << "[" << channels << "], got " << type_str(b));
 }
 
-std::vector<TensorType> infer_conv(const InferContext& c) {
-  const TensorType &x = c.inputs[0], &w = c.inputs[1];
-  int64_t spatial = spatial_rank(x, "Conv input X");
-  if (w.dtype != x.dtype) TESSERA_SHAPE_ERROR("Conv weight has dtype " << dtype_name(w.dtype) << ", X has "
-                                                                       << dtype_name(x.dtype));
+// Checks shared by Conv and ConvTranspose: W has X's dtype and rank.
+void check_weight(const TensorType& x, const TensorType& w, const char* op) {
+  if (w.dtype != x.dtype)
+    TESSERA_SHAPE_ERROR(op << " weight has dtype " << dtype_name(w.dtype) << ", X has " << dtype_name(x.dtype));
   if (w.rank() != x.rank())
-    TESSERA_SHAPE_ERROR("Conv weight " << shape_str(w.shape) << " must have rank " << x.rank() << " like X");
-  Window win = read_window(c.node, spatial);
-  int64_t group = c.node.attrs.i("group");
-  int64_t channels = x.shape[1], maps = w.shape[0];
+    TESSERA_SHAPE_ERROR(op << " weight " << shape_str(w.shape) << " must have rank " << x.rank() << " like X");
+}
+
+// The group count is positive and divides the input channels.
+void check_group(int64_t group, int64_t channels) {
   if (group < 1) TESSERA_SHAPE_ERROR("group is " << group << ", must be >= 1");
   if (channels % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << channels
                                                           << " input channels");
+}
+
+// kernel_shape[i] agrees with W's spatial dim i.
+void check_kernel_dim(const Window& win, const TensorType& w, int64_t i) {
+  if (win.kernel[i] != w.shape[2 + i])
+    TESSERA_SHAPE_ERROR("kernel_shape[" << i << "] is " << win.kernel[i] << " but W " << shape_str(w.shape)
+                                        << " has " << w.shape[2 + i]);
+}
+
+std::vector<TensorType> infer_conv(const InferContext& c) {
+  const TensorType &x = c.inputs[0], &w = c.inputs[1];
+  int64_t spatial = spatial_rank(x, "Conv input X");
+  check_weight(x, w, "Conv");
+  Window win = read_window(c.node, spatial);
+  int64_t group = c.node.attrs.i("group");
+  int64_t channels = x.shape[1], maps = w.shape[0];
+  check_group(group, channels);
   if (maps % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << maps
                                                       << " output channels of W");
   if (channels != w.shape[1] * group)
@@ -112,9 +129,7 @@ std::vector<TensorType> infer_conv(const InferContext& c) {
                                  << " expects " << w.shape[1] * group);
   Shape out{x.shape[0], maps};
   for (int64_t i = 0; i < spatial; ++i) {
-    if (win.kernel[i] != w.shape[2 + i])
-      TESSERA_SHAPE_ERROR("kernel_shape[" << i << "] is " << win.kernel[i] << " but W " << shape_str(w.shape)
-                                          << " has " << w.shape[2 + i]);
+    check_kernel_dim(win, w, i);
     int64_t span = x.shape[2 + i] + win.pads[i] + win.pads[spatial + i] - reach(win, i) - 1;
     if (span < 0)
       TESSERA_SHAPE_ERROR("spatial dim " << i << " of size " << x.shape[2 + i]
@@ -173,27 +188,20 @@ void eval_conv(const EvalArgs<T>& a) {
 std::vector<TensorType> infer_conv_transpose(const InferContext& c) {
   const TensorType &x = c.inputs[0], &w = c.inputs[1];
   int64_t spatial = spatial_rank(x, "ConvTranspose input X");
-  if (w.dtype != x.dtype) TESSERA_SHAPE_ERROR("ConvTranspose weight has dtype " << dtype_name(w.dtype) << ", X has "
-                                                                                << dtype_name(x.dtype));
-  if (w.rank() != x.rank())
-    TESSERA_SHAPE_ERROR("ConvTranspose weight " << shape_str(w.shape) << " must have rank " << x.rank() << " like X");
+  check_weight(x, w, "ConvTranspose");
   Window win = read_window(c.node, spatial);
   const std::vector<int64_t>& extra = spatial_attr(c.node, "output_padding", spatial);
   require_at_least(extra, "output_padding", 0);
   int64_t group = c.node.attrs.i("group");
   int64_t channels = x.shape[1];
-  if (group < 1) TESSERA_SHAPE_ERROR("group is " << group << ", must be >= 1");
-  if (channels % group != 0) TESSERA_SHAPE_ERROR("group " << group << " does not divide the " << channels
-                                                          << " input channels");
+  check_group(group, channels);
   if (w.shape[0] != channels)
     TESSERA_SHAPE_ERROR("X has " << channels << " channels but W " << shape_str(w.shape) << " expects "
                                  << w.shape[0]);
   int64_t maps = w.shape[1] * group;
   Shape out{x.shape[0], maps};
   for (int64_t i = 0; i < spatial; ++i) {
-    if (win.kernel[i] != w.shape[2 + i])
-      TESSERA_SHAPE_ERROR("kernel_shape[" << i << "] is " << win.kernel[i] << " but W " << shape_str(w.shape)
-                                          << " has " << w.shape[2 + i]);
+    check_kernel_dim(win, w, i);
     if (extra[i] >= win.strides[i] && extra[i] >= win.dilations[i])
       TESSERA_SHAPE_ERROR("output_padding[" << i << "] is " << extra[i] << ", must be smaller than stride "
                                             << win.strides[i] << " or dilation " << win.dilations[i]);
