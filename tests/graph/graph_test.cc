@@ -1,6 +1,7 @@
 // Graph construction, ordering and surgery: add_node's errors carry the node
 // and op, topo_order finds cycles, remove_dead / extract / replace_all_uses
 // keep the graph consistent, validate catches broken invariants.
+#include "tests/graph/op_test_util.h"
 #include "graph/graph.h"
 
 #include <gtest/gtest.h>
@@ -22,17 +23,7 @@ Attrs gather_attrs(int64_t axis) {
   return a;
 }
 
-// The error thrown by `f`, or a failure if none is.
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::kInternal, "no error");
-}
+using test::error_of;
 
 TEST(GraphTest, AddNodeInfersTypesAndNamesOutputs) {
   Graph g;

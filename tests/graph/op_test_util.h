@@ -65,6 +65,18 @@ inline std::string add_error(OpKind kind, const std::vector<TensorType>& ins, At
   return "";
 }
 
+// The error thrown by `f`, or a failure if none is.
+template <class F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an Error";
+  return Error(ErrorKind::kInternal, "no error");
+}
+
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace tessera::test

@@ -1,5 +1,6 @@
 // The text form: a golden print, round trips that keep names, attributes and
 // constant bytes exactly, and parse errors with their location and message.
+#include "tests/graph/op_test_util.h"
 #include "graph/text_form.h"
 
 #include <gtest/gtest.h>
@@ -77,16 +78,7 @@ Graph expect_round_trip(const Graph& g) {
   return back;
 }
 
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::kInternal, "no error");
-}
+using test::error_of;
 
 TEST(TextFormTest, GoldenPrint) {
   const char* expected =
