@@ -1,7 +1,6 @@
 // Graph construction, ordering and surgery: add_node's errors carry the node
 // and op, topo_order finds cycles, remove_dead / extract / replace_all_uses
 // keep the graph consistent, validate catches broken invariants.
-#include "tests/graph/op_test_util.h"
 #include "graph/graph.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +8,7 @@
 #include <algorithm>
 
 #include "graph/error.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {

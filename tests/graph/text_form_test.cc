@@ -1,6 +1,5 @@
 // The text form: a golden print, round trips that keep names, attributes and
 // constant bytes exactly, and parse errors with their location and message.
-#include "tests/graph/op_test_util.h"
 #include "graph/text_form.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +10,7 @@
 
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
