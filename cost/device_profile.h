@@ -58,9 +58,11 @@ struct DeviceProfile {
   // a profile without one uses gemm_efficiency.
   double conv_efficiency = 0.8;
   // CPU: a convolution that writes a graph output writes it row-major, not
-  // in the blocked layout its fast kernels write; its compute takes this
-  // factor longer (calibrated; 1 where it makes no difference).
-  double conv_plain_output_factor = 1.0;
+  // in the blocked layout its fast kernels write: each byte of that output
+  // costs this much more time (calibrated; 0 where it makes no difference).
+  // Per byte, not a factor on the arithmetic: a deep convolution hides its
+  // scattered stores behind more arithmetic per output than a shallow one.
+  double conv_plain_output_s_per_byte = 0.0;
   double vector_efficiency = 0.8;  // achievable share of the vector peak
   // Vector operations one transcendental (exp, tanh, erf...) costs.
   double transcendental_ops = 8;
@@ -68,6 +70,9 @@ struct DeviceProfile {
   // of its bytes: element-wise index arithmetic and strided accesses
   // (calibrated; 0: a transpose is a streaming copy).
   double permute_ops = 0;
+  // Vector operations each contiguous run of a permuting copy costs (index
+  // arithmetic and the call that copies the run; calibrated, 0: none).
+  double permute_run_ops = 0;
   double launch_overhead_s = 0;    // per kernel
   // CPU: added to a kernel that spreads over several cores (waking the
   // pool's sleeping threads and joining them); kernels too small for that

@@ -271,14 +271,22 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
   }
   stream(g, d, o, f, w);
   if (n.kind == OpKind::kTranspose) {
-    // Trailing axes the permutation keeps in place are copied as contiguous
-    // runs: the per-element cost is spread over each run.
+    // As the runtime copies it: axes of size 1 dropped and neighbours that
+    // stay neighbours merged; trailing axes kept in place are copied as
+    // contiguous runs (a cost per run), any other permutation element by
+    // element in tiles (a cost per element).
     const std::vector<int64_t>& perm = n.attrs.ints("perm");
     const Shape& in = g.type(n.inputs[0]).shape;
-    double run = 1;
-    for (size_t i = perm.size(); i-- > 0 && perm[i] == static_cast<int64_t>(i);) run *= static_cast<double>(in[i]);
-    add_vector(w, g.type(n.outputs[0]).dtype,
-               static_cast<double>(g.type(n.outputs[0]).numel()) * d.permute_ops / std::max(run, 1.0));
+    std::vector<int64_t> axes;  // input axes in output order, size 1 dropped
+    for (int64_t p : perm)
+      if (in[static_cast<size_t>(p)] != 1) axes.push_back(p);
+    double numel = static_cast<double>(g.type(n.outputs[0]).numel());
+    std::vector<int64_t> strides = shape_strides(in);
+    int64_t run = 1;  // elements of the trailing output axes contiguous in the input
+    for (size_t i = axes.size(); i-- > 0 && strides[static_cast<size_t>(axes[i])] == run;)
+      run *= in[static_cast<size_t>(axes[i])];
+    double ops = run > 1 ? numel / static_cast<double>(run) * d.permute_run_ops : numel * d.permute_ops;
+    add_vector(w, g.type(n.outputs[0]).dtype, ops);
   }
 }
 
@@ -425,7 +433,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   }
   if (w.conv && d.kind == DeviceKind::kCpu &&
       std::find(g.outputs().begin(), g.outputs().end(), chain) != g.outputs().end())
-    k.compute_s *= d.conv_plain_output_factor;
+    k.compute_s += static_cast<double>(g.type(chain).nbytes()) * d.conv_plain_output_s_per_byte * share;
   double worst = k.compute_s;
   k.bound = k.compute_s > 0 ? "compute" : "none";
   for (size_t i = 0; i < d.memory.size(); ++i) {

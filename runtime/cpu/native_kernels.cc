@@ -11,8 +11,12 @@ namespace tessera::runtime::cpu {
 namespace {
 
 // dst[i] = src[f(i)] over `shape`, with element strides (in elements of
-// `elem` bytes) for each side. The innermost dim is copied as one memcpy when
-// both sides are contiguous there.
+// `elem` bytes) for each side. Dims of size 1 are dropped and dims that are
+// contiguous on both sides merged; then the innermost dim is copied as one
+// memcpy when both sides are contiguous there, a permutation whose source-
+// contiguous dim is not the innermost one is copied in square tiles (reads
+// and writes both touch whole cache lines), and anything else element by
+// element.
 struct StridedCopy {
   Shape shape;
   std::vector<int64_t> dst_strides, src_strides;
@@ -20,35 +24,124 @@ struct StridedCopy {
   int64_t elem = 4;
 
   void run(uint8_t* dst, const uint8_t* src) const {
-    size_t r = shape.size();
-    if (r == 0) {
-      std::memcpy(dst + dst_offset * elem, src + src_offset * elem, static_cast<size_t>(elem));
+    for (int64_t v : shape)
+      if (v == 0) return;
+    Dims d = simplified();
+    dst += dst_offset * elem;
+    src += src_offset * elem;
+    switch (elem) {
+      case 1: return copy<uint8_t>(d, dst, src);
+      case 2: return copy<uint16_t>(d, dst, src);
+      case 4: return copy<uint32_t>(d, dst, src);
+      case 8: return copy<uint64_t>(d, dst, src);
+      default: return copy_bytes(d, dst, src);
+    }
+  }
+
+ private:
+  struct Dims {
+    std::vector<int64_t> n, ds, ss;  // outermost first
+    int64_t numel() const {
+      int64_t t = 1;
+      for (int64_t v : n) t *= v;
+      return t;
+    }
+  };
+  static constexpr int64_t kTile = 16;
+  static constexpr int64_t kParallelElements = 32768;
+
+  Dims simplified() const {
+    Dims d;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 1) continue;
+      if (!d.n.empty() && d.ds.back() == dst_strides[i] * shape[i] && d.ss.back() == src_strides[i] * shape[i]) {
+        d.n.back() *= shape[i];
+        d.ds.back() = dst_strides[i];
+        d.ss.back() = src_strides[i];
+        continue;
+      }
+      d.n.push_back(shape[i]);
+      d.ds.push_back(dst_strides[i]);
+      d.ss.push_back(src_strides[i]);
+    }
+    if (d.n.empty()) d = Dims{{1}, {1}, {1}};
+    return d;
+  }
+
+  // Offsets of the multi-index `rem` over the dims `outer` (outermost first).
+  static void offsets(const Dims& d, const std::vector<size_t>& outer, int64_t rem, int64_t& doff, int64_t& soff) {
+    doff = soff = 0;
+    for (size_t k = outer.size(); k-- > 0;) {
+      size_t i = outer[k];
+      int64_t idx = rem % d.n[i];
+      rem /= d.n[i];
+      doff += idx * d.ds[i];
+      soff += idx * d.ss[i];
+    }
+  }
+
+  template <typename T>
+  static void copy(const Dims& d, uint8_t* dst8, const uint8_t* src8) {
+    auto* dst = reinterpret_cast<T*>(dst8);
+    const auto* src = reinterpret_cast<const T*>(src8);
+    size_t r = d.n.size(), last = r - 1;
+    int64_t inner = d.n[last], ds = d.ds[last], ss = d.ss[last];
+    bool parallel = d.numel() > kParallelElements;
+    // The dim the source is contiguous along, when it is not the innermost.
+    size_t t = r;
+    if (ds == 1 && ss != 1)
+      for (size_t i = 0; i < last; ++i)
+        if (d.ss[i] == 1) t = i;
+    if (t == r) {
+      std::vector<size_t> outer;
+      for (size_t i = 0; i < last; ++i) outer.push_back(i);
+      int64_t rows = d.numel() / inner;
+#pragma omp parallel for schedule(static) if (parallel)
+      for (int64_t o = 0; o < rows; ++o) {
+        int64_t doff, soff;
+        offsets(d, outer, o, doff, soff);
+        if (ds == 1 && ss == 1) {
+          std::memcpy(dst + doff, src + soff, static_cast<size_t>(inner) * sizeof(T));
+        } else {
+          for (int64_t j = 0; j < inner; ++j) dst[doff + j * ds] = src[soff + j * ss];
+        }
+      }
       return;
     }
-    int64_t inner = shape[r - 1];
-    int64_t outer = 1;
-    for (size_t i = 0; i + 1 < r; ++i) outer *= shape[i];
-    bool contiguous = dst_strides[r - 1] == 1 && src_strides[r - 1] == 1;
-    int64_t ds = dst_strides[r - 1], ss = src_strides[r - 1];
-#pragma omp parallel for schedule(static) if (outer * inner > 32768)
-    for (int64_t o = 0; o < outer; ++o) {
-      int64_t doff = dst_offset, soff = src_offset, rem = o;
-      for (int64_t i = static_cast<int64_t>(r) - 2; i >= 0; --i) {
-        int64_t idx = rem % shape[i];
-        rem /= shape[i];
-        doff += idx * dst_strides[i];
-        soff += idx * src_strides[i];
+    // Tiled: rows of the source along dim t, columns of the destination
+    // along the innermost dim.
+    std::vector<size_t> outer;
+    for (size_t i = 0; i < last; ++i)
+      if (i != t) outer.push_back(i);
+    int64_t nt = d.n[t], dt = d.ds[t];
+    int64_t tiles = (nt + kTile - 1) / kTile;
+    int64_t units = d.numel() / (nt * inner) * tiles;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t doff, soff;
+      offsets(d, outer, u / tiles, doff, soff);
+      int64_t a0 = (u % tiles) * kTile, a1 = std::min(a0 + kTile, nt);
+      for (int64_t b0 = 0; b0 < inner; b0 += kTile) {
+        int64_t b1 = std::min(b0 + kTile, inner);
+        for (int64_t a = a0; a < a1; ++a) {
+          T* out = dst + doff + a * dt;
+          const T* in = src + soff + a;
+          for (int64_t b = b0; b < b1; ++b) out[b] = in[b * ss];
+        }
       }
-      if (contiguous) {
-        std::memcpy(dst + doff * elem, src + soff * elem, static_cast<size_t>(inner * elem));
-      } else if (elem == 4) {
-        auto* d = reinterpret_cast<uint32_t*>(dst) + doff;
-        auto* s = reinterpret_cast<const uint32_t*>(src) + soff;
-        for (int64_t j = 0; j < inner; ++j) d[j * ds] = s[j * ss];
-      } else {
-        for (int64_t j = 0; j < inner; ++j)
-          std::memcpy(dst + (doff + j * ds) * elem, src + (soff + j * ss) * elem, static_cast<size_t>(elem));
-      }
+    }
+  }
+
+  void copy_bytes(const Dims& d, uint8_t* dst, const uint8_t* src) const {
+    std::vector<size_t> outer;
+    for (size_t i = 0; i < d.n.size(); ++i) outer.push_back(i);
+    int64_t n = d.numel();
+    size_t e = static_cast<size_t>(elem);
+#pragma omp parallel for schedule(static) if (n > kParallelElements)
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t doff, soff;
+      offsets(d, outer, o, doff, soff);
+      std::memcpy(dst + doff * elem, src + soff * elem, e);
     }
   }
 };

@@ -33,7 +33,7 @@ std::string replace(std::string s, const std::string& from, const std::string& t
 }
 
 TEST(DeviceProfile, BuiltinsLoadAndValidate) {
-  for (const std::string& name : {"cpu", "a100", "h100", "h200"}) {
+  for (std::string name : {"cpu", "a100", "h100", "h200"}) {
     DeviceProfile p = builtin_profile(name);
     EXPECT_EQ(p.name, name);
     EXPECT_NO_THROW(p.validate());

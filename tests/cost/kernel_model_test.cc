@@ -307,12 +307,27 @@ TEST(KernelModel, TransposeRunsAndSameTypeCast) {
     g.set_outputs({g.add(OpKind::kTranspose, {x}, a, "t")});
     return g;
   };
+  d.permute_run_ops = 64;
   // Moving the innermost axis pays the per-element cost; keeping it copies
-  // 64-element runs, and the cost is spread over each run.
+  // 64-element runs at a cost per run; axes of size 1 do not break a run.
   KernelCost inner = node_cost(transpose({0, 1, 3, 2}), 0, d);
   KernelCost runs = node_cost(transpose({0, 2, 1, 3}), 0, d);
-  EXPECT_NEAR(inner.compute_s, 64 * runs.compute_s, 1e-12);
+  EXPECT_NEAR(inner.compute_s, 32.0 / (64.0 / 64) * runs.compute_s, 1e-12);
   EXPECT_EQ(inner.bound, "compute");
+  auto unit = [](std::vector<int64_t> perm) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {8, 1, 32, 64}});
+    Attrs a;
+    a.set("perm", perm);
+    g.set_outputs({g.add(OpKind::kTranspose, {x}, a, "t")});
+    return g;
+  };
+  // [8,1,32,64] -> [8,32,1,64]: one contiguous run of everything.
+  EXPECT_NEAR(node_cost(unit({0, 2, 1, 3}), 0, d).compute_s,
+              node_cost(unit({0, 1, 2, 3}), 0, d).compute_s, 1e-15);
+  // [8,1,32,64] -> [32,8,1,64]: 256 runs of 64.
+  EXPECT_NEAR(node_cost(unit({2, 0, 1, 3}), 0, d).compute_s, 256 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s,
+              1e-15);
   d.permute_ops = 0;
   EXPECT_EQ(node_cost(transpose({0, 1, 3, 2}), 0, d).compute_s, 0.0);
   // A Cast to the type the value has is a view: no kernel.
@@ -354,8 +369,9 @@ TEST(KernelModel, ConvolutionEfficiencyAndRowMajorOutput) {
   EXPECT_NEAR(node_cost(matmul(256, 256, 256), 0, d).compute_s,
               node_cost(matmul(256, 256, 256), 0, [&] { DeviceProfile e = d; e.conv_efficiency = 0.5; return e; }()).compute_s,
               1e-15);
-  d.conv_plain_output_factor = 1.5;  // a graph output is written row-major
-  EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s, 1.5 * node_cost(conv(false), 0, d).compute_s, 1e-12);
+  d.conv_plain_output_s_per_byte = 1e-9;  // a graph output is written row-major
+  EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s - node_cost(conv(false), 0, d).compute_s,
+              1e-9 * 64 * 28 * 28 * 4, 1e-12);
 }
 
 TEST(KernelModel, CpuGemmWaitsForWeightsFromMainMemory) {

@@ -105,9 +105,11 @@ TEST(PetEnumeration, NoDuplicatesAndNoMoveFollowedByItsInverse) {
   std::vector<Mutation> ms = enumerate_all(g);
   ASSERT_GT(ms.size(), 4u);
   for (size_t i = 0; i < ms.size(); ++i) {
-    for (const pet::Move& move : pet::catalogue())
-      if (!move.inverse.empty())
+    for (const pet::Move& move : pet::catalogue()) {
+      if (!move.inverse.empty()) {
         EXPECT_EQ(ms[i].description.find(move.name + " + " + move.inverse), std::string::npos) << ms[i].description;
+      }
+    }
     for (size_t j = 0; j < i; ++j)
       EXPECT_FALSE(structurally_equal(ms[i].replacement, ms[j].replacement))
           << ms[i].description << " duplicates " << ms[j].description;

@@ -74,8 +74,11 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
       }
     }
   }
-  for (const Rule& rule : all_rules())
-    if (!rule.enumerator) EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
+  for (const Rule& rule : all_rules()) {
+    if (!rule.enumerator) {
+      EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
+    }
+  }
 }
 
 // GPT-2's attention: one Gemm makes Q, K and V, a Split on the last axis

@@ -223,7 +223,7 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
   // one), the peaks move up and the other kind's efficiency drops below 1.
   {
     p.gemm_efficiency = p.conv_efficiency = 1.0;
-    p.conv_plain_output_factor = 1.0;
+    p.conv_plain_output_s_per_byte = 0.0;
     auto conv_s = [&](const Graph& g) { return measure_kernel_seconds(g, slice, threads, "op"); };
     Graph small = conv_graph(64, 16), large = conv_graph(64, 56);
     double ts = conv_s(small) - overhead(small), tl = conv_s(large) - overhead(large);
@@ -264,13 +264,14 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
     // writing its blocked layout.
     Graph plain = conv_graph(64, 56, 3, false);
     double tp = conv_s(plain), tb = conv_s(large);
-    p.conv_plain_output_factor = std::clamp((tp - overhead(plain)) / std::max(tb - overhead(large), 1e-9), 1.0, 4.0);
+    double plain_bytes = static_cast<double>(plain.type(plain.outputs()[0]).nbytes());
+    p.conv_plain_output_s_per_byte = std::max((tp - overhead(plain)) - (tb - overhead(large)), 0.0) / plain_bytes;
     log << "gemm efficiency: " << p.gemm_efficiency << ", conv efficiency " << p.conv_efficiency << ", f32 peak "
-        << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output x"
-        << p.conv_plain_output_factor << "\n";
+        << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output +"
+        << p.conv_plain_output_s_per_byte * 1e9 << " ns/byte\n";
     notes << ", gemm efficiency " << p.gemm_efficiency << ", conv efficiency " << p.conv_efficiency << " of "
-          << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output x"
-          << p.conv_plain_output_factor;
+          << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output +"
+          << p.conv_plain_output_s_per_byte * 1e9 << " ns/byte";
   }
 
   // Transcendentals: Exp over data that stays in L2, at the vector
@@ -285,23 +286,30 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
     log << "transcendental: " << p.transcendental_ops << " vector ops (Exp " << t * 1e6 << " us)\n";
     notes << ", transcendental " << p.transcendental_ops << " ops";
   }
-  // Permuting copies: a 2-D Transpose of L2-sized data, what it takes
-  // beyond its bytes.
+  // Permuting copies, what they take beyond their bytes: a 2-D Transpose of
+  // L2-sized data (copied element by element, a cost per element), and one
+  // that keeps its last axis (copied in contiguous runs, a cost per run).
   {
-    Graph g;
-    g.name = "calibrate";
-    ValueId a = g.add_input("a", {DType::kF32, {256, 512}});
-    Attrs perm;
-    perm.set("perm", std::vector<int64_t>{1, 0});
-    g.set_outputs({g.add(OpKind::kTranspose, {a}, perm, "op")});
-    p.permute_ops = 0;
-    double t = measure(g);
-    double extra = std::max(0.0, t - overhead(g) - predicted(g).time_s + p.launch_overhead_s);
-    p.permute_ops = std::clamp(extra / rate_share(g) * p.peak_flops(DType::kF32, false) * p.vector_efficiency /
-                                   (2.0 * 256 * 512),
-                               0.0, 200.0);
-    log << "permute: " << p.permute_ops << " vector ops per element (Transpose " << t * 1e6 << " us)\n";
-    notes << ", permute " << p.permute_ops << " ops";
+    auto transpose = [](Shape shape, std::vector<int64_t> order) {
+      Graph g;
+      g.name = "calibrate";
+      ValueId a = g.add_input("a", {DType::kF32, std::move(shape)});
+      Attrs perm;
+      perm.set("perm", std::move(order));
+      g.set_outputs({g.add(OpKind::kTranspose, {a}, perm, "op")});
+      return g;
+    };
+    auto fitted_ops = [&](const Graph& g, double count, double& field, const char* what) {
+      field = 0;
+      double t = measure(g);
+      double extra = std::max(0.0, t - overhead(g) - predicted(g).time_s + p.launch_overhead_s);
+      field = std::clamp(extra / rate_share(g) * p.peak_flops(DType::kF32, false) * p.vector_efficiency / (2.0 * count),
+                         0.0, 2000.0);
+      log << "permute: " << field << " vector ops per " << what << " (Transpose " << t * 1e6 << " us)\n";
+      notes << ", permute " << field << " ops per " << what;
+    };
+    fitted_ops(transpose({256, 512}, {1, 0}), 256.0 * 512, p.permute_ops, "element");
+    fitted_ops(transpose({128, 64, 32}, {1, 0, 2}), 128.0 * 64, p.permute_run_ops, "run");
   }
   p.calibrated = true;
   p.description += ", calibrated";
