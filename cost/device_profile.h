@@ -110,12 +110,11 @@ DeviceProfile builtin_profile(std::string_view name);
 // The host CPU: cores, clock, vector width and cache sizes read from the
 // machine (sysfs, /proc/cpuinfo), rates scaled from the reference host.
 DeviceProfile detect_host_cpu();
-// Where the host profile is cached between runs, and where calibration
-// writes: $XDG_CACHE_HOME/tessera/cpu.json or ~/.cache/tessera/cpu.json.
+// Where `tessera cost --calibrate` writes the host profile it measured:
+// $XDG_CACHE_HOME/tessera/cpu.json or ~/.cache/tessera/cpu.json.
 std::string host_profile_cache_path();
-// The cached host profile if one exists (calibrated or detected), else
-// detect_host_cpu() written to the cache (best effort: a read-only home is
-// not an error).
+// The calibrated host profile at host_profile_cache_path() if there is one,
+// else detect_host_cpu().
 DeviceProfile host_cpu_profile();
 
 // --device values: "cpu" (host_cpu_profile), a builtin name, or a path to a

@@ -174,17 +174,18 @@ DeviceProfile host_cpu_profile() {
   static std::optional<DeviceProfile> cached;
   std::lock_guard<std::mutex> lock(mu);
   if (cached) return *cached;
+  // A profile `tessera cost --calibrate` measured on this machine wins;
+  // otherwise detection (a few sysfs reads) runs each time, so that it
+  // follows the reference profile shipped with the build.
   std::string path = host_profile_cache_path();
   if (fs::exists(path)) {
-    cached = load_profile(path);
-    return *cached;
+    DeviceProfile p = load_profile(path);
+    if (p.calibrated) {
+      cached = p;
+      return *cached;
+    }
   }
   cached = detect_host_cpu();
-  try {
-    save_profile(*cached, path);
-  } catch (const Error&) {
-    // A read-only cache directory costs a re-detection next time, no more.
-  }
   return *cached;
 }
 

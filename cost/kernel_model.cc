@@ -372,15 +372,16 @@ int64_t KernelCost::total_flops() const {
   return t;
 }
 
-bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device) {
+bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device, const CostOptions& o) {
   if (device.memory.size() < 2) return false;
-  return static_cast<double>(g.parameter_bytes()) <= level_capacity(device, device.memory.size() - 2) / 2;
+  return static_cast<double>(g.parameter_bytes() + o.other_parameter_bytes) <=
+         level_capacity(device, device.memory.size() - 2) / 2;
 }
 
 KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const DeviceProfile& d,
                        const CostOptions& o) {
   TESSERA_CHECK(!nodes.empty(), "kernel without nodes");
-  bool cold = !o.warm_cache || !weights_fit_in_cache(g, d);
+  bool cold = !o.warm_cache || !weights_fit_in_cache(g, d, o);
   Work w;
   const Node& root = g.node(nodes[0]);
   root_work(g, root, d, o, cold, w);
@@ -431,7 +432,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
     weights_s = w.cold_bytes / d.main_memory().effective_bandwidth() * share;
     k.compute_s += weights_s;
   }
-  if (w.conv && d.kind == DeviceKind::kCpu &&
+  if (w.conv && d.kind == DeviceKind::kCpu && !o.part_of_larger_program &&
       std::find(g.outputs().begin(), g.outputs().end(), chain) != g.outputs().end())
     k.compute_s += static_cast<double>(g.type(chain).nbytes()) * d.conv_plain_output_s_per_byte * share;
   double worst = k.compute_s;

@@ -35,6 +35,12 @@ struct CostOptions {
   // Collectives: which interconnect tier a mesh axis crosses. nullptr: a
   // group of group_size consecutive devices.
   const DeviceMesh* mesh = nullptr;
+  // The graph is part of a larger program (a subprogram the search costs):
+  // the weights of the rest of it, which compete for the last cache level;
+  // and its outputs are read by later kernels, so a convolution writing one
+  // keeps its blocked layout instead of writing a row-major graph output.
+  int64_t other_parameter_bytes = 0;
+  bool part_of_larger_program = false;
 };
 
 struct KernelCost {

@@ -236,17 +236,31 @@ struct Candidate {
   std::optional<Mutation> pending;
   const Rule* pending_rule = nullptr;
   int subprogram = 0;
+  size_t parent = 0;  // the candidate it was made from (a correction rebuilds from there)
 };
 
+double cost_of(const Graph& g, const cost::DeviceProfile& device, const cost::CostOptions& options);
+std::string boxes_text(const std::vector<verifier::OutputRegion>& regions);
+
 // Verifies a candidate's pending mutation; false when verification refused it.
-bool settle(Candidate& cand, Shared& sh, SearchStats& stats) {
+// A partially equivalent mutant that is right on all but some output boxes is
+// corrected there (when partial mutants are on): the candidate's graph and
+// cost change to the corrected program's, which is tested again.
+bool settle(Candidate& cand, const Graph& parent, Shared& sh, SearchStats& stats, const cost::CostOptions& context) {
   if (!cand.pending) return true;
   Mutation& m = *cand.pending;
   sh.verifier.verify(m, cand.pending_rule->obligation);
+  if (!m.verification.accepted() && cand.pending_rule->partial && sh.options.partial &&
+      !m.verification.differing.empty() && pet::add_corrections(m, m.verification.differing)) {
+    cand.g = apply_mutation(parent, m);
+    cand.cost = cost_of(cand.g, sh.options.device, context);
+    sh.verifier.verify(m, kNoObligation);
+  }
   bool ok = m.verification.accepted();
   if (ok) {
     ++stats.verified;
-    cand.history.push_back({m.rule, m.description, m.verification, cand.subprogram, false});
+    if (!m.corrections.empty()) m.description += "; corrected on " + boxes_text(m.corrections);
+    cand.history.push_back({m.rule, m.description, m.verification, cand.subprogram, !m.corrections.empty()});
   } else {
     ++stats.rejected;
   }
@@ -261,7 +275,9 @@ struct RegionResult {
   SearchStats stats;
 };
 
-double cost_of(const Graph& g, const cost::DeviceProfile& device) { return cost::graph_cost(g, device).time_s; }
+double cost_of(const Graph& g, const cost::DeviceProfile& device, const cost::CostOptions& options) {
+  return cost::graph_cost(g, device, options).time_s;
+}
 
 std::string boxes_text(const std::vector<verifier::OutputRegion>& regions) {
   std::string s;
@@ -277,8 +293,9 @@ bool from_rule(const std::vector<AppliedMutation>& history, const std::string& r
 }
 
 // Best-first search with alpha relaxation over one subprogram.
+// `context`: how the subprogram sits in the whole graph, for the cost model.
 RegionResult search_region(const Graph& start, int index, const Outside& outside, Clock::time_point until,
-                           Shared& sh) {
+                           Shared& sh, const cost::CostOptions& context) {
   RegionResult res;
   // The whole budget runs out, or this subprogram's share of it while other
   // subprograms still wait for a thread.
@@ -297,7 +314,7 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
   std::unordered_map<uint64_t, std::vector<size_t>> seen;
   using Item = std::pair<double, size_t>;  // (cost, candidate index): ties go to the older candidate
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
-  store.push_back({start, cost_of(start, sh.options.device), {}});
+  store.push_back({start, cost_of(start, sh.options.device, context), {}});
   seen[structural_hash(start)].push_back(0);
   queue.push({store[0].cost, 0});
   size_t best = 0;
@@ -312,7 +329,14 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
         store[idx].pending.reset();
         continue;
       }
-      if (!settle(store[idx], sh, res.stats)) continue;
+      double queued = store[idx].cost;
+      if (!settle(store[idx], store[store[idx].parent].g, sh, res.stats, context)) continue;
+      if (store[idx].cost != queued) {
+        // Corrected: back in the queue at the corrected program's cost.
+        seen[structural_hash(store[idx].g)].push_back(idx);
+        if (store[idx].cost < sh.options.alpha * store[best].cost) queue.push({store[idx].cost, idx});
+        continue;
+      }
       if (store[idx].cost < store[best].cost) best = idx;
     }
     ++res.stats.expansions;
@@ -339,7 +363,7 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
           }
           // Cost before verification: a candidate the alpha bound discards
           // needs no proof.
-          double cost = cost_of(next, sh.options.device);
+          double cost = cost_of(next, sh.options.device, context);
           if (!(cost < sh.options.alpha * store[best].cost)) continue;
           // A Z_p test cannot be interrupted, and on a large Conv it takes
           // seconds (csrnet's 512-channel dilated Convs, 3.7 GFLOP each side:
@@ -348,48 +372,11 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
             ++res.stats.skipped_slow;
             continue;
           }
-          if (!rule->partial) {
-            // Verified when expanded or chosen (settle).
-            Candidate cand{std::move(next), cost, store[idx].history, std::move(m), rule, index};
-            seen[h].push_back(store.size());
-            store.push_back(std::move(cand));
-            queue.push({cost, store.size() - 1});
-            if (out()) break;
-            continue;
-          }
-          sh.verifier.verify(m, rule->obligation);
-          if (!m.verification.accepted() && rule->partial && sh.options.partial && !m.verification.differing.empty()) {
-            // Right but on a few boxes: recompute the original there. The
-            // corrected program is a new candidate, costed and tested again.
-            if (!pet::add_corrections(m, m.verification.differing)) {
-              ++res.stats.rejected;
-              continue;
-            }
-            next = apply_mutation(g, m);
-            h = structural_hash(next);
-            bool seen_before = false;
-            for (size_t s : seen[h]) seen_before = seen_before || structurally_equal(store[s].g, next);
-            if (seen_before) {
-              ++res.stats.duplicates;
-              continue;
-            }
-            cost = cost_of(next, sh.options.device);
-            if (!(cost < sh.options.alpha * store[best].cost)) continue;
-            sh.verifier.verify(m, kNoObligation);
-          }
-          if (!m.verification.accepted()) {
-            ++res.stats.rejected;
-            continue;
-          }
-          ++res.stats.verified;
-          if (!m.corrections.empty()) m.description += "; corrected on " + boxes_text(m.corrections);
-          Candidate cand{std::move(next), cost, store[idx].history, std::nullopt, nullptr, index};
-          cand.history.push_back({m.rule, m.description, m.verification, index, !m.corrections.empty()});
+          // Verified when expanded or chosen (settle).
+          Candidate cand{std::move(next), cost, store[idx].history, std::move(m), rule, index, idx};
           seen[h].push_back(store.size());
           store.push_back(std::move(cand));
-          size_t k = store.size() - 1;
-          if (store[k].cost < store[best].cost) best = k;
-          queue.push({store[k].cost, k});
+          queue.push({cost, store.size() - 1});
           if (out()) break;
         }
       }
@@ -403,7 +390,7 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
             [&](size_t a, size_t b) { return std::make_pair(store[a].cost, a) < std::make_pair(store[b].cost, b); });
   for (size_t k : open) {
     if (sh.expired() || !sh.fits(*store[k].pending, *store[k].pending_rule)) break;
-    if (settle(store[k], sh, res.stats)) {
+    if (settle(store[k], store[store[k].parent].g, sh, res.stats, context) && store[k].cost < store[best].cost) {
       best = k;
       break;
     }
@@ -446,7 +433,10 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
       auto left = sh.deadline > now ? sh.deadline - now : Clock::duration::zero();
       auto until = now + left * threads / static_cast<int64_t>(parts.size() - i);
       try {
-        results[i] = search_region(subs[i], static_cast<int>(i), outsides[i], std::min(until, sh.deadline), sh);
+        cost::CostOptions context;
+        context.part_of_larger_program = true;
+        context.other_parameter_bytes = std::max<int64_t>(0, g.parameter_bytes() - subs[i].parameter_bytes());
+        results[i] = search_region(subs[i], static_cast<int>(i), outsides[i], std::min(until, sh.deadline), sh, context);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }

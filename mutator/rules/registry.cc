@@ -25,6 +25,7 @@ const std::vector<Rule>& all_rules() {
     register_layout_rules(r);
     register_algebra_rules(r);
     register_scale_rules(r);
+    register_winograd_rules(r);
     // Enumerated mutants last: a rule rewrite that does the same is cheaper
     // to verify (proof or one small test), and ties go to the earlier rule.
     register_pet_rules(r);

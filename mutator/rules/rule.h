@@ -53,6 +53,7 @@ void register_merge_rules(std::vector<Rule>& rules);
 void register_layout_rules(std::vector<Rule>& rules);
 void register_algebra_rules(std::vector<Rule>& rules);
 void register_scale_rules(std::vector<Rule>& rules);
+void register_winograd_rules(std::vector<Rule>& rules);
 void register_pet_rules(std::vector<Rule>& rules);  // mutator/pet/enumerate.cc
 
 // Helpers the family files share.

@@ -1,0 +1,183 @@
+// Winograd convolution: a 3x3, stride-1 convolution computed as F(m x m,
+// 3 x 3) (Lavin & Gray 2016), written with standard ops so that any runtime
+// runs it:
+//   V = B^T d B   per input tile d ((m+2)x(m+2), stride m): a Conv of the
+//                 input, channels read as batch, with (m+2)^2 fixed filters
+//   M = U . V     one batched MatMul over the (m+2)^2 transformed positions,
+//                 U = G g G^T the transformed weights (a constant)
+//   Y = A^T M A   per tile: a MatMul by a fixed [m^2, (m+2)^2] matrix, then
+//                 the m x m outputs of each tile moved into place.
+// The products in the transformed domain are (m+2)^2 per m^2 outputs instead
+// of 9 m^2: 2.25x fewer for F(2,3), 4x fewer for F(4,3), at the price of the
+// transforms' passes over memory. The cost model decides where that pays.
+//
+// Verification: B, G and A are scaled to integers (G' = s G) and the result
+// divided by s^2 at the end, so the Z_p test evaluates the exact identity
+// with U' = G' g G'^T computed from the host's weights by graph ops (the
+// mutation's unfolded form); the applied form holds U folded in float.
+#include <array>
+#include <cmath>
+
+#include "mutator/rules/rule.h"
+
+namespace tessera::mutator {
+
+namespace {
+
+struct WinogradForm {
+  int64_t m;                              // outputs per tile side
+  double s;                               // G' = s G is integral
+  std::vector<std::vector<double>> bt;    // B^T, (m+2) x (m+2)
+  std::vector<std::vector<double>> g;     // G' = s G, (m+2) x 3
+  std::vector<std::vector<double>> at;    // A^T, m x (m+2)
+};
+
+const std::array<WinogradForm, 2>& forms() {
+  static const std::array<WinogradForm, 2> f = {{
+      {2, 2.0,
+       {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
+       {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}},
+       {{1, 1, 1, 0}, {0, 1, -1, -1}}},
+      {4, 24.0,
+       {{4, 0, -5, 0, 1, 0},
+        {0, -4, -4, 1, 1, 0},
+        {0, 4, -4, -1, 1, 0},
+        {0, -2, -1, 2, 1, 0},
+        {0, 2, -1, -2, 1, 0},
+        {0, 4, 0, -5, 0, 1}},
+       {{6, 0, 0}, {-4, -4, -4}, {-4, 4, -4}, {1, 2, 4}, {1, -2, 4}, {0, 0, 24}},
+       {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}},
+  }};
+  return f;
+}
+
+// kron(X, X) laid out as [rows^2, cols^2] (row (a, b), column (i, j)).
+Tensor kron_square(const std::vector<std::vector<double>>& x, DType t, double scale, Shape shape) {
+  size_t r = x.size(), c = x[0].size();
+  Tensor out(t, std::move(shape));
+  for (size_t a = 0; a < r; ++a)
+    for (size_t b = 0; b < r; ++b)
+      for (size_t i = 0; i < c; ++i)
+        for (size_t j = 0; j < c; ++j)
+          out.set_double(static_cast<int64_t>(((a * r + b) * c + i) * c + j), x[a][i] * x[b][j] * scale);
+  return out;
+}
+
+Attrs ints_attr(const char* name, std::vector<int64_t> v) {
+  Attrs a;
+  a.set(name, std::move(v));
+  return a;
+}
+
+// The transformed weights U = G g G^T as [(m+2)^2, Co, C], in double.
+Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
+  int64_t co = w.shape()[0], c = w.shape()[1], a = f.m + 2;
+  Tensor u(w.dtype(), {a * a, co, c});
+  double inv = 1.0 / (f.s * f.s);
+  for (int64_t p = 0; p < a; ++p)
+    for (int64_t q = 0; q < a; ++q)
+      for (int64_t o = 0; o < co; ++o)
+        for (int64_t i = 0; i < c; ++i) {
+          double sum = 0;
+          for (int64_t y = 0; y < 3; ++y)
+            for (int64_t x = 0; x < 3; ++x)
+              sum += f.g[p][y] * f.g[q][x] * w.get_double(((o * c + i) * 3 + y) * 3 + x);
+          u.set_double(((p * a + q) * co + o) * c + i, sum * inv);
+        }
+  return u;
+}
+
+// Conv(X, W[, B]) with a 3x3 kernel, stride 1, dilation 1, one group, 2-D,
+// float, constant weights: one mutation per Winograd form.
+std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
+  const Graph& g = ctx.g;
+  const Node& n = g.node(root);
+  if (n.inputs.size() < 2 || !is_constant(g, n.inputs[1])) return {};
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !is_constant(g, n.inputs[2])) return {};
+  const TensorType& xt = g.type(n.inputs[0]);
+  if (xt.rank() != 4 || !is_float(xt.dtype) || n.attrs.i("group") != 1) return {};
+  for (const char* k : {"strides", "dilations"})
+    for (int64_t v : n.attrs.ints(k))
+      if (v != 1) return {};
+  if (n.attrs.ints("kernel_shape") != std::vector<int64_t>{3, 3}) return {};
+  const std::vector<int64_t>& pads = n.attrs.ints("pads");  // top, left, bottom, right
+  const Tensor& w = *g.value(n.inputs[1]).constant;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  int64_t batch = xt.shape[0], c = xt.shape[1], h = xt.shape[2], wd = xt.shape[3];
+  int64_t co = ys[1], ho = ys[2], wo = ys[3];
+  std::vector<Mutation> out;
+  for (const WinogradForm& f : forms()) {
+    int64_t m = f.m, a = m + 2, th = (ho + m - 1) / m, tw = (wo + m - 1) / m, t = th * tw;
+    // Tiles never start in the padding only: at least one tile row per m outputs.
+    if (ho < m || wo < m) continue;
+    auto build = [&](bool fold) {
+      MutationBuilder b(g, "conv-winograd", {root});
+      ValueId x = b.in(n.inputs[0]);
+      // Input transform: each channel of each image as its own batch item.
+      ValueId xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, 1, h, wd}));
+      Attrs ca;
+      ca.set("kernel_shape", std::vector<int64_t>{a, a});
+      ca.set("strides", std::vector<int64_t>{m, m});
+      ca.set("dilations", std::vector<int64_t>{1, 1});
+      ca.set("pads", std::vector<int64_t>{pads[0], pads[1], m * th + 2 - h - pads[0], m * tw + 2 - wd - pads[1]});
+      ca.set("group", int64_t{1});
+      ValueId v = b.add(OpKind::kConv, {xc, b.constant(kron_square(f.bt, xt.dtype, 1.0, {a * a, 1, a, a}))}, ca);
+      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, a * a, t}));
+      v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {2, 1, 0, 3}));
+      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {a * a, c, batch * t}));
+      ValueId u;
+      if (fold) {
+        u = b.constant(transformed_weights(w, f));
+      } else {
+        // U' = (G' (x) G') g, from the host's weights.
+        ValueId wf = b.add(OpKind::kReshape, {b.in(n.inputs[1])}, ints_attr("shape", {co * c, 9}));
+        Tensor gk = kron_square(f.g, xt.dtype, 1.0, {a * a, 9});
+        ValueId prod = b.add(OpKind::kMatMul, {wf, b.constant(transpose_2d(gk))});
+        prod = b.add(OpKind::kTranspose, {prod}, ints_attr("perm", {1, 0}));
+        u = b.add(OpKind::kReshape, {prod}, ints_attr("shape", {a * a, co, c}));
+      }
+      ValueId mm = b.add(OpKind::kMatMul, {u, v});
+      mm = b.add(OpKind::kReshape, {mm}, ints_attr("shape", {a * a, co * batch * t}));
+      ValueId y = b.add(OpKind::kMatMul, {b.constant(kron_square(f.at, xt.dtype, 1.0, {m * m, a * a})), mm});
+      if (!fold) {
+        Tensor s(xt.dtype, {});
+        s.set_double(0, f.s * f.s);
+        y = b.add(OpKind::kDiv, {y, b.constant(s)});
+      }
+      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, th, tw}));
+      y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 4, 0, 5, 1}));
+      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {batch, co, th * m, tw * m}));
+      if (th * m != ho || tw * m != wo) {
+        Attrs sa;
+        sa.set("starts", std::vector<int64_t>{0, 0});
+        sa.set("ends", std::vector<int64_t>{ho, wo});
+        sa.set("axes", std::vector<int64_t>{2, 3});
+        sa.set("steps", std::vector<int64_t>{1, 1});
+        y = b.add(OpKind::kSlice, {y}, sa);
+      }
+      if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+        Tensor bias = g.value(n.inputs[2]).constant->reshaped({co, 1, 1});
+        y = b.add(OpKind::kAdd, {y, b.constant(bias)});
+      }
+      b.replace(n.outputs[0], y);
+      return b.finish("3x3 Conv " + n.name + " as Winograd F(" + std::to_string(m) + "x" + std::to_string(m) +
+                      ", 3x3): " + std::to_string(a * a) + " batched products over " + std::to_string(t * batch) +
+                      " tiles");
+    };
+    Mutation mu = build(true);
+    mu.unfolded = build(false).replacement;
+    out.push_back(std::move(mu));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_winograd_rules(std::vector<Rule>& rules) {
+  rules.push_back({"conv-winograd",
+                   "Conv3x3(X, g) = A^T [ (G g G^T) . (B^T X_tile B) ] A per m x m output tile, F(2x2,3x3) and "
+                   "F(4x4,3x3)",
+                   kNoObligation, {OpKind::kConv}, conv_winograd});
+}
+
+}  // namespace tessera::mutator
