@@ -8,9 +8,13 @@
 //       start past the input and its left padding is dropped (ONNX's rule).
 //
 // Kernels lift every op to 3 spatial dims (missing leading dims have size 1,
-// kernel 1, stride 1, no padding), so one naive loop nest serves 1-D to 3-D.
+// kernel 1, stride 1, no padding), so one loop nest serves 1-D to 3-D. Conv
+// is im2col + the blocked product of dense_kernels.h; the others stay naive.
+#include <algorithm>
+
 #include "graph/interpreter.h"
 #include "graph/number.h"
+#include "graph/ops/dense_kernels.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
 
@@ -141,6 +145,40 @@ std::vector<TensorType> infer_conv(const InferContext& c) {
   return ops::one(x.dtype, out);
 }
 
+// Columns of the im2col matrix per call: bounds its memory (4 MiB in float)
+// on large 3-D convolutions.
+constexpr int64_t kColumnElements = int64_t{1} << 20;
+
+// Rows [ic, k0, k1, k2] of the im2col matrix of one group, for the output
+// lines (o0, o1) numbered [l0, l1): col[row][(l - l0) * out2 + o2] is the
+// input tap of that output position, 0 where it falls into the padding.
+template <class T>
+void im2col(const T* x, const Geometry& g, int64_t cg, int64_t l0, int64_t l1, T* col) {
+  int64_t in_area = g.in[0] * g.in[1] * g.in[2], width = g.out[2], cols = (l1 - l0) * width;
+  T* dst = col;
+  for (int64_t ic = 0; ic < cg; ++ic)
+    for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+      for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+        for (int64_t k2 = 0; k2 < g.k[2]; ++k2, dst += cols)
+          for (int64_t l = l0; l < l1; ++l) {
+            T* line = dst + (l - l0) * width;
+            int64_t i0 = l / g.out[1] * g.s[0] - g.pb[0] + k0 * g.d[0];
+            int64_t i1 = l % g.out[1] * g.s[1] - g.pb[1] + k1 * g.d[1];
+            if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+              std::fill(line, line + width, T{});
+              continue;
+            }
+            const T* row = x + ic * in_area + (i0 * g.in[1] + i1) * g.in[2];
+            for (int64_t o2 = 0; o2 < width; ++o2) {
+              int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+              line[o2] = i2 >= 0 && i2 < g.in[2] ? row[i2] : T{};
+            }
+          }
+}
+
+// Y[n, group] += W[group] x im2col(X[n, group]): the reduction runs over
+// (ic, k0, k1, k2) in the order of the naive loop nest, so that float results
+// keep its summation order (padding taps add an exact zero).
 template <class T>
 void eval_conv(const EvalArgs<T>& a) {
   const RefTensor<T>& x = *a.inputs[0];
@@ -154,35 +192,31 @@ void eval_conv(const EvalArgs<T>& a) {
   int64_t group = a.node.attrs.i("group");
   int64_t cg = channels / group, mg = maps / group;
   int64_t in_area = g.in[0] * g.in[1] * g.in[2], k_area = g.k[0] * g.k[1] * g.k[2];
-  int64_t out_area = g.out[0] * g.out[1] * g.out[2];
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t m = 0; m < maps; ++m) {
-      int64_t grp = m / mg;
-      T* dst = y.num.data() + (n * maps + m) * out_area;
-      for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-        for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
-          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-            T acc = b ? b->num[m] : T{};
-            for (int64_t ic = 0; ic < cg; ++ic) {
-              const T* src = x.num.data() + (n * channels + grp * cg + ic) * in_area;
-              const T* ker = w.num.data() + (m * cg + ic) * k_area;
-              for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
-                int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
-                if (i0 < 0 || i0 >= g.in[0]) continue;
-                for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
-                  int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
-                  if (i1 < 0 || i1 >= g.in[1]) continue;
-                  for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
-                    int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
-                    if (i2 < 0 || i2 >= g.in[2]) continue;
-                    acc = acc + src[(i0 * g.in[1] + i1) * g.in[2] + i2] * ker[(k0 * g.k[1] + k1) * g.k[2] + k2];
-                  }
-                }
-              }
-            }
-            dst[(o0 * g.out[1] + o1) * g.out[2] + o2] = acc;
-          }
+  int64_t out_area = g.out[0] * g.out[1] * g.out[2], depth = cg * k_area;
+  if (b)
+    for (int64_t i = 0; i < batch * maps; ++i) std::fill_n(y.num.data() + i * out_area, out_area, b->num[i % maps]);
+  bool pointwise = k_area == 1;
+  for (int i = 0; i < kMaxSpatial; ++i) pointwise = pointwise && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  int64_t lines = g.out[0] * g.out[1];
+  int64_t chunk = std::clamp<int64_t>(kColumnElements / std::max<int64_t>(1, depth * g.out[2]), 1, lines);
+  double macs = static_cast<double>(mg) * depth * out_area;
+  ops::for_each_product(batch * group, macs, [&](int64_t item, bool parallel) {
+    int64_t n = item / group, grp = item % group;
+    const T* src = x.num.data() + (n * channels + grp * cg) * in_area;
+    T* dst = y.num.data() + (n * maps + grp * mg) * out_area;
+    ops::MatrixView<T> ker{w.num.data() + grp * mg * depth, depth, 1};
+    if (pointwise) {
+      ops::gemm_accumulate<T>(mg, out_area, depth, ker, {src, in_area, 1}, dst, out_area, parallel);
+      return;
     }
+    thread_local std::vector<T> col;
+    col.resize(static_cast<size_t>(depth * chunk * g.out[2]));
+    for (int64_t l0 = 0; l0 < lines; l0 += chunk) {
+      int64_t l1 = std::min(lines, l0 + chunk), cols = (l1 - l0) * g.out[2];
+      im2col(src, g, cg, l0, l1, col.data());
+      ops::gemm_accumulate<T>(mg, cols, depth, ker, {col.data(), cols, 1}, dst + l0 * g.out[2], out_area, parallel);
+    }
+  });
 }
 
 std::vector<TensorType> infer_conv_transpose(const InferContext& c) {

@@ -9,6 +9,7 @@
 //   Global*Pool(X)   [N, C, d...] -> [N, C, 1...], mean or max over d...
 #include "graph/interpreter.h"
 #include "graph/number.h"
+#include "graph/ops/dense_kernels.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
 
@@ -61,15 +62,17 @@ std::vector<TensorType> infer_matmul(const InferContext& c) {
   return ops::one(a.dtype, matmul_geometry(a.shape, b.shape).out);
 }
 
-// C[m, n] += A[m, k] * B[k, n] for one batch entry; V is T or int64_t.
+// One product per broadcast batch entry; V is T or int64_t (integer MatMul).
 template <class V>
-void matmul_block(const V* a, const V* b, V* out, int64_t m, int64_t k, int64_t n) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      V acc{};
-      for (int64_t p = 0; p < k; ++p) acc = acc + a[i * k + p] * b[p * n + j];
-      out[i * n + j] = acc;
-    }
+void matmul_batches(const V* a, const V* b, V* out, const MatMulGeometry& g) {
+  std::vector<int64_t> a_map = ops::broadcast_index_map(g.a_batch, g.batch);
+  std::vector<int64_t> b_map = ops::broadcast_index_map(g.b_batch, g.batch);
+  int64_t a_step = g.m * g.k, b_step = g.k * g.n, o_step = g.m * g.n;
+  double macs = static_cast<double>(g.m) * g.n * g.k;
+  ops::for_each_product(static_cast<int64_t>(a_map.size()), macs, [&](int64_t i, bool parallel) {
+    ops::gemm_accumulate<V>(g.m, g.n, g.k, {a + a_map[i] * a_step, g.k, 1}, {b + b_map[i] * b_step, g.n, 1},
+                            out + i * o_step, g.n, parallel);
+  });
 }
 
 template <class T>
@@ -79,16 +82,8 @@ void eval_matmul(const EvalArgs<T>& args) {
   RefTensor<T>& out = (*args.outputs)[0];
   ops::alloc(out);
   MatMulGeometry g = matmul_geometry(a.type.shape, b.type.shape);
-  std::vector<int64_t> a_map = ops::broadcast_index_map(g.a_batch, g.batch);
-  std::vector<int64_t> b_map = ops::broadcast_index_map(g.b_batch, g.batch);
-  int64_t a_step = g.m * g.k, b_step = g.k * g.n, o_step = g.m * g.n;
-  for (size_t i = 0; i < a_map.size(); ++i) {
-    int64_t ao = a_map[i] * a_step, bo = b_map[i] * b_step, oo = static_cast<int64_t>(i) * o_step;
-    if (out.is_num())
-      matmul_block(a.num.data() + ao, b.num.data() + bo, out.num.data() + oo, g.m, g.k, g.n);
-    else
-      matmul_block(a.ints.data() + ao, b.ints.data() + bo, out.ints.data() + oo, g.m, g.k, g.n);
-  }
+  if (out.is_num()) matmul_batches(a.num.data(), b.num.data(), out.num.data(), g);
+  else matmul_batches(a.ints.data(), b.ints.data(), out.ints.data(), g);
 }
 
 void require_float(const TensorType& t, const char* what) {
@@ -136,18 +131,16 @@ void eval_gemm(const EvalArgs<T>& args) {
   T beta = num_from_double<T>(args.node.attrs.f("beta"));
   int64_t m = out.type.shape[0], n = out.type.shape[1];
   int64_t k = ta ? a.type.shape[0] : a.type.shape[1];
-  auto at = [&](int64_t i, int64_t p) { return ta ? a.num[p * m + i] : a.num[i * k + p]; };
-  auto bt = [&](int64_t p, int64_t j) { return tb ? b.num[j * k + p] : b.num[p * n + j]; };
+  ops::MatrixView<T> av{a.num.data(), ta ? 1 : k, ta ? m : 1};
+  ops::MatrixView<T> bv{b.num.data(), tb ? 1 : n, tb ? k : 1};
+  ops::gemm_accumulate<T>(m, n, k, av, bv, out.num.data(), n);
   std::vector<int64_t> c_map;
   if (c) c_map = ops::broadcast_index_map(c->type.shape, out.type.shape);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      T acc{};
-      for (int64_t p = 0; p < k; ++p) acc = acc + at(i, p) * bt(p, j);
-      T y = alpha * acc;
-      if (c) y = y + beta * c->num[c_map[i * n + j]];
-      out.num[i * n + j] = y;
-    }
+  for (int64_t i = 0; i < m * n; ++i) {
+    T y = alpha * out.num[i];
+    if (c) y = y + beta * c->num[c_map[i]];
+    out.num[i] = y;
+  }
 }
 
 std::vector<TensorType> infer_global_pool(const InferContext& c) {
