@@ -22,6 +22,65 @@ bool runtime_splits(const Graph& g, const FusedGroup& grp) {
   return false;
 }
 
+// What the CPU runtime keeps in oneDNN's blocked layouts
+// (runtime/cpu/onednn_ops.cc, accepts_blocked_layout): a convolution writes
+// its output blocked unless it is a graph output; pooling, batch norm,
+// concat and element-wise kernels keep a blocked input's layout.
+bool accepts_blocked(const Node& n) {
+  switch (n.kind) {
+    case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization: case OpKind::kConcat:
+      return true;
+    default:
+      return is_binary_post_op(n.kind) || is_eltwise_post_op(n);
+  }
+}
+
+// A blocked -> row-major reorder of v: a streaming copy (whole channel
+// blocks move at a time), costed as an element-wise pass of its size.
+KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options) {
+  const TensorType& t = g.type(v);
+  Graph r;
+  ValueId x = r.add_input("x", {t.dtype, {t.numel()}});
+  r.set_outputs({r.add(OpKind::kRelu, {x}, {}, "reorder")});
+  KernelCost k = kernel_cost(r, {0}, device, options);
+  k.label = "Reorder";
+  return k;
+}
+
+// Walks the groups in order: which values end up blocked, and (reorders
+// not null) the reorder each row-major reader of a blocked value needs.
+std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<NodeId>>& groups,
+                               const DeviceProfile& device, const CostOptions& options,
+                               std::vector<KernelCost>* reorders) {
+  std::vector<char> blocked(static_cast<size_t>(g.num_values()), 0), plain_copy(blocked.size(), 0);
+  std::vector<char> is_output(blocked.size(), 0);
+  for (ValueId v : g.outputs()) is_output[static_cast<size_t>(v)] = 1;
+  for (ValueId v : g.inputs())
+    for (const std::string& name : options.blocked_inputs)
+      if (g.value(v).name == name) blocked[static_cast<size_t>(v)] = 1;
+  for (const auto& group : groups) {
+    const Node& root = g.node(group[0]);
+    bool keeps = accepts_blocked(root);
+    bool reads_blocked = false;
+    for (NodeId id : group)
+      for (ValueId v : g.node(id).inputs)
+        if (v != kNoValue && blocked[static_cast<size_t>(v)]) {
+          reads_blocked = true;
+          if (!keeps && !plain_copy[static_cast<size_t>(v)]) {
+            plain_copy[static_cast<size_t>(v)] = 1;
+            if (reorders) reorders->push_back(reorder_cost(g, v, device, options));
+          }
+        }
+    bool conv = root.kind == OpKind::kConv && is_float(g.type(root.outputs[0]).dtype) &&
+                g.type(root.outputs[0]).rank() >= 3;
+    for (ValueId v : g.node(group.back()).outputs)
+      if (!is_output[static_cast<size_t>(v)] && (conv || (keeps && reads_blocked)))
+        blocked[static_cast<size_t>(v)] = 1;
+  }
+  return blocked;
+}
+
 }  // namespace
 
 std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse) {
@@ -48,7 +107,19 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
     for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];
     c.kernels.push_back(std::move(k));
   }
+  if (device.kind == DeviceKind::kCpu) {
+    walk_layouts(g, groups, device, options, &c.reorders);
+    for (const KernelCost& k : c.reorders) {
+      c.time_s += k.time_s;
+      for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];
+    }
+  }
   return c;
+}
+
+std::vector<char> blocked_values(const Graph& g, const DeviceProfile& device) {
+  if (device.kind != DeviceKind::kCpu) return std::vector<char>(static_cast<size_t>(g.num_values()), 0);
+  return walk_layouts(g, kernel_groups(g, true), device, {}, nullptr);
 }
 
 }  // namespace tessera::cost

@@ -18,6 +18,9 @@ std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse = true)
 struct GraphCost {
   std::vector<std::vector<NodeId>> groups;
   std::vector<KernelCost> kernels;  // parallel to groups
+  // CPU: copies of blocked-layout values into row-major form for kernels
+  // that only read row-major data (included in time_s).
+  std::vector<KernelCost> reorders;
   double time_s = 0;
   int64_t flops = 0;
   std::vector<double> level_bytes;  // summed over kernels
@@ -29,5 +32,9 @@ inline GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const C
                             bool fuse = true) {
   return graph_cost(g, device, options, kernel_groups(g, fuse));
 }
+
+// CPU: which values the runtime keeps in a blocked layout (per ValueId; all
+// false for other devices).
+std::vector<char> blocked_values(const Graph& g, const DeviceProfile& device);
 
 }  // namespace tessera::cost

@@ -41,6 +41,9 @@ struct CostOptions {
   // keeps its blocked layout instead of writing a row-major graph output.
   int64_t other_parameter_bytes = 0;
   bool part_of_larger_program = false;
+  // CPU: names of the graph's inputs that the larger program hands over in
+  // a blocked layout (see blocked_values in graph_cost.h).
+  std::vector<std::string> blocked_inputs;
 };
 
 struct KernelCost {

@@ -419,6 +419,7 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
     outsides.push_back(outside_paths(g, nodes, subs.back(), host_users));
   }
   std::vector<RegionResult> results(parts.size());
+  const std::vector<char> blocked = cost::blocked_values(g, options.device);
   std::atomic<size_t> next{0}, done{0};
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = std::max(1, std::min<int>(threads, static_cast<int>(parts.size())));
@@ -435,6 +436,10 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
       try {
         cost::CostOptions context;
         context.part_of_larger_program = true;
+        for (ValueId v : subs[i].inputs()) {
+          std::optional<ValueId> host = g.find_value(subs[i].value(v).name);
+          if (host && blocked[static_cast<size_t>(*host)]) context.blocked_inputs.push_back(subs[i].value(v).name);
+        }
         context.other_parameter_bytes = std::max<int64_t>(0, g.parameter_bytes() - subs[i].parameter_bytes());
         results[i] = search_region(subs[i], static_cast<int>(i), outsides[i], std::min(until, sh.deadline), sh, context);
       } catch (const std::exception& e) {

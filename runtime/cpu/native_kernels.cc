@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <omp.h>
+
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 
@@ -68,15 +70,49 @@ struct StridedCopy {
     return d;
   }
 
-  // Offsets of the multi-index `rem` over the dims `outer` (outermost first).
-  static void offsets(const Dims& d, const std::vector<size_t>& outer, int64_t rem, int64_t& doff, int64_t& soff) {
-    doff = soff = 0;
-    for (size_t k = outer.size(); k-- > 0;) {
-      size_t i = outer[k];
-      int64_t idx = rem % d.n[i];
-      rem /= d.n[i];
-      doff += idx * d.ds[i];
-      soff += idx * d.ss[i];
+  // Offsets of the multi-index over the dims `outer` (outermost first),
+  // started at flat index `start` and advanced one step at a time.
+  struct Odometer {
+    const Dims& d;
+    const std::vector<size_t>& outer;
+    std::vector<int64_t> idx;
+    int64_t doff = 0, soff = 0;
+    Odometer(const Dims& dims, const std::vector<size_t>& axes, int64_t start)
+        : d(dims), outer(axes), idx(axes.size(), 0) {
+      for (size_t k = outer.size(); k-- > 0;) {
+        size_t i = outer[k];
+        idx[k] = start % d.n[i];
+        start /= d.n[i];
+        doff += idx[k] * d.ds[i];
+        soff += idx[k] * d.ss[i];
+      }
+    }
+    void next() {
+      for (size_t k = outer.size(); k-- > 0;) {
+        size_t i = outer[k];
+        doff += d.ds[i];
+        soff += d.ss[i];
+        if (++idx[k] < d.n[i]) return;
+        doff -= d.n[i] * d.ds[i];
+        soff -= d.n[i] * d.ss[i];
+        idx[k] = 0;
+      }
+    }
+  };
+
+  // body(odometer) for each of `count` steps, split in contiguous ranges
+  // over the threads (each range walks its own odometer).
+  template <typename Body>
+  static void for_each_index(const Dims& d, const std::vector<size_t>& outer, int64_t count, bool parallel,
+                             const Body& body) {
+#pragma omp parallel if (parallel)
+    {
+      int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+      int64_t begin = count * me / threads, end = count * (me + 1) / threads;
+      if (begin < end) {
+        Odometer od(d, outer, begin);
+        for (int64_t i = begin; i < end; ++i, od.next()) body(od);
+      }
     }
   }
 
@@ -92,57 +128,54 @@ struct StridedCopy {
     if (ds == 1 && ss != 1)
       for (size_t i = 0; i < last; ++i)
         if (d.ss[i] == 1) t = i;
+    std::vector<size_t> outer;
+    for (size_t i = 0; i < last; ++i)
+      if (i != t) outer.push_back(i);
     if (t == r) {
-      std::vector<size_t> outer;
-      for (size_t i = 0; i < last; ++i) outer.push_back(i);
-      int64_t rows = d.numel() / inner;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t o = 0; o < rows; ++o) {
-        int64_t doff, soff;
-        offsets(d, outer, o, doff, soff);
+      for_each_index(d, outer, d.numel() / inner, parallel, [&](const Odometer& o) {
         if (ds == 1 && ss == 1) {
-          std::memcpy(dst + doff, src + soff, static_cast<size_t>(inner) * sizeof(T));
+          std::memcpy(dst + o.doff, src + o.soff, static_cast<size_t>(inner) * sizeof(T));
         } else {
-          for (int64_t j = 0; j < inner; ++j) dst[doff + j * ds] = src[soff + j * ss];
+          for (int64_t j = 0; j < inner; ++j) dst[o.doff + j * ds] = src[o.soff + j * ss];
         }
-      }
+      });
       return;
     }
     // Tiled: rows of the source along dim t, columns of the destination
     // along the innermost dim.
-    std::vector<size_t> outer;
-    for (size_t i = 0; i < last; ++i)
-      if (i != t) outer.push_back(i);
     int64_t nt = d.n[t], dt = d.ds[t];
-    int64_t tiles = (nt + kTile - 1) / kTile;
-    int64_t units = d.numel() / (nt * inner) * tiles;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t u = 0; u < units; ++u) {
-      int64_t doff, soff;
-      offsets(d, outer, u / tiles, doff, soff);
-      int64_t a0 = (u % tiles) * kTile, a1 = std::min(a0 + kTile, nt);
-      for (int64_t b0 = 0; b0 < inner; b0 += kTile) {
-        int64_t b1 = std::min(b0 + kTile, inner);
-        for (int64_t a = a0; a < a1; ++a) {
-          T* out = dst + doff + a * dt;
-          const T* in = src + soff + a;
-          for (int64_t b = b0; b < b1; ++b) out[b] = in[b * ss];
+    for_each_index(d, outer, d.numel() / (nt * inner), parallel, [&](const Odometer& o) {
+      if (inner < kTile) {
+        // A few destination columns (a Winograd tile's m outputs): one
+        // contiguous read per column, the writes interleave in few lines.
+        for (int64_t b = 0; b < inner; ++b) {
+          T* out = dst + o.doff + b;
+          const T* in = src + o.soff + b * ss;
+          for (int64_t a = 0; a < nt; ++a) out[a * dt] = in[a];
+        }
+        return;
+      }
+      for (int64_t a0 = 0; a0 < nt; a0 += kTile) {
+        int64_t a1 = std::min(a0 + kTile, nt);
+        for (int64_t b0 = 0; b0 < inner; b0 += kTile) {
+          int64_t b1 = std::min(b0 + kTile, inner);
+          for (int64_t a = a0; a < a1; ++a) {
+            T* out = dst + o.doff + a * dt;
+            const T* in = src + o.soff + a;
+            for (int64_t b = b0; b < b1; ++b) out[b] = in[b * ss];
+          }
         }
       }
-    }
+    });
   }
 
   void copy_bytes(const Dims& d, uint8_t* dst, const uint8_t* src) const {
     std::vector<size_t> outer;
     for (size_t i = 0; i < d.n.size(); ++i) outer.push_back(i);
-    int64_t n = d.numel();
     size_t e = static_cast<size_t>(elem);
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-    for (int64_t o = 0; o < n; ++o) {
-      int64_t doff, soff;
-      offsets(d, outer, o, doff, soff);
-      std::memcpy(dst + doff * elem, src + soff * elem, e);
-    }
+    for_each_index(d, outer, d.numel(), d.numel() > kParallelElements, [&](const Odometer& o) {
+      std::memcpy(dst + o.doff * elem, src + o.soff * elem, e);
+    });
   }
 };
 

@@ -88,6 +88,11 @@ void print_text(const Graph& g, const cost::DeviceProfile& d, const cost::GraphC
     for (double b : k.level_bytes) std::printf(" %10s", human_count(b, "").c_str());
     std::printf("  %s\n", k.bound.c_str());
   }
+  if (!c.reorders.empty()) {
+    double t = 0;
+    for (const auto& k : c.reorders) t += k.time_s;
+    std::cout << "layout reorders (blocked to row-major): " << c.reorders.size() << ", " << time_str(t) << "\n";
+  }
   std::cout << "total: " << time_str(c.time_s) << ", " << c.kernels.size() << " kernels, "
             << human_count(static_cast<double>(c.flops), "FLOP");
   for (size_t i = 0; i < d.memory.size(); ++i)
@@ -137,6 +142,11 @@ nlohmann::json to_json(const Graph& g, const cost::DeviceProfile& d, const cost:
   return {{"model", g.name},
           {"device", {{"name", d.name}, {"description", d.description}, {"calibrated", d.calibrated}}},
           {"kernels", kernels},
+          {"reorders", [&] {
+             nlohmann::json r = {{"count", c.reorders.size()}, {"time_us", 0.0}};
+             for (const auto& k : c.reorders) r["time_us"] = r["time_us"].get<double>() + k.time_s * 1e6;
+             return r;
+           }()},
           {"total_us", c.time_s * 1e6},
           {"flops", c.flops},
           {"bytes", level_bytes},
