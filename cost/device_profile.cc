@@ -149,6 +149,8 @@ void DeviceProfile::validate() const {
   check(permute_ops >= 0, "permute_ops", "must not be negative");
   check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
   check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
+  check(conv_call_s >= 0, "conv_call_ns", "must not be negative");
+  check(reorder_factor > 0, "reorder_factor", "must be positive");
   for (size_t i = 0; i < interconnect.size(); ++i) {
     const Interconnect& c = interconnect[i];
     std::string f = "interconnect[" + std::to_string(i) + "]";
@@ -196,6 +198,8 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
   p.gemm_overhead_s = r.number_or("gemm_overhead_us", 0.0) * 1e-6;
+  p.conv_call_s = r.number_or("conv_call_ns", 0.0) * 1e-9;
+  p.reorder_factor = r.number_or("reorder_factor", 1.0);
   for (const Reader& m : r.array("memory")) {
     MemoryLevel level;
     level.name = m.string("name");
@@ -261,6 +265,8 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"launch_overhead_us", p.launch_overhead_s * 1e6},
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},
             {"gemm_overhead_us", p.gemm_overhead_s * 1e6},
+            {"conv_call_ns", p.conv_call_s * 1e9},
+            {"reorder_factor", p.reorder_factor},
             {"memory", memory},
             {"interconnect", tiers},
             {"calibrated", p.calibrated},

@@ -82,6 +82,13 @@ struct DeviceProfile {
   // Added to every GEMM and convolution call (primitive dispatch, operand
   // and scratch setup) on top of launch_overhead_s.
   double gemm_overhead_s = 0;
+  // CPU: per call of a convolution's micro-kernel, one per image, output
+  // row and kernel position (oneDNN's brgconv). Negligible for a model's
+  // convolutions; it dominates one over many small single-channel images.
+  double conv_call_s = 0;
+  // CPU: a blocked -> row-major reorder takes this many times an
+  // element-wise pass over the same data (calibrated; 1 by default).
+  double reorder_factor = 1.0;
   std::vector<Interconnect> interconnect;
   bool calibrated = false;
   std::string source;  // where the numbers come from

@@ -36,18 +36,6 @@ bool accepts_blocked(const Node& n) {
   }
 }
 
-// A blocked -> row-major reorder of v: a streaming copy (whole channel
-// blocks move at a time), costed as an element-wise pass of its size.
-KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options) {
-  const TensorType& t = g.type(v);
-  Graph r;
-  ValueId x = r.add_input("x", {t.dtype, {t.numel()}});
-  r.set_outputs({r.add(OpKind::kRelu, {x}, {}, "reorder")});
-  KernelCost k = kernel_cost(r, {0}, device, options);
-  k.label = "Reorder";
-  return k;
-}
-
 // Walks the groups in order: which values end up blocked, and (reorders
 // not null) the reorder each row-major reader of a blocked value needs.
 std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<NodeId>>& groups,
@@ -82,6 +70,21 @@ std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<Nod
 }
 
 }  // namespace
+
+// A blocked -> row-major reorder of v: a streaming copy (whole channel
+// blocks move at a time), costed as an element-wise pass of its size.
+KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options) {
+  const TensorType& t = g.type(v);
+  Graph r;
+  ValueId x = r.add_input("x", {t.dtype, {t.numel()}});
+  r.set_outputs({r.add(OpKind::kRelu, {x}, {}, "reorder")});
+  KernelCost k = kernel_cost(r, {0}, device, options);
+  k.label = "Reorder";
+  k.time_s *= device.reorder_factor;
+  k.compute_s *= device.reorder_factor;
+  for (double& s : k.level_s) s *= device.reorder_factor;
+  return k;
+}
 
 std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse) {
   std::vector<std::vector<NodeId>> out;

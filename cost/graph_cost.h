@@ -33,6 +33,8 @@ inline GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const C
   return graph_cost(g, device, options, kernel_groups(g, fuse));
 }
 
+// CPU: the reorder of blocked value v into row-major form.
+KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options = {});
 // CPU: which values the runtime keeps in a blocked layout (per ValueId; all
 // false for other devices).
 std::vector<char> blocked_values(const Graph& g, const DeviceProfile& device);

@@ -50,6 +50,7 @@ struct Work {
   std::map<DType, double> matrix_flops;  // run on the matrix units at `utilization`
   double utilization = 1.0;
   bool conv = false;  // matrix work of a convolution (conv_efficiency)
+  double conv_calls = 0;  // micro-kernel calls (DeviceProfile::conv_call_s)
   double cold_bytes = 0;  // GEMM weights read from main memory
   std::map<DType, double> vector_ops;    // each occupies one FMA slot (2 FLOP of peak)
   std::vector<double> level_bytes;
@@ -193,6 +194,8 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
     gemm_work(g, d, o, p, x.dtype, flops, f, w);
     w.conv = true;
+    if (n.kind == OpKind::kConv) w.conv_calls = static_cast<double>(y.shape[0] * product(y.shape, 2) / y.shape.back() *
+                                                                    product(wt.shape, 2));
   }
   if (bias) add_vector(w, y.dtype, static_cast<double>(y.numel()));
 }
@@ -432,6 +435,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
     weights_s = w.cold_bytes / d.main_memory().effective_bandwidth() * share;
     k.compute_s += weights_s;
   }
+  if (d.kind == DeviceKind::kCpu) k.compute_s += w.conv_calls * d.conv_call_s * share;
   if (w.conv && d.kind == DeviceKind::kCpu && !o.part_of_larger_program &&
       std::find(g.outputs().begin(), g.outputs().end(), chain) != g.outputs().end())
     k.compute_s += static_cast<double>(g.type(chain).nbytes()) * d.conv_plain_output_s_per_byte * share;

@@ -11,6 +11,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <omp.h>
+
 #include "cost/flops.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
@@ -426,6 +428,9 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
   std::vector<std::string> errors(parts.size());
   sh.unstarted = static_cast<int64_t>(parts.size());
   auto worker = [&] {
+    // The workers already use every core: the interpreter's parallel loops
+    // (verification runs it) stay on the worker's own thread.
+    omp_set_num_threads(1);
     for (size_t i; (i = next++) < parts.size(); ++done) {
       // A fair share of what is left, so that the last subprograms (the
       // last layers) are searched too; time a quick one leaves goes on.

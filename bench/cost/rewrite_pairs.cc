@@ -1,5 +1,7 @@
 #include "bench/cost/rewrite_pairs.h"
 
+#include "mutator/rules/rule.h"
+
 namespace tessera::bench {
 
 namespace {
@@ -132,6 +134,27 @@ RewritePair batched_conv(int64_t c, int64_t h) {
   return p;
 }
 
+// A 3x3 convolution + Relu feeding a 1x1 one, against the conv-winograd
+// rule's F(m x m, 3x3) form of the first (made by the rule itself).
+RewritePair winograd(int64_t c, int64_t h, int64_t m) {
+  RewritePair p{"conv vs Winograd F(" + std::to_string(m) + ",3) " + std::to_string(c) + "ch " + std::to_string(h) +
+                    "px",
+                {}, {}};
+  Graph& g = p.before;
+  ValueId x = g.add_input("x", {DType::kF32, {1, c, h, h}});
+  ValueId y = g.add(OpKind::kConv, {x, g.add_constant("w", weights(DType::kF32, {c, c, 3, 3}))}, conv_attrs(3, 1, 1),
+                    "conv");
+  y = g.add(OpKind::kRelu, {y}, {}, "relu");
+  g.set_outputs({g.add(OpKind::kConv, {y, g.add_constant("w1", weights(DType::kF32, {c, c, 1, 1}))},
+                       conv_attrs(1, 0, 1), "next")});
+  auto users = g.users();
+  mutator::RuleContext ctx{g, users};
+  for (mutator::Mutation& mu : mutator::find_rule("conv-winograd").fn(ctx, 0))
+    if (mu.description.find("F(" + std::to_string(m) + "x") != std::string::npos)
+      p.after = mutator::apply_mutation(g, mu);
+  return p;
+}
+
 }  // namespace
 
 std::vector<RewritePair> rewrite_pairs() {
@@ -143,6 +166,11 @@ std::vector<RewritePair> rewrite_pairs() {
   pairs.push_back(pretransposed(8, 4096, 1024));
   pairs.push_back(batched_conv(64, 56));
   pairs.push_back(batched_conv(256, 14));
+  for (int64_t m : {2, 4}) {
+    pairs.push_back(winograd(64, 56, m));
+    pairs.push_back(winograd(256, 14, m));
+    pairs.push_back(winograd(512, 28, m));
+  }
   return pairs;
 }
 

@@ -108,6 +108,47 @@ TEST(GraphCost, FusionMatchesTheRuntime) {
   for (const Graph& g : graphs) EXPECT_EQ(cost_roots(g), runtime_roots(g));
 }
 
+// The CPU runtime copies a blocked value to row-major form once for the
+// kernels that read only row-major data; the model prices the same copies.
+TEST(GraphCost, ReordersMatchTheRuntime) {
+  auto runtime_reorders = [](const Graph& g) {
+    runtime::RunOptions opt;
+    opt.profile = true;
+    opt.threads = 1;
+    runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
+    std::vector<Tensor> inputs;
+    for (ValueId v : g.inputs()) inputs.emplace_back(g.type(v).dtype, g.type(v).shape);
+    plan.run(inputs);
+    size_t n = 0;
+    for (const runtime::KernelProfile& k : plan.profile().kernels) n += k.op == "Reorder";
+    return n;
+  };
+  DeviceProfile d = builtin_profile("cpu");
+  auto block = [](bool two_convs, OpKind last) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 16, 8, 8}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {16, 16, 3, 3}));
+    ValueId y = g.add(OpKind::kRelu, {g.add(OpKind::kConv, {x, w}, conv3x3(), "c1")}, {}, "r1");
+    if (two_convs) y = g.add(OpKind::kConv, {y, w}, conv3x3(), "c2");
+    Attrs a;
+    if (last == OpKind::kTranspose) a.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+    if (last == OpKind::kReshape) a.set("shape", std::vector<int64_t>{16, 64});
+    ValueId z = g.add(last, {y}, a, "last");
+    // Two readers of the row-major copy: it is made once.
+    g.set_outputs({z, g.add(OpKind::kSigmoid, {z}, {}, "sig")});
+    return g;
+  };
+  for (bool two_convs : {false, true})
+    for (OpKind last : {OpKind::kTranspose, OpKind::kReshape, OpKind::kRelu}) {
+      Graph g = block(two_convs, last);
+      GraphCost c = graph_cost(g, d);
+      EXPECT_EQ(c.reorders.size(), runtime_reorders(g)) << op_name(last) << (two_convs ? " after two convs" : "");
+      EXPECT_EQ(c.reorders.empty(), last == OpKind::kRelu);
+    }
+  // GPUs keep one layout: nothing to reorder.
+  EXPECT_TRUE(graph_cost(block(false, OpKind::kTranspose), builtin_profile("h100")).reorders.empty());
+}
+
 TEST(GraphCost, GeluErfLinkReadsNoIntermediate) {
   // The fused Gelu's second Mul reads the MatMul output again; that value
   // never reaches memory, so the kernel moves no more than the MatMul alone

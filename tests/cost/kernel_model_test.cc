@@ -365,12 +365,17 @@ TEST(KernelModel, ConvolutionEfficiencyAndRowMajorOutput) {
   };
   d.gemm_efficiency = d.conv_efficiency = 0.5;
   d.vector_efficiency = 0.05;  // keep the vector fallback (matrix-vector products) out of it
+  d.conv_call_s = 0;
   double base = node_cost(conv(false), 0, d).compute_s;
   d.conv_efficiency = 0.25;  // convolutions only
   EXPECT_NEAR(node_cost(conv(false), 0, d).compute_s, 2 * base, 1e-12);
   EXPECT_NEAR(node_cost(matmul(256, 256, 256), 0, d).compute_s,
               node_cost(matmul(256, 256, 256), 0, [&] { DeviceProfile e = d; e.conv_efficiency = 0.5; return e; }()).compute_s,
               1e-15);
+  // One micro-kernel call per output row and kernel position: 28 x 9.
+  d.conv_call_s = 1e-9;
+  EXPECT_NEAR(node_cost(conv(false), 0, d).compute_s - base * 2, 28 * 9 * 1e-9, 1e-12);
+  d.conv_call_s = 0;
   d.conv_plain_output_s_per_byte = 1e-9;  // a graph output is written row-major
   EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s - node_cost(conv(false), 0, d).compute_s,
               1e-9 * 64 * 28 * 28 * 4, 1e-12);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "cost/graph_cost.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
@@ -272,6 +273,47 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
     notes << ", gemm efficiency " << p.gemm_efficiency << ", conv efficiency " << p.conv_efficiency << " of "
           << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output +"
           << p.conv_plain_output_s_per_byte * 1e9 << " ns/byte";
+  }
+
+  // Convolution micro-kernel calls: a 4x4, stride-2 convolution of 256
+  // single-channel 14x14 images (a Winograd input transform), whose time
+  // is mostly calls over tiny rows.
+  {
+    p.conv_call_s = 0;
+    Graph g;
+    g.name = "calibrate";
+    ValueId x = g.add_input("x", {DType::kF32, {256, 1, 14, 14}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {16, 1, 4, 4}));
+    Attrs a;
+    a.set("kernel_shape", std::vector<int64_t>{4, 4});
+    a.set("strides", std::vector<int64_t>{2, 2});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("dilations", std::vector<int64_t>{1, 1});
+    ValueId y = g.add(OpKind::kConv, {x, w}, a, "op");
+    Attrs perm;
+    perm.set("perm", std::vector<int64_t>{1, 0, 2, 3});
+    g.set_outputs({g.add(OpKind::kTranspose, {y}, perm, "next")});  // keeps the blocked layout of a consumed conv
+    double t = measure_kernel_seconds(g, slice, threads, "op");
+    double calls = 256.0 * 7 * 16;
+    p.conv_call_s = std::max(0.0, t - overhead(g) - predicted(g).compute_s) / (calls * rate_share(g));
+    log << "conv call: " << p.conv_call_s * 1e9 << " ns (Conv 256x1x14x14 by 16x1x4x4 " << t * 1e6 << " us)\n";
+    notes << ", conv call " << p.conv_call_s * 1e9 << " ns";
+  }
+
+  // Layout reorders: the row-major copy of a convolution's blocked output
+  // that a Transpose reads, against an element-wise pass of its size.
+  {
+    p.reorder_factor = 1.0;
+    Graph g = conv_graph(64, 56, 3, false);
+    Attrs perm;
+    perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+    g.set_outputs({g.add(OpKind::kTranspose, {g.outputs()[0]}, perm, "next")});
+    ValueId y = g.node(0).outputs[0];
+    double t = measure_kernel_seconds(g, slice, threads, g.value(y).name);
+    double stream = cost::reorder_cost(g, y, p).time_s;
+    p.reorder_factor = std::clamp(t / stream, 0.25, 8.0);
+    log << "reorder: x" << p.reorder_factor << " an element-wise pass (" << t * 1e6 << " us)\n";
+    notes << ", reorder x" << p.reorder_factor;
   }
 
   // Transcendentals: Exp over data that stays in L2, at the vector
