@@ -389,6 +389,43 @@ void convert_transpose(NodeImporter& n) {
   n.emit_outputs(OpKind::kTranspose, {n.input(0)}, std::move(a));
 }
 
+// DepthToSpace / SpaceToDepth as the Reshape -> Transpose -> Reshape their
+// definitions are written in (the exporter writes that chain back as the op).
+void convert_depth_space(NodeImporter& n, bool to_space) {
+  const TensorType& t = n.input_type(0);
+  int64_t bs = n.attr_int("blocksize", 0);
+  std::string mode = n.attr_string("mode", "DCR");
+  if (t.rank() != 4) n.fail(ErrorKind::kInvalidGraph, "input must have rank 4, got " + shape_str(t.shape));
+  if (bs < 1) n.fail(ErrorKind::kInvalidGraph, "blocksize must be at least 1, got " + std::to_string(bs));
+  if (mode != "DCR" && mode != "CRD") n.fail(ErrorKind::kInvalidGraph, "mode must be DCR or CRD, got '" + mode + "'");
+  int64_t b = t.shape[0], c = t.shape[1], h = t.shape[2], w = t.shape[3];
+  Shape six, out;
+  std::vector<int64_t> perm;
+  if (to_space) {
+    if (c % (bs * bs) != 0)
+      n.fail(ErrorKind::kInvalidGraph, "channels " + std::to_string(c) + " are not a multiple of blocksize^2 = " +
+                                    std::to_string(bs * bs));
+    int64_t oc = c / (bs * bs);
+    six = mode == "DCR" ? Shape{b, bs, bs, oc, h, w} : Shape{b, oc, bs, bs, h, w};
+    perm = mode == "DCR" ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3};
+    out = {b, oc, h * bs, w * bs};
+  } else {
+    if (h % bs != 0 || w % bs != 0)
+      n.fail(ErrorKind::kInvalidGraph, "spatial size " + shape_str(t.shape) + " is not a multiple of blocksize " +
+                                    std::to_string(bs));
+    six = {b, c, h / bs, bs, w / bs, bs};
+    perm = mode == "DCR" ? std::vector<int64_t>{0, 3, 5, 1, 2, 4} : std::vector<int64_t>{0, 1, 3, 5, 2, 4};
+    out = {b, c * bs * bs, h / bs, w / bs};
+  }
+  Attrs r6, tr, r4;
+  r6.set("shape", std::vector<int64_t>(six.begin(), six.end()));
+  tr.set("perm", perm);
+  r4.set("shape", std::vector<int64_t>(out.begin(), out.end()));
+  ValueId x = n.emit_temp(OpKind::kReshape, {n.input(0)}, std::move(r6));
+  x = n.emit_temp(OpKind::kTranspose, {x}, std::move(tr));
+  n.emit_outputs(OpKind::kReshape, {x}, std::move(r4));
+}
+
 void convert_conv(NodeImporter& n, OpKind kind) {
   Attrs a = resolve_spatial_attrs(n, kind);
   n.emit_outputs(kind, all_inputs(n), std::move(a));
@@ -439,6 +476,8 @@ const std::unordered_map<std::string, Converter>& converters() {
     m["ConstantOfShape"] = convert_constant_of_shape;
     m["Range"] = convert_range;
     m["Transpose"] = convert_transpose;
+    m["DepthToSpace"] = [](NodeImporter& n) { convert_depth_space(n, true); };
+    m["SpaceToDepth"] = [](NodeImporter& n) { convert_depth_space(n, false); };
     return m;
   }();
   return table;

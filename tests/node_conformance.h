@@ -106,7 +106,8 @@ inline const std::map<std::string, std::string>& expected_failures() {
 // ONNX op types Tessera claims besides the IR's own kinds: the importer folds
 // Constant, drops Dropout, maps CastLike to Cast, and chains the variadic Sum
 // and Mean.
-inline const std::set<std::string> kImporterOps = {"Constant", "Dropout", "CastLike", "Sum", "Mean"};
+inline const std::set<std::string> kImporterOps = {"Constant", "Dropout", "CastLike", "Sum", "Mean", "DepthToSpace",
+                                                  "SpaceToDepth"};
 
 // Inputs that Tessera's static-shape IR needs as constants (they become
 // attributes at import). Node tests feed them as graph inputs; the harness

@@ -137,6 +137,39 @@ TEST(OnnxExport, SaveIsAtomicAndReadable) {
   }
 }
 
+// Reshape -> Transpose -> Reshape chains that move elements as DepthToSpace
+// or SpaceToDepth are written as those ops; others stay as they are.
+TEST(OnnxExport, DepthToSpaceChainsBecomeTheOp) {
+  auto chain = [](Shape in, std::vector<int64_t> six, std::vector<int64_t> perm, std::vector<int64_t> out) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, std::move(in)});
+    ValueId r = g.add(OpKind::kReshape, {x}, attrs({{"shape", six}}), "r6");
+    ValueId t = g.add(OpKind::kTranspose, {r}, attrs({{"perm", perm}}), "t");
+    g.set_outputs({g.add(OpKind::kRelu, {g.add(OpKind::kReshape, {t}, attrs({{"shape", out}}), "r4")}, {}, "relu")});
+    return export_onnx(g, {17});
+  };
+  auto ops = [](const onnx::ModelProto& m) {
+    std::vector<std::string> v;
+    for (const auto& n : m.graph().node()) v.push_back(n.op_type());
+    return v;
+  };
+  // A Winograd output: [m, m, C, N=1, th, tw] tiles into [1, C, th*m, tw*m],
+  // read from a 2-D MatMul result (so a Reshape to the op's 4-D input first).
+  onnx::ModelProto w = chain({16, 8 * 3 * 3}, {4, 4, 8, 1, 3, 3}, {3, 2, 4, 0, 5, 1}, {1, 8, 12, 12});
+  EXPECT_EQ(ops(w), (std::vector<std::string>{"Reshape", "DepthToSpace", "Relu"}));
+  EXPECT_EQ(find_attr(find_node(w, "DepthToSpace"), "blocksize")->i(), 4);
+  EXPECT_EQ(find_attr(find_node(w, "DepthToSpace"), "mode")->s(), "DCR");
+  // PyTorch's pixel shuffle, already 4-D: CRD, no Reshape in front.
+  onnx::ModelProto crd = chain({1, 8, 3, 5}, {1, 2, 2, 2, 3, 5}, {0, 1, 4, 2, 5, 3}, {1, 2, 6, 10});
+  EXPECT_EQ(ops(crd), (std::vector<std::string>{"DepthToSpace", "Relu"}));
+  EXPECT_EQ(find_attr(find_node(crd, "DepthToSpace"), "mode")->s(), "CRD");
+  onnx::ModelProto s2d = chain({1, 2, 6, 10}, {1, 2, 3, 2, 5, 2}, {0, 3, 5, 1, 2, 4}, {1, 8, 3, 5});
+  EXPECT_EQ(ops(s2d), (std::vector<std::string>{"SpaceToDepth", "Relu"}));
+  // The same shapes with the in-block axes swapped: no such op.
+  onnx::ModelProto other = chain({1, 8, 3, 5}, {1, 2, 2, 2, 3, 5}, {0, 1, 4, 3, 5, 2}, {1, 2, 6, 10});
+  EXPECT_EQ(ops(other), (std::vector<std::string>{"Reshape", "Transpose", "Reshape", "Relu"}));
+}
+
 int run(const std::string& cmd, std::string* output) {
   fs::path log = fs::path(TESSERA_BINARY_DIR) / "onnx_roundtrip_cmd.log";
   int rc = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
@@ -177,7 +210,8 @@ TEST_P(RoundTripTest, ExportedModelMatchesOriginalInOnnxRuntime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
-                         ::testing::Values("conv_pool", "attention", "movement", "opset13_forms", "gelu_opset20"));
+                         ::testing::Values("conv_pool", "attention", "movement", "opset13_forms", "gelu_opset20",
+                                           "depth_space"));
 
 }  // namespace
 }  // namespace tessera

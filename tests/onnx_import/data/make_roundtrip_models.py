@@ -131,10 +131,21 @@ def gelu_opset20():
     return model("gelu_opset20", nodes, [vi("x", [3, 4])], [vi("y", [3, 4])], [], 20)
 
 
+def depth_space():
+    # PixelShuffle (CRD), DCR and its inverse; imported as Reshape/Transpose
+    # chains, exported back as the ops.
+    n = helper.make_node
+    nodes = [n("DepthToSpace", ["x"], ["d1"], blocksize=2, mode="CRD"),
+             n("DepthToSpace", ["x"], ["d2"], blocksize=2),
+             n("Add", ["d1", "d2"], ["s"]),
+             n("SpaceToDepth", ["s"], ["y"], blocksize=2)]
+    return model("depth_space", nodes, [vi("x", [1, 8, 3, 5])], [vi("y", [1, 8, 3, 5])], [], 17)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for make in (conv_pool, attention, movement, opset13_forms, gelu_opset20):
+    for make in (conv_pool, attention, movement, opset13_forms, gelu_opset20, depth_space):
         m = make()
         onnx.save(m, os.path.join(out, m.graph.name + ".onnx"))
 
