@@ -475,7 +475,7 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
     out.stats.cyclic += r.stats.cyclic;
     out.stats.skipped_slow += r.stats.skipped_slow;
     out.stats.budget_exhausted = out.stats.budget_exhausted || r.stats.budget_exhausted;
-    if (r.applied.empty() || !(r.cost_after < r.cost_before)) continue;
+    if (r.applied.empty() || !(r.cost_after < r.cost_before * (1.0 - options.min_gain))) continue;
     Mutation m;
     m.rule = "subprogram-" + std::to_string(i);
     m.nodes = parts[i];

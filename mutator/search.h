@@ -31,6 +31,11 @@ struct SearchOptions {
   int threads = 0;           // 0: one per core
   double alpha = 1.05;
   int max_expansions = 48;   // per subprogram
+  // A subprogram keeps its rewrite only when the model predicts at least
+  // this share of its time saved: smaller differences are within the cost
+  // model's error and this machine's noise (pairs closer than 3% measure
+  // either way round), so they would change the program for nothing.
+  double min_gain = 0.03;
   std::set<std::string> disabled_rules;
   bool partial = true;       // partially equivalent mutants (their generator plugs in here)
   std::function<void(double)> progress;  // fraction of subprograms done, called from the calling thread

@@ -13,8 +13,9 @@ that no runtime's idle threads still spin while another runs), so all see the
 same machine load, and prints medians, the optimized/original speedups, and
 the median of the per-round speedups (robust to load that changes during the
 run). Correctness: the optimized model's outputs in ONNX Runtime against the
-original's (rtol 1e-3, atol 1e-4), and Tessera's runs of both against ONNX
-Runtime's original outputs (largest error relative to the largest output).
+original's, and Tessera's runs of both against ONNX Runtime's original
+outputs, as the largest error relative to the largest output (the suite's
+bar: 1e-4).
 Not a test: nothing here asserts a timing.
 
 Usage: bench_optimize.py --tessera build/bin/tessera --bench-bin build/bin/bench_runtime
@@ -52,26 +53,30 @@ def optimize(tessera, model, out, device, budget, threads):
         return json.load(f), wall
 
 
-def outputs_match(dir_a, dir_b):
+def output_error(dir_a, dir_b):
+    """Largest |a - b| over the outputs, relative to the largest |a| (the
+    suite's measure: elementwise tolerances fail on values that cancel)."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
     files = sorted(glob.glob(os.path.join(dir_a, "output_*.pb")))
     if not files:
-        return False
+        return float("inf")
+    worst = 0.0
     for fa in files:
         ta, tb = onnx.TensorProto(), onnx.TensorProto()
         with open(fa, "rb") as f:
             ta.ParseFromString(f.read())
         fb = os.path.join(dir_b, os.path.basename(fa))
         if not os.path.exists(fb):
-            return False
+            return float("inf")
         with open(fb, "rb") as f:
             tb.ParseFromString(f.read())
-        a, b = numpy_helper.to_array(ta), numpy_helper.to_array(tb)
-        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-3, atol=1e-4):
-            return False
-    return True
+        a, b = numpy_helper.to_array(ta).astype(np.float64), numpy_helper.to_array(tb).astype(np.float64)
+        if a.shape != b.shape:
+            return float("inf")
+        worst = max(worst, float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)))
+    return worst
 
 
 def measure(orig_dir, opt_dir, threads, repeat, warmup, bench_bin, tmp):
@@ -109,7 +114,7 @@ def measure(orig_dir, opt_dir, threads, repeat, warmup, bench_bin, tmp):
             raise RuntimeError(f"{k}: {r['error']}")
     med = {k: median(v) for k, v in times.items()}
     paired = {rt: median([a / b for a, b in zip(times[rt + "_orig"], times[rt + "_opt"])]) for rt in ("tes", "ort")}
-    return {"median": med, "paired": paired, "ort_match": outputs_match(outs["ort_orig"], outs["ort_opt"]),
+    return {"median": med, "paired": paired, "ort_err": output_error(outs["ort_orig"], outs["ort_opt"]),
             "tes_err": max(final["tes_orig"]["max_rel_err"], final["tes_opt"]["max_rel_err"])}
 
 
@@ -127,7 +132,7 @@ def main():
     print("# load average at start: %.2f %.2f %.2f; %d threads, %d alternating runs per program" %
           (*os.getloadavg(), args.threads, args.repeat))
     header = ("model", "tsr orig ms", "tsr opt ms", "tsr x", "(paired)", "ort orig ms", "ort opt ms", "ort x",
-              "(paired)", "ort match", "tsr err", "search s", "optimize s", "gen/ver/applied", "partial",
+              "(paired)", "ort err", "tsr err", "search s", "optimize s", "gen/ver/applied", "partial",
               "pred cpu x", "pred h100 x", "rules")
     print(" | ".join(header))
     for name in args.models.split(","):
@@ -153,7 +158,7 @@ def main():
         for x in cpu["mutations"]:
             rules[x["rule"]] = rules.get(x["rule"], 0) + 1
         row = (name, m["tes_orig"], m["tes_opt"], m["tes_orig"] / m["tes_opt"], r["paired"]["tes"],
-               m["ort_orig"], m["ort_opt"], m["ort_orig"] / m["ort_opt"], r["paired"]["ort"], r["ort_match"],
+               m["ort_orig"], m["ort_opt"], m["ort_orig"] / m["ort_opt"], r["paired"]["ort"], r["ort_err"],
                r["tes_err"], s.get("seconds", 0), wall, f'{s["generated"]}/{s["verified"]}/{s["applied"]}',
                s["partial_used"], cpu["predicted_cost"]["speedup"], h100["predicted_cost"]["speedup"],
                ",".join(f"{k} x{v}" for k, v in sorted(rules.items())) or "-")
@@ -165,7 +170,7 @@ def main():
         print(f"geomean speedup: tessera runtime {geo(3):.3f}x (paired {geo(4):.3f}x), onnx runtime {geo(7):.3f}x "
               f"(paired {geo(8):.3f}x), predicted cpu {geo(15):.3f}x, h100 {geo(16):.3f}x; "
               f"slowest: tessera {min(r[4] for r in rows):.3f}x, ort {min(r[8] for r in rows):.3f}x; "
-              f"outputs match: {sum(r[9] for r in rows)}/{len(rows)}")
+              f"outputs within 1e-4 of the original's scale: {sum(max(r[9], r[10]) <= 1e-4 for r in rows)}/{len(rows)}")
 
 
 if __name__ == "__main__":
