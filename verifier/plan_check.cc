@@ -11,7 +11,8 @@ namespace tessera::verifier {
 std::string EndToEndReport::summary() const {
   std::ostringstream os;
   os << (passed ? "passed" : "FAILED") << ": " << trials << " random input set" << (trials == 1 ? "" : "s")
-     << ", tolerance atol " << atol << " + rtol " << rtol << ", max abs error " << max_abs_error;
+     << ", tolerance atol " << atol << " + rtol " << rtol << " + " << scale_rtol << " of the output's largest value"
+     << ", max abs error " << max_abs_error;
   if (!detail.empty()) os << "; " << detail;
   return os.str();
 }
@@ -23,6 +24,7 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
   r.trials = o.trials;
   r.rtol = o.rtol;
   r.atol = o.atol;
+  r.scale_rtol = o.scale_rtol;
   if (original.output_types() != candidate.output_types()) {
     r.detail = "output types differ";
     return r;
@@ -34,13 +36,18 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
     for (size_t j = 0; j < a.values.size(); ++j) {
       const RefTensor<float>& x = a.values[j];
       const RefTensor<float>& y = b.values[j];
+      double scale = 0;
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        double u = x.is_num() ? x.num[k] : static_cast<double>(x.ints[k]);
+        if (std::isfinite(u)) scale = std::max(scale, std::fabs(u));
+      }
       for (int64_t k = 0; k < x.numel(); ++k) {
         double u = x.is_num() ? x.num[k] : static_cast<double>(x.ints[k]);
         double w = y.is_num() ? y.num[k] : static_cast<double>(y.ints[k]);
         double err = std::fabs(u - w);
         bool nan_mismatch = std::isnan(u) != std::isnan(w);
         if (!std::isnan(err)) r.max_abs_error = std::max(r.max_abs_error, err);
-        bool bad = nan_mismatch || (!std::isnan(err) && err > o.atol + o.rtol * std::fabs(u)) ||
+        bool bad = nan_mismatch || (!std::isnan(err) && err > o.atol + o.rtol * std::fabs(u) + o.scale_rtol * scale) ||
                    b.replica_mismatch[j][k];
         if (bad && r.mismatches++ == 0) {
           std::ostringstream os;

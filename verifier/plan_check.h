@@ -15,15 +15,21 @@ namespace tessera::verifier {
 struct EndToEndOptions {
   uint64_t seed = 2024;
   int trials = 2;
-  // |a - b| <= atol + rtol * |a| with a the original's value.
+  // |a - b| <= atol + rtol * |a| + scale_rtol * max|a|, with a the
+  // original's value and max|a| taken over the output. The last term is the
+  // rounding of a different but exact summation order (Winograd transforms,
+  // merged products): it scales with the tensor's magnitude, not with the
+  // element's, so an element that cancels to a small value keeps an error of
+  // the tensor's scale. A wrong program differs by the scale itself.
   double rtol = 1e-3;
   double atol = 1e-4;
+  double scale_rtol = 1e-5;
 };
 
 struct EndToEndReport {
   bool passed = false;
   int trials = 0;
-  double rtol = 0, atol = 0;
+  double rtol = 0, atol = 0, scale_rtol = 0;
   double max_abs_error = 0;  // over all outputs and trials
   int64_t mismatches = 0;    // positions beyond the tolerance
   std::string detail;        // first mismatch, or a one-line summary

@@ -249,5 +249,29 @@ TEST(EndToEnd, SingleGraphWithinTolerance) {
   EXPECT_EQ(r.max_abs_error, 0.0);
 }
 
+// An error of a small share of the output's largest value passes wherever
+// it lands (a different exact summation order rounds at the tensor's
+// scale); one of the scale's size does not.
+TEST(EndToEnd, ToleranceScalesWithTheOutputsLargestValue) {
+  auto program = [](double shift) {
+    Graph g;
+    ValueId x = g.add_input("x", f32({2, 3}));
+    ValueId big = g.add(OpKind::kMul, {x, g.add_constant("m", Tensor::from_doubles(DType::kF32, {}, {1e6}))});
+    ValueId small = x;
+    if (shift != 0) small = g.add(OpKind::kAdd, {x, g.add_constant("s", Tensor::from_doubles(DType::kF32, {}, {shift}))});
+    Attrs cat;
+    cat.set("axis", int64_t{0});
+    g.set_outputs({g.add(OpKind::kConcat, {big, small}, cat)});
+    return g;
+  };
+  EndToEndReport near = check_end_to_end(Program(program(0)), Program(program(1.0)));
+  EXPECT_TRUE(near.passed) << near.summary();
+  EndToEndReport far = check_end_to_end(Program(program(0)), Program(program(100.0)));
+  EXPECT_FALSE(far.passed) << far.summary();
+  EndToEndOptions strict;
+  strict.scale_rtol = 0;
+  EXPECT_FALSE(check_end_to_end(Program(program(0)), Program(program(1.0)), strict).passed);
+}
+
 }  // namespace
 }  // namespace tessera::verifier
