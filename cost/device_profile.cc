@@ -150,7 +150,7 @@ void DeviceProfile::validate() const {
   check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
   check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
   check(conv_call_s >= 0, "conv_call_ns", "must not be negative");
-  check(reorder_factor > 0, "reorder_factor", "must be positive");
+  check(reorder_bandwidth >= 0, "reorder_gbps", "must not be negative");
   for (size_t i = 0; i < interconnect.size(); ++i) {
     const Interconnect& c = interconnect[i];
     std::string f = "interconnect[" + std::to_string(i) + "]";
@@ -199,7 +199,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
   p.gemm_overhead_s = r.number_or("gemm_overhead_us", 0.0) * 1e-6;
   p.conv_call_s = r.number_or("conv_call_ns", 0.0) * 1e-9;
-  p.reorder_factor = r.number_or("reorder_factor", 1.0);
+  p.reorder_bandwidth = r.number_or("reorder_gbps", 0.0) * 1e9;
   for (const Reader& m : r.array("memory")) {
     MemoryLevel level;
     level.name = m.string("name");
@@ -266,7 +266,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},
             {"gemm_overhead_us", p.gemm_overhead_s * 1e6},
             {"conv_call_ns", p.conv_call_s * 1e9},
-            {"reorder_factor", p.reorder_factor},
+            {"reorder_gbps", p.reorder_bandwidth / 1e9},
             {"memory", memory},
             {"interconnect", tiers},
             {"calibrated", p.calibrated},

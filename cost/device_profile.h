@@ -86,9 +86,10 @@ struct DeviceProfile {
   // row and kernel position (oneDNN's brgconv). Negligible for a model's
   // convolutions; it dominates one over many small single-channel images.
   double conv_call_s = 0;
-  // CPU: a blocked -> row-major reorder takes this many times an
-  // element-wise pass over the same data (calibrated; 1 by default).
-  double reorder_factor = 1.0;
+  // CPU: the rate (bytes of the value per second) of a blocked -> row-major
+  // reorder, whatever cache holds the data: it scatters each channel block
+  // to as many planes (calibrated; 0: priced as an element-wise pass).
+  double reorder_bandwidth = 0;
   std::vector<Interconnect> interconnect;
   bool calibrated = false;
   std::string source;  // where the numbers come from

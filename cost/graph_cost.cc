@@ -80,9 +80,12 @@ KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, 
   r.set_outputs({r.add(OpKind::kRelu, {x}, {}, "reorder")});
   KernelCost k = kernel_cost(r, {0}, device, options);
   k.label = "Reorder";
-  k.time_s *= device.reorder_factor;
-  k.compute_s *= device.reorder_factor;
-  for (double& s : k.level_s) s *= device.reorder_factor;
+  if (device.reorder_bandwidth > 0) {
+    double s = static_cast<double>(t.nbytes()) / device.reorder_bandwidth;
+    k.time_s = k.launch_s + s;
+    k.compute_s = s;
+    k.bound = "reorder";
+  }
   return k;
 }
 

@@ -300,20 +300,20 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
     notes << ", conv call " << p.conv_call_s * 1e9 << " ns";
   }
 
-  // Layout reorders: the row-major copy of a convolution's blocked output
-  // that a Transpose reads, against an element-wise pass of its size.
+  // Layout reorders: the rate of the row-major copy of a convolution's
+  // blocked output that a Transpose reads.
   {
-    p.reorder_factor = 1.0;
+    p.reorder_bandwidth = 0;
     Graph g = conv_graph(64, 56, 3, false);
     Attrs perm;
     perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
     g.set_outputs({g.add(OpKind::kTranspose, {g.outputs()[0]}, perm, "next")});
     ValueId y = g.node(0).outputs[0];
     double t = measure_kernel_seconds(g, slice, threads, g.value(y).name);
-    double stream = cost::reorder_cost(g, y, p).time_s;
-    p.reorder_factor = std::clamp(t / stream, 0.25, 8.0);
-    log << "reorder: x" << p.reorder_factor << " an element-wise pass (" << t * 1e6 << " us)\n";
-    notes << ", reorder x" << p.reorder_factor;
+    double launch_s = cost::reorder_cost(g, y, p).launch_s;
+    p.reorder_bandwidth = static_cast<double>(g.type(y).nbytes()) / std::max(t - launch_s, t / 2);
+    log << "reorder: " << p.reorder_bandwidth / 1e9 << " GB/s (" << t * 1e6 << " us)\n";
+    notes << ", reorder " << p.reorder_bandwidth / 1e9 << " GB/s";
   }
 
   // Transcendentals: Exp over data that stays in L2, at the vector
