@@ -141,7 +141,6 @@ void DeviceProfile::validate() const {
   check(register_tile[0] >= 1 && register_tile[1] >= 1, "register_tile", "must be two positive sizes");
   check(gemm_efficiency > 0 && gemm_efficiency <= 1, "efficiency.gemm", "must be in (0, 1]");
   check(conv_efficiency > 0 && conv_efficiency <= 1, "efficiency.conv", "must be in (0, 1]");
-  check(conv_plain_output_s_per_byte >= 0, "conv_plain_output_ns_per_byte", "must not be negative");
   check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
   check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
   check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
@@ -190,7 +189,6 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   Reader eff = r.sub("efficiency");
   p.gemm_efficiency = eff.number("gemm");
   p.conv_efficiency = eff.number_or("conv", p.gemm_efficiency);
-  p.conv_plain_output_s_per_byte = r.number_or("conv_plain_output_ns_per_byte", 0.0) * 1e-9;
   p.vector_efficiency = eff.number("vector");
   p.transcendental_ops = r.number("transcendental_ops");
   p.permute_ops = r.number_or("permute_ops", 0.0);
@@ -258,7 +256,6 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"register_tile", {p.register_tile[0], p.register_tile[1]}},
             {"peak_tflops", {{"matrix", peaks(p.matrix_flops)}, {"vector", peaks(p.vector_flops)}}},
             {"efficiency", {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}}},
-            {"conv_plain_output_ns_per_byte", p.conv_plain_output_s_per_byte * 1e9},
             {"transcendental_ops", p.transcendental_ops},
             {"permute_ops", p.permute_ops},
             {"permute_run_ops", p.permute_run_ops},

@@ -57,12 +57,6 @@ struct DeviceProfile {
   // The same for convolutions (implicit GEMMs with their own kernels);
   // a profile without one uses gemm_efficiency.
   double conv_efficiency = 0.8;
-  // CPU: a convolution that writes a graph output writes it row-major, not
-  // in the blocked layout its fast kernels write: each byte of that output
-  // costs this much more time (calibrated; 0 where it makes no difference).
-  // Per byte, not a factor on the arithmetic: a deep convolution hides its
-  // scattered stores behind more arithmetic per output than a shallow one.
-  double conv_plain_output_s_per_byte = 0.0;
   double vector_efficiency = 0.8;  // achievable share of the vector peak
   // Vector operations one transcendental (exp, tanh, erf...) costs.
   double transcendental_ops = 8;

@@ -49,22 +49,30 @@ std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<Nod
       if (g.value(v).name == name) blocked[static_cast<size_t>(v)] = 1;
   for (const auto& group : groups) {
     const Node& root = g.node(group[0]);
-    bool keeps = accepts_blocked(root);
+    bool conv = root.kind == OpKind::kConv && is_float(g.type(root.outputs[0]).dtype) &&
+                g.type(root.outputs[0]).rank() >= 3;
+    bool output = false;
+    for (ValueId v : g.node(group.back()).outputs) output = output || is_output[static_cast<size_t>(v)];
+    // A graph output is row-major: a convolution writes it blocked and the
+    // runtime copies it; other kernels read their blocked inputs row-major.
+    bool keeps = accepts_blocked(root) && (conv || !output);
+    auto reorder = [&](ValueId v) {
+      if (plain_copy[static_cast<size_t>(v)]) return;
+      plain_copy[static_cast<size_t>(v)] = 1;
+      if (reorders) reorders->push_back(reorder_cost(g, v, device, options));
+    };
     bool reads_blocked = false;
     for (NodeId id : group)
       for (ValueId v : g.node(id).inputs)
         if (v != kNoValue && blocked[static_cast<size_t>(v)]) {
           reads_blocked = true;
-          if (!keeps && !plain_copy[static_cast<size_t>(v)]) {
-            plain_copy[static_cast<size_t>(v)] = 1;
-            if (reorders) reorders->push_back(reorder_cost(g, v, device, options));
-          }
+          if (!keeps) reorder(v);
         }
-    bool conv = root.kind == OpKind::kConv && is_float(g.type(root.outputs[0]).dtype) &&
-                g.type(root.outputs[0]).rank() >= 3;
-    for (ValueId v : g.node(group.back()).outputs)
-      if (!is_output[static_cast<size_t>(v)] && (conv || (keeps && reads_blocked)))
-        blocked[static_cast<size_t>(v)] = 1;
+    for (ValueId v : g.node(group.back()).outputs) {
+      if (!conv && !(keeps && reads_blocked)) continue;
+      blocked[static_cast<size_t>(v)] = 1;
+      if (is_output[static_cast<size_t>(v)]) reorder(v);
+    }
   }
   return blocked;
 }

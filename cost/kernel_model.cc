@@ -436,9 +436,6 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
     k.compute_s += weights_s;
   }
   if (d.kind == DeviceKind::kCpu) k.compute_s += w.conv_calls * d.conv_call_s * share;
-  if (w.conv && d.kind == DeviceKind::kCpu && !o.part_of_larger_program &&
-      std::find(g.outputs().begin(), g.outputs().end(), chain) != g.outputs().end())
-    k.compute_s += static_cast<double>(g.type(chain).nbytes()) * d.conv_plain_output_s_per_byte * share;
   double worst = k.compute_s;
   k.bound = k.compute_s > 0 ? "compute" : "none";
   for (size_t i = 0; i < d.memory.size(); ++i) {

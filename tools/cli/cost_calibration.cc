@@ -224,7 +224,6 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
   // one), the peaks move up and the other kind's efficiency drops below 1.
   {
     p.gemm_efficiency = p.conv_efficiency = 1.0;
-    p.conv_plain_output_s_per_byte = 0.0;
     auto conv_s = [&](const Graph& g) { return measure_kernel_seconds(g, slice, threads, "op"); };
     Graph small = conv_graph(64, 16), large = conv_graph(64, 56);
     double ts = conv_s(small) - overhead(small), tl = conv_s(large) - overhead(large);
@@ -261,18 +260,10 @@ cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& lo
     }
     p.gemm_efficiency = std::clamp(rm / scale, 0.01, 1.0);
     p.conv_efficiency = std::clamp(rc / scale, 0.01, 1.0);
-    // A convolution writing a row-major graph output, against the same one
-    // writing its blocked layout.
-    Graph plain = conv_graph(64, 56, 3, false);
-    double tp = conv_s(plain), tb = conv_s(large);
-    double plain_bytes = static_cast<double>(plain.type(plain.outputs()[0]).nbytes());
-    p.conv_plain_output_s_per_byte = std::max((tp - overhead(plain)) - (tb - overhead(large)), 0.0) / plain_bytes;
     log << "gemm efficiency: " << p.gemm_efficiency << ", conv efficiency " << p.conv_efficiency << ", f32 peak "
-        << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output +"
-        << p.conv_plain_output_s_per_byte * 1e9 << " ns/byte\n";
+        << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s\n";
     notes << ", gemm efficiency " << p.gemm_efficiency << ", conv efficiency " << p.conv_efficiency << " of "
-          << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s, row-major conv output +"
-          << p.conv_plain_output_s_per_byte * 1e9 << " ns/byte";
+          << p.peak_flops(DType::kF32, true) / 1e9 << " GFLOP/s";
   }
 
   // Convolution micro-kernel calls: a 4x4, stride-2 convolution of 256
