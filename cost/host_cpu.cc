@@ -137,8 +137,7 @@ DeviceProfile detect_host_cpu() {
       // The reference level with the same depth gives the per-cycle rate.
       size_t ri = std::min(static_cast<size_t>(c.level - 1), ref.memory.size() - 2);
       MemoryLevel m = ref.memory[ri];
-      m.name = "l";
-      m.name += std::to_string(c.level);
+      m.name = std::to_string(c.level).insert(0, 1, 'l');
       m.per_unit = c.shared_cpus < online;
       m.capacity_bytes = c.size;
       m.bandwidth = ref.memory[ri].bandwidth * core_cycles;
