@@ -20,7 +20,10 @@ struct Event {
 
 std::string group_str(const std::vector<int64_t>& group) {
   std::string s = "{";
-  for (size_t i = 0; i < group.size(); ++i) s += (i ? "," : "") + std::to_string(group[i]);
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(group[i]);
+  }
   return s + "}";
 }
 

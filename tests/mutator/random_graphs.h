@@ -15,7 +15,7 @@ inline Graph random_graph(uint64_t seed) {
   Graph g;
   g.name = "random_" + std::to_string(seed);
   int w = 0;
-  auto wname = [&] { return "w" + std::to_string(w++); };
+  auto wname = [&] { return std::to_string(w++).insert(0, 1, 'w'); };
   std::vector<ValueId> pool = {g.add_input("x", {DType::kF32, {2, 4, 6}})};
   ValueId img = g.add_input("img", {DType::kF32, {1, 3, 6, 6}});
   ValueId img2 = g.add_input("img2", {DType::kF32, {1, 3, 6, 6}});

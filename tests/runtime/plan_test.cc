@@ -227,7 +227,7 @@ TEST(MemoryPlannerTest, PlanArenaIsBelowSumOfIntermediates) {
   ValueId x = g.add_input("x", {DType::kF32, {8, 128}});
   ValueId v = x;
   for (int i = 0; i < 6; ++i) {
-    v = g.add(OpKind::kMatMul, {v, g.add_constant("w" + std::to_string(i), random_tensor(DType::kF32, {128, 128}, rng))});
+    v = g.add(OpKind::kMatMul, {v, g.add_constant(std::to_string(i).insert(0, 1, 'w'), random_tensor(DType::kF32, {128, 128}, rng))});
     v = g.add(OpKind::kTanh, {v});
   }
   g.set_outputs({v});
