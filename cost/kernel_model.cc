@@ -15,7 +15,8 @@ namespace {
 
 int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t p = 1;
-  for (size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
+  auto end = s.begin() + static_cast<std::ptrdiff_t>(std::min(to, s.size()));
+  for (auto it = s.begin() + static_cast<std::ptrdiff_t>(std::min(from, s.size())); it < end; ++it) p *= *it;
   return p;
 }
 
