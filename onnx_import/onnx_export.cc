@@ -137,7 +137,7 @@ void set_type(onnx::ValueInfoProto& vi, const std::string& name, const TensorTyp
 
 class Exporter {
  public:
-  Exporter(const Graph& g, const ExportOptions& options) : g_(g), opset_(options.opset) {
+  Exporter(const Graph& g, const ExportOptions& options) : g_(g), opset_(options.opset), users_(g.users()) {
     model_.set_ir_version(ir_version_for(opset_));
     model_.set_producer_name(options.producer_name);
     gp_ = model_.mutable_graph();
@@ -218,6 +218,7 @@ class Exporter {
 
   const Graph& g_;
   int64_t opset_;
+  std::vector<std::vector<NodeId>> users_;
   onnx::ModelProto model_;
   onnx::GraphProto* gp_ = nullptr;
   std::unordered_set<std::string> names_, node_names_;
@@ -264,22 +265,14 @@ void Exporter::write_gelu(const Node& n) {
 bool Exporter::write_depth_space(NodeId first, std::vector<bool>& written) {
   const Node& r1 = g_.node(first);
   if (r1.kind != OpKind::kReshape) return false;
-  auto users = [&](ValueId v) {
-    std::vector<NodeId> u;
-    for (NodeId k = 0; k < g_.num_nodes(); ++k)
-      for (ValueId in : g_.node(k).inputs)
-        if (in == v) {
-          u.push_back(k);
-          break;
-        }
-    return u;
-  };
+  // One reader, read once (users_ lists a node once per use).
+  auto users = [&](ValueId v) -> const std::vector<NodeId>& { return users_[static_cast<size_t>(v)]; };
   auto is_output = [&](ValueId v) { return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end(); };
   ValueId mid = r1.outputs[0];
-  std::vector<NodeId> u1 = users(mid);
+  const std::vector<NodeId>& u1 = users(mid);
   if (is_output(mid) || u1.size() != 1 || g_.node(u1[0]).kind != OpKind::kTranspose) return false;
   const Node& t = g_.node(u1[0]);
-  std::vector<NodeId> u2 = users(t.outputs[0]);
+  const std::vector<NodeId>& u2 = users(t.outputs[0]);
   if (is_output(t.outputs[0]) || u2.size() != 1 || g_.node(u2[0]).kind != OpKind::kReshape) return false;
   const Node& r2 = g_.node(u2[0]);
   std::optional<DepthSpace> m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), g_.type(r2.outputs[0]).shape);

@@ -15,8 +15,8 @@
 namespace tessera::cost {
 namespace {
 
-// Root node names of the kernels the CPU plan runs, sorted.
-std::vector<std::string> runtime_roots(const Graph& g) {
+// The kernels the CPU plan runs, from one profiled run.
+std::vector<runtime::KernelProfile> runtime_kernels(const Graph& g) {
   runtime::RunOptions opt;
   opt.profile = true;
   opt.threads = 1;
@@ -24,8 +24,13 @@ std::vector<std::string> runtime_roots(const Graph& g) {
   std::vector<Tensor> inputs;
   for (ValueId v : g.inputs()) inputs.emplace_back(g.type(v).dtype, g.type(v).shape);
   plan.run(inputs);
+  return plan.profile().kernels;
+}
+
+// Root node names of the kernels the CPU plan runs, sorted.
+std::vector<std::string> runtime_roots(const Graph& g) {
   std::vector<std::string> out;
-  for (const runtime::KernelProfile& k : plan.profile().kernels)
+  for (const runtime::KernelProfile& k : runtime_kernels(g))
     if (k.op != "Reorder") out.push_back(k.node);  // layout copies: ReordersMatchTheRuntime
   std::sort(out.begin(), out.end());
   return out;
@@ -113,15 +118,8 @@ TEST(GraphCost, FusionMatchesTheRuntime) {
 // kernels that read only row-major data; the model prices the same copies.
 TEST(GraphCost, ReordersMatchTheRuntime) {
   auto runtime_reorders = [](const Graph& g) {
-    runtime::RunOptions opt;
-    opt.profile = true;
-    opt.threads = 1;
-    runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, opt);
-    std::vector<Tensor> inputs;
-    for (ValueId v : g.inputs()) inputs.emplace_back(g.type(v).dtype, g.type(v).shape);
-    plan.run(inputs);
     size_t n = 0;
-    for (const runtime::KernelProfile& k : plan.profile().kernels) n += k.op == "Reorder";
+    for (const runtime::KernelProfile& k : runtime_kernels(g)) n += k.op == "Reorder";
     return n;
   };
   DeviceProfile d = builtin_profile("cpu");
