@@ -1,6 +1,7 @@
 #include "runtime/cpu/onednn_ops.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "graph/error.h"
@@ -129,6 +130,8 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   Shape ys = g.type(grp.output(g)).shape;
   Md a_md, b_md;
   Shape dst;
+  // A post-op operand's shape against dst.
+  std::function<Shape(ValueId)> operand_shape = [&](ValueId v) { return pad_front(g.type(v).shape, dst.size()); };
   float alpha = 1.0f;
   ValueId cval = kNoValue;
   if (n.kind == OpKind::kMatMul) {
@@ -140,6 +143,27 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
     dst = as;
     for (size_t i = 0; i + 2 < r; ++i) dst[i] = std::max(as[i], bs[i]);
     dst[r - 1] = bs[r - 1];
+    // A weight without batch dims: the batches are rows of one product
+    // ([197, 1, 768] x [768, 2304], as PyTorch's MultiheadAttention exports
+    // it, would otherwise be 197 matrix-vector products each reading the
+    // whole weight: 6x slower). Post-op operands must collapse with it.
+    bool collapse = r > 2 && std::all_of(bs.begin(), bs.end() - 2, [](int64_t d) { return d == 1; });
+    auto flat = [&](const Shape& o) {  // o padded to rank r
+      bool ones = std::all_of(o.begin(), o.end() - 1, [](int64_t d) { return d == 1; });
+      return Shape{ones ? 1 : shape_numel(o) / o.back(), o.back()};
+    };
+    for (const PostOp& p : grp.post)
+      if (collapse && p.other != kNoValue) {
+        Shape o = pad_front(g.type(p.other).shape, r);
+        collapse = o.size() == r && (std::all_of(o.begin(), o.end() - 1, [](int64_t d) { return d == 1; }) ||
+                                     std::equal(o.begin(), o.end() - 1, dst.begin()));
+      }
+    if (collapse) {
+      as = {shape_numel(as) / as.back(), as.back()};
+      bs = {bs[r - 2], bs[r - 1]};
+      dst = {as[0], dst[r - 1]};
+      operand_shape = [&g, flat, r](ValueId v) { return flat(pad_front(g.type(v).shape, r)); };
+    }
     a_md = plain_md(as);
     b_md = plain_md(bs);
   } else {
@@ -157,7 +181,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   if (shape_numel(dst) != shape_numel(ys)) return {};
   // Post-op operands broadcast against the promoted shape: only when it is the
   // output's own (no 1-D promotion dropped a dim).
-  if (!grp.post.empty() && pad_front(ys, dst.size()) != dst) return {};
+  if (!grp.post.empty() && operand_shape(grp.output(g)) != dst) return {};
   const Tensor* wconst = constant_of(g, n.inputs[1]);
   Md b_want = wconst && b_md.data.ndims == 2 ? any_md({b_md.dims()[0], b_md.dims()[1]}) : b_md;
   dnnl::post_ops ops;
@@ -171,7 +195,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
     extra.emplace_back(ops.len() - 1, cval);
     extra_md.push_back(cm);
   }
-  PostOpsPlan post = make_post_ops(g, grp, dst, [&](ValueId v) { return plain_md(pad_front(g.type(v).shape, dst.size())); });
+  PostOpsPlan post = make_post_ops(g, grp, dst, [&](ValueId v) { return plain_md(operand_shape(v)); });
   for (int i = 0; i < post.ops.len(); ++i) {
     if (post.ops.kind(i) == dnnl::primitive::kind::eltwise) {
       float scale, a, b;
@@ -266,6 +290,33 @@ std::optional<EltwiseSpec> constant_pow(const Graph& g, const Node& n) {
   return std::nullopt;
 }
 
+// The oneDNN tag of a channel-blocked or channels-last layout, if md has one.
+std::optional<dnnl::memory::format_tag> layout_tag(const Md& md) {
+  using tag = dnnl::memory::format_tag;
+  for (tag t : {tag::nChw16c, tag::nChw8c, tag::nhwc, tag::nCdhw16c, tag::nCdhw8c, tag::ndhwc, tag::nCw16c,
+                tag::nCw8c, tag::nwc}) {
+    try {
+      if (Md(md.dims(), dt::f32, t) == md) return t;
+    } catch (const dnnl::error&) {
+      // a tag of another rank
+    }
+  }
+  return std::nullopt;
+}
+
+// The 16-channel blocking of a rank (4: nChw16c, 5: nCdhw16c, 3: nCw16c).
+std::optional<dnnl::memory::format_tag> blocked16_tag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  if (rank == 4) return tag::nChw16c;
+  if (rank == 5) return tag::nCdhw16c;
+  if (rank == 3) return tag::nCw16c;
+  return std::nullopt;
+}
+
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 // Element-wise ops keep their input's layout; a graph output must be plain.
 Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
   const Graph& g = c.g;
@@ -314,9 +365,51 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
                                              : algorithm::binary_min;
     dnnl::binary::desc d(alg, src0_md, src1_md, src0_md);
     dnnl::binary::primitive_desc pd(d, attr, c.dnn->engine);
+    // oneDNN 2.6 runs a blocked operand against a row-major broadcast one (an
+    // SE block's x * scale[1, C, 1, 1]) in its reference implementation, and
+    // any 8-channel-blocked operands too (grouped convolutions write them):
+    // 20-50x slower than its JIT one. That one needs both operands in the
+    // same blocking, of 16 channels on AVX-512: the small broadcast operand
+    // is reordered (prepacked when constant) into src0's blocking, or both
+    // into 16-channel blocks, and the output keeps that layout.
+    Md x_md = src0_md, b_md = src1_md;
+    if (grp.post.empty() && !is_plain(src0_md, ys) && is_reference_impl(pd))
+      if (std::optional<dnnl::memory::format_tag> t0 = layout_tag(src0_md))
+        for (std::optional<dnnl::memory::format_tag> t : {t0, blocked16_tag(ys.size())}) {
+          if (!t) continue;
+          Md xt(to_dims(ys), dt::f32, *t), bt(to_dims(s1), dt::f32, *t);
+          dnnl::binary::primitive_desc pdt(dnnl::binary::desc(alg, xt, bt, xt), attr, c.dnn->engine);
+          if (is_reference_impl(pdt)) continue;
+          pd = pdt;
+          x_md = xt;
+          b_md = bt;
+          break;
+        }
+    // Operands reordered into the kernel's scratch, or bound as they are.
+    auto operand = [&](ValueId v, const Md& have, const Md& want) -> std::optional<int64_t> {
+      if (have == want) return std::nullopt;
+      dnnl::reorder::primitive_desc rpd(c.dnn->engine, have, c.dnn->engine, want);
+      int64_t off = k->alloc_scratch(static_cast<int64_t>(want.get_size()));
+      size_t r = k->add_step(dnnl::reorder(rpd), rpd);
+      k->bind_value(r, DNNL_ARG_FROM, v, have);
+      k->bind_scratch(r, DNNL_ARG_TO, off, want);
+      k->set_impl("");
+      return off;
+    };
+    std::optional<int64_t> x_off = operand(src0, src0_md, x_md);
+    const Tensor* b_const = b_md != src1_md ? constant_of(g, src1) : nullptr;
+    std::optional<int64_t> b_off = b_const ? std::nullopt : operand(src1, src1_md, b_md);
     s = k->add_step(dnnl::binary(pd), pd);
-    k->bind_value(s, DNNL_ARG_SRC_0, src0, src0_md);
-    k->bind_value(s, DNNL_ARG_SRC_1, src1, src1_md);
+    if (x_off) k->bind_scratch(s, DNNL_ARG_SRC_0, *x_off, x_md);
+    else k->bind_value(s, DNNL_ARG_SRC_0, src0, x_md);
+    if (b_const) k->bind_fixed(s, DNNL_ARG_SRC_1, k->prepack(b_const->data(), src1_md, b_md));
+    else if (b_off) k->bind_scratch(s, DNNL_ARG_SRC_1, *b_off, b_md);
+    else k->bind_value(s, DNNL_ARG_SRC_1, src1, b_md);
+    if (x_md != src0_md) {
+      if (c.plain_output) return {};
+      k->bind_value(s, DNNL_ARG_DST, grp.output(g), x_md);
+      return {std::move(k), x_md};  // read from scratch: nothing to share a buffer with
+    }
   }
   if (c.plain_output && !is_plain(src0_md, ys)) return {};
   k->bind_value(s, DNNL_ARG_DST, grp.output(g), src0_md);
