@@ -289,6 +289,58 @@ std::unique_ptr<Kernel> make_expand(const Graph& g, const Node& n) {
   return finish(std::move(k), n);
 }
 
+// Constant Pad: the output filled with the value (when any pad is positive),
+// then the input's kept part copied into place. Negative pads crop.
+class PadKernel : public Kernel {
+ public:
+  std::vector<uint8_t> value;  // one element's bytes
+  int64_t count = 0;           // output elements
+  bool fill = false;
+  StridedCopy copy;
+  void run(ExecContext& ctx) override {
+    uint8_t* out = ctx.ptr[outputs[0]];
+    if (fill) {
+      bool zero = std::all_of(value.begin(), value.end(), [](uint8_t b) { return b == 0; });
+      size_t e = value.size();
+      if (zero) {
+        std::memset(out, 0, static_cast<size_t>(count) * e);
+      } else {
+#pragma omp parallel for if (count > 32768) schedule(static)
+        for (int64_t i = 0; i < count; ++i) std::memcpy(out + i * static_cast<int64_t>(e), value.data(), e);
+      }
+    }
+    copy.run(out, ctx.ptr[inputs[0]]);
+  }
+  std::string impl() const override { return "native"; }
+};
+
+std::unique_ptr<Kernel> make_pad(const Graph& g, const Node& n) {
+  if (n.attrs.s("mode") != "constant" || n.inputs.size() != 1) return nullptr;
+  const Shape& xs = g.type(n.inputs[0]).shape;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  const auto& pads = n.attrs.ints("pads");
+  size_t r = xs.size();
+  if (pads.size() != 2 * r || ys.size() != r) return nullptr;
+  DType dt = g.type(n.inputs[0]).dtype;
+  auto k = std::make_unique<PadKernel>();
+  Tensor v = Tensor::from_doubles(dt, {}, {n.attrs.f("value")});
+  k->value.assign(v.data(), v.data() + v.nbytes());
+  k->count = shape_numel(ys);
+  StridedCopy& c = k->copy;
+  c.elem = static_cast<int64_t>(dtype_size(dt));
+  c.dst_strides = strides_of(ys);
+  c.src_strides = strides_of(xs);
+  for (size_t a = 0; a < r; ++a) {
+    int64_t before = pads[a], after = pads[a + r];
+    k->fill = k->fill || before > 0 || after > 0;
+    int64_t cut_before = std::max<int64_t>(0, -before), cut_after = std::max<int64_t>(0, -after);
+    c.shape.push_back(std::max<int64_t>(0, xs[a] - cut_before - cut_after));
+    c.src_offset += cut_before * c.src_strides[a];
+    c.dst_offset += std::max<int64_t>(0, before) * c.dst_strides[a];
+  }
+  return finish(std::move(k), n);
+}
+
 // Gather along `axis`: out[outer, j, inner] = data[outer, idx[j], inner].
 class GatherKernel : public Kernel {
  public:
@@ -529,6 +581,7 @@ std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
   switch (n.kind) {
     case OpKind::kTranspose: return make_transpose(g, n);
     case OpKind::kSlice: return make_slice(g, n);
+    case OpKind::kPad: return make_pad(g, n);
     case OpKind::kConcat:
     case OpKind::kSplit: return make_concat_or_split(g, n);
     case OpKind::kExpand: return make_expand(g, n);
