@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graph/hash.h"
 #include "mutator/optimize.h"
 #include "mutator/rules/rule.h"
 
@@ -92,6 +93,8 @@ std::string plan_json(const Plan& p, bool timing) {
 
 std::string report_json(const Plan& p, const Measurement* m) {
   json j = json::parse(plan_json(p, true));
+  // The search kept nothing and canonicalization changed nothing.
+  j["unchanged"] = structurally_equal(p.original, p.optimized);
   j["ops_before"] = op_counts(p.original);
   j["ops_after"] = op_counts(p.optimized);
   j["nodes_before"] = p.original.num_nodes();
