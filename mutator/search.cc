@@ -10,6 +10,7 @@
 #include <queue>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <omp.h>
 
@@ -312,6 +313,12 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
     res.stats.budget_exhausted = true;
     return true;
   };
+  // Enumerated (PET) sequences start from the subprogram's own ops: an op a
+  // rule made (a Winograd transform's strided Conv, a merged MatMul) is
+  // already a chosen form, and its mutants cost verification time that the
+  // subprograms after it need.
+  std::unordered_set<std::string> own_ops;
+  for (NodeId n = 0; n < start.num_nodes(); ++n) own_ops.insert(start.node(n).name);
   std::deque<Candidate> store;
   std::unordered_map<uint64_t, std::vector<size_t>> seen;
   using Item = std::pair<double, size_t>;  // (cost, candidate index): ties go to the older candidate
@@ -348,7 +355,8 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
     for (NodeId n = 0; n < g.num_nodes() && !out(); ++n)
       for (const Rule* rule : sh.rules) {
         if (std::find(rule->roots.begin(), rule->roots.end(), g.node(n).kind) == rule->roots.end()) continue;
-        if (rule->enumerator && from_rule(store[idx].history, rule->name)) continue;
+        if (rule->enumerator && (from_rule(store[idx].history, rule->name) || !own_ops.count(g.node(n).name)))
+          continue;
         for (Mutation& m : rule->fn(ctx, n)) {
           ++res.stats.generated;
           Graph next = apply_mutation(g, m);
@@ -371,7 +379,7 @@ RegionResult search_region(const Graph& start, int index, const Outside& outside
           // seconds (csrnet's 512-channel dilated Convs, 3.7 GFLOP each side:
           // ~5 s): run it only when it fits in what is left of the budget.
           if (!sh.fits(m, *rule)) {
-            ++res.stats.skipped_slow;
+                      ++res.stats.skipped_slow;
             continue;
           }
           // Verified when expanded or chosen (settle).
