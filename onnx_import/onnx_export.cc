@@ -13,6 +13,7 @@
 
 #include "graph/error.h"
 #include "onnx/onnx_pb.h"
+#include "onnx_import/resize_attrs.h"
 #include "onnx_import/tensor_proto.h"
 
 namespace tessera {
@@ -147,6 +148,9 @@ class Exporter {
 
   onnx::ModelProto run() {
     if (opset_ < 13) TESSERA_THROW(ErrorKind::kUnsupported, "export opset " << opset_ << " is below 13, the oldest supported");
+    // Nodes that ONNX has only in a newer opset raise the written one.
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) opset_ = std::max(opset_, min_opset(g_.node(n)));
+    model_.set_ir_version(ir_version_for(opset_));
     std::vector<bool> is_input(static_cast<size_t>(g_.num_values()), false);
     for (ValueId v : g_.inputs()) {
       is_input[v] = true;
@@ -211,7 +215,10 @@ class Exporter {
     throw Error(ErrorKind::kUnsupported, msg + " at export opset " + std::to_string(opset_), {"", n.name, op_name(n.kind)});
   }
 
+  int64_t min_opset(const Node& n) const;
   void write_node(const Node& n);
+  void resize_operands(const Node& n, std::vector<std::string>& extra_inputs, std::unordered_set<std::string>& skip,
+                       std::vector<std::pair<std::string, AttrValue>>& added);
   void write_gelu(const Node& n);
   bool write_depth_space(NodeId first, std::vector<bool>& written);
   void write_outputs(const std::vector<bool>& is_input);
@@ -275,7 +282,15 @@ bool Exporter::write_depth_space(NodeId first, std::vector<bool>& written) {
   const std::vector<NodeId>& u2 = users(t.outputs[0]);
   if (is_output(t.outputs[0]) || u2.size() != 1 || g_.node(u2[0]).kind != OpKind::kReshape) return false;
   const Node& r2 = g_.node(u2[0]);
-  std::optional<DepthSpace> m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), g_.type(r2.outputs[0]).shape);
+  // [X, 1, h, w] holds its elements as [1, X, h, w] does (channels as batch:
+  // a Winograd input transform's phases): matched in that view, reshaped back.
+  std::vector<int64_t> out = g_.type(r2.outputs[0]).shape;
+  std::optional<DepthSpace> m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), out);
+  bool batch_view = false;
+  if (!m && out.size() == 4 && out[1] == 1 && out[0] > 1) {
+    m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), {1, out[0], out[2], out[3]});
+    batch_view = m.has_value();
+  }
   if (!m) return false;
   std::string in = g_.value(r1.inputs[0]).name;
   if (g_.type(r1.inputs[0]).shape != m->input) {
@@ -288,11 +303,55 @@ bool Exporter::write_depth_space(NodeId first, std::vector<bool>& written) {
   }
   onnx::NodeProto* p = new_node(m->op, t.name);
   p->add_input(in);
-  p->add_output(g_.value(r2.outputs[0]).name);
+  std::string result = g_.value(r2.outputs[0]).name;
+  p->add_output(batch_view ? fresh(t.name + "/output") : result);
   set_attr(*p, "blocksize", AttrValue{m->blocksize});
   if (!m->mode.empty()) set_attr(*p, "mode", AttrValue{m->mode});
+  if (batch_view) {
+    onnx::NodeProto* back = new_node("Reshape", r2.name);
+    back->add_input(p->output(0));
+    back->add_input(ints_input(out, r2.name + "/shape"));
+    back->add_output(result);
+  }
   written[static_cast<size_t>(u1[0])] = written[static_cast<size_t>(u2[0])] = true;
   return true;
+}
+
+// The oldest opset whose form of `n` the exporter writes, where that is
+// newer than 13: Resize with antialias or a keep_aspect_ratio_policy (18),
+// half_pixel_symmetric (19), ScatterND with a reduction (16, 18).
+int64_t Exporter::min_opset(const Node& n) const {
+  if (n.kind == OpKind::kResize) {
+    onnx_import::ResizeOnnxForm f = onnx_import::resize_onnx_form(n, g_.type(n.inputs[0]).shape, INT64_MAX);
+    return f.unsupported.empty() ? f.min_opset : 0;  // no form at all: reported when written
+  }
+  if (n.kind == OpKind::kScatterND) {
+    const std::string& r = n.attrs.s("reduction");
+    return r == "none" ? 0 : r == "add" || r == "mul" ? 16 : 18;
+  }
+  return 0;
+}
+
+// Resize's roi, scales and sizes operands and its attributes in the ONNX
+// form that reproduces the node (onnx_import/resize_attrs.h).
+void Exporter::resize_operands(const Node& n, std::vector<std::string>& extra_inputs,
+                               std::unordered_set<std::string>& skip,
+                               std::vector<std::pair<std::string, AttrValue>>& added) {
+  onnx_import::ResizeOnnxForm f = onnx_import::resize_onnx_form(n, g_.type(n.inputs[0]).shape, opset_);
+  if (!f.unsupported.empty()) unsupported(n, f.unsupported);
+  for (const char* a : {"scales", "sizes", "roi", "antialias", "coordinate_transformation_mode"}) skip.insert(a);
+  added.push_back({"coordinate_transformation_mode", f.ctm});
+  if (f.antialias) added.push_back({"antialias", int64_t{1}});
+  if (!f.axes.empty()) {
+    added.push_back({"axes", f.axes});
+    added.push_back({"keep_aspect_ratio_policy", f.policy});
+  }
+  auto floats = [&](const std::vector<double>& v, const char* what) {
+    return initializer(Tensor::from_doubles(DType::kF32, {static_cast<int64_t>(v.size())}, v), n.name + "/" + what);
+  };
+  extra_inputs.push_back(f.roi.empty() ? "" : floats(f.roi, "roi"));
+  extra_inputs.push_back(f.scales.empty() ? "" : floats(f.scales, "scales"));
+  if (!f.sizes.empty()) extra_inputs.push_back(ints_input(f.sizes, n.name + "/sizes"));
 }
 
 void Exporter::write_node(const Node& n) {
@@ -334,6 +393,17 @@ void Exporter::write_node(const Node& n) {
       extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("k")}), base + "/k"));
       skip.insert("k");
       break;
+    case OpKind::kResize: resize_operands(n, extra_inputs, skip, added); break;
+    case OpKind::kScatterND: {
+      // reduction is an attribute from opset 16 (add, mul) and 18 (max, min).
+      const std::string& r = n.attrs.s("reduction");
+      skip.insert("reduction");
+      if (r != "none") {
+        if (opset_ < ((r == "add" || r == "mul") ? 16 : 18)) unsupported(n, "ScatterND with reduction '" + r + "'");
+        added.push_back({"reduction", r});
+      }
+      break;
+    }
     case OpKind::kCumSum:
       extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("axis")}), base + "/axis"));
       skip.insert("axis");

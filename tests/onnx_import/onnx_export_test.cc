@@ -165,9 +165,82 @@ TEST(OnnxExport, DepthToSpaceChainsBecomeTheOp) {
   EXPECT_EQ(find_attr(find_node(crd, "DepthToSpace"), "mode")->s(), "CRD");
   onnx::ModelProto s2d = chain({1, 2, 6, 10}, {1, 2, 3, 2, 5, 2}, {0, 3, 5, 1, 2, 4}, {1, 8, 3, 5});
   EXPECT_EQ(ops(s2d), (std::vector<std::string>{"SpaceToDepth", "Relu"}));
+  // A dilated Winograd's phase split: SpaceToDepth with the result read as
+  // [phases * C, 1, h, w] (channels as batch), so a Reshape back after it.
+  onnx::ModelProto phases = chain({1, 3, 8, 10}, {1, 3, 4, 2, 5, 2}, {3, 5, 0, 1, 2, 4}, {12, 1, 4, 5});
+  EXPECT_EQ(ops(phases), (std::vector<std::string>{"SpaceToDepth", "Reshape", "Relu"}));
   // The same shapes with the in-block axes swapped: no such op.
   onnx::ModelProto other = chain({1, 8, 3, 5}, {1, 2, 2, 2, 3, 5}, {0, 1, 4, 3, 5, 2}, {1, 2, 6, 10});
   EXPECT_EQ(ops(other), (std::vector<std::string>{"Reshape", "Transpose", "Reshape", "Relu"}));
+}
+
+// Resize is written with sizes when its scales are sizes / input, with
+// scales when its sizes are floor(input x scales), and as axes + a
+// keep_aspect_ratio_policy when one scale gave rounded sizes; a node that
+// ONNX has only in a newer opset raises the written opset.
+TEST(OnnxExport, ResizeOperandsAndTheOpsetTheyNeed) {
+  auto resize = [](Shape in, std::vector<int64_t> sizes, std::vector<double> scales, Attrs more = {}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, std::move(in)});
+    more.set("sizes", sizes);
+    more.set("scales", scales);
+    if (!more.has("mode")) more.set("mode", std::string("linear"));
+    g.set_outputs({g.add(OpKind::kResize, {x}, more, "resize")});
+    return export_onnx(g);
+  };
+  onnx::ModelProto by_sizes = resize({1, 1, 4, 6}, {1, 1, 6, 9}, {1, 1, 1.5, 1.5});
+  const auto& n1 = find_node(by_sizes, "Resize");
+  ASSERT_EQ(n1.input_size(), 4);
+  EXPECT_EQ(n1.input(1), "");
+  EXPECT_EQ(n1.input(2), "");
+  EXPECT_EQ(initializer_ints(by_sizes, n1.input(3)), (std::vector<int64_t>{1, 1, 6, 9}));
+  EXPECT_EQ(find_attr(n1, "sizes"), nullptr);
+  EXPECT_EQ(find_attr(n1, "mode")->s(), "linear");
+  EXPECT_EQ(by_sizes.opset_import(0).version(), 17);
+
+  onnx::ModelProto by_scales = resize({1, 1, 4, 6}, {1, 1, 2, 4}, {1, 1, 0.625, 0.75});  // 2.5 -> 2, 4.5 -> 4
+  const auto& n2 = find_node(by_scales, "Resize");
+  ASSERT_EQ(n2.input_size(), 3);
+  EXPECT_NE(n2.input(2), "");
+
+  // not_larger of sizes (5, 20) on 3x7: scale 5/3 and sizes (5, 12).
+  onnx::ModelProto aspect = resize({1, 1, 3, 7}, {1, 1, 5, 12}, {1, 1, 5.0 / 3, 5.0 / 3});
+  const auto& n3 = find_node(aspect, "Resize");
+  EXPECT_EQ(aspect.opset_import(0).version(), 18);
+  EXPECT_EQ(find_attr(n3, "keep_aspect_ratio_policy")->s(), "not_larger");
+  ASSERT_EQ(n3.input_size(), 4);
+  std::vector<int64_t> aspect_sizes = initializer_ints(aspect, n3.input(3));
+  ASSERT_EQ(aspect_sizes.size(), 2u);
+  EXPECT_EQ(aspect_sizes[0], 5);
+  EXPECT_GE(aspect_sizes[1] * 3, 7 * 5);  // a ratio not below 5/3, so that 5/3 is the smallest
+
+  onnx::ModelProto antialias = resize({1, 1, 4, 6}, {1, 1, 2, 3}, {1, 1, 0.5, 0.5}, attrs({{"antialias", int64_t{1}}}));
+  EXPECT_EQ(antialias.opset_import(0).version(), 18);
+  EXPECT_EQ(find_attr(find_node(antialias, "Resize"), "antialias")->i(), 1);
+  // Upscaling: antialias changes nothing and is not written.
+  onnx::ModelProto up = resize({1, 1, 4, 6}, {1, 1, 8, 12}, {1, 1, 2, 2}, attrs({{"antialias", int64_t{1}}}));
+  EXPECT_EQ(up.opset_import(0).version(), 17);
+  EXPECT_EQ(find_attr(find_node(up, "Resize"), "antialias"), nullptr);
+
+  // A nearest_mode of opset 11 only has no later form.
+  try {
+    resize({1, 1, 4, 6}, {1, 1, 8, 12}, {1, 1, 2, 2},
+           attrs({{"mode", std::string("nearest")},
+                  {"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}));
+    ADD_FAILURE() << "exported tf_half_pixel_for_nn";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("tf_half_pixel_for_nn (opset 11 only)"), std::string::npos) << e.what();
+  }
+
+  Graph g;
+  ValueId d = g.add_input("d", {DType::kF32, {4}});
+  ValueId i = g.add_constant("i", Tensor::from_ints(DType::kI64, {1, 1}, {2}));
+  ValueId u = g.add_input("u", {DType::kF32, {1}});
+  g.set_outputs({g.add(OpKind::kScatterND, {d, i, u}, attrs({{"reduction", std::string("max")}}), "scatter")});
+  onnx::ModelProto scatter = export_onnx(g);
+  EXPECT_EQ(scatter.opset_import(0).version(), 18);
+  EXPECT_EQ(find_attr(find_node(scatter, "ScatterND"), "reduction")->s(), "max");
 }
 
 int run(const std::string& cmd, std::string* output) {
@@ -211,7 +284,7 @@ TEST_P(RoundTripTest, ExportedModelMatchesOriginalInOnnxRuntime) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
                          ::testing::Values("conv_pool", "attention", "movement", "opset13_forms", "gelu_opset20",
-                                           "depth_space"));
+                                           "depth_space", "resize_scatter", "resize_opset19"));
 
 }  // namespace
 }  // namespace tessera
