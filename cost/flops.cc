@@ -1,6 +1,9 @@
 #include "cost/flops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <string>
 
 namespace tessera {
 
@@ -33,6 +36,29 @@ int64_t elementwise_weight(OpKind k) {
     default:
       return 1;
   }
+}
+
+// Resize runs one axis at a time (graph/ops/resize.cc): a resized axis costs
+// a multiply-add per tap for every element of its pass's output. Taps: 2
+// (linear) or 4 (cubic), stretched by 1/scale when antialiasing a
+// downscale; nearest only copies.
+int64_t resize_flops(const Shape& in, const Node& n) {
+  const std::string& mode = n.attrs.s("mode");
+  if (mode == "nearest") return 0;
+  double support = mode == "cubic" ? 2.0 : 1.0;
+  bool antialias = n.attrs.i("antialias") != 0;
+  const std::vector<double>& scales = n.attrs.floats("scales");
+  const std::vector<int64_t>& sizes = n.attrs.ints("sizes");
+  Shape cur = in;
+  int64_t flops = 0;
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (scales[a] == 1.0 && sizes[a] == in[a]) continue;
+    double stretch = antialias ? std::min(scales[a], 1.0) : 1.0;
+    int64_t taps = 2 * static_cast<int64_t>(std::ceil(support / stretch));
+    cur[a] = sizes[a];
+    flops += 2 * taps * product(cur);
+  }
+  return flops;
 }
 
 }  // namespace
@@ -90,6 +116,8 @@ int64_t node_flops(const Graph& g, const Node& n) {
     case OpKind::kAllReduce:
     case OpKind::kReduceScatter:
       return in(0).numel();
+    case OpKind::kResize:
+      return resize_flops(in(0).shape, n);
     default:
       break;
   }

@@ -255,6 +255,21 @@ void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
   add_vector(w, x.dtype, static_cast<double>(y.numel()) * window);
 }
 
+// Resize: the input is read once from further out; every tap of every
+// one-axis pass is a load from the fastest level (as a pooling window), and
+// a multiply-add on the vector units for linear and cubic (nearest: one
+// copy per output element).
+void resize_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
+  const TensorType& x = g.type(n.inputs[0]);
+  double out = static_cast<double>(g.type(n.outputs[0]).numel());
+  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
+  double taps = std::max(out, static_cast<double>(node_flops(g, n)) / 2.0);
+  modelled[0] = std::max(modelled[0], taps * static_cast<double>(dtype_size(x.dtype)));
+  place_bytes(d, o, f, modelled, w);
+  add_vector(w, x.dtype, taps);
+}
+
 // Data movement reads what it writes (Slice, Gather read only the
 // elements they keep), except kinds that read their whole input.
 void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
@@ -334,6 +349,7 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     case OpKind::kConvTranspose: return conv_work(g, n, d, o, cold, w);
     case OpKind::kMaxPool:
     case OpKind::kAveragePool: return pool_work(g, n, d, o, cold, w);
+    case OpKind::kResize: return resize_work(g, n, d, o, cold, w);
     default: break;
   }
   if (def.elementwise) {

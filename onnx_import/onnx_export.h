@@ -12,7 +12,9 @@ class ModelProto;
 namespace tessera {
 
 struct ExportOptions {
-  int64_t opset = 17;  // default domain opset of the written model
+  // Default domain opset of the written model, raised to the oldest one that
+  // has every node where that is newer (Resize with antialias: 18).
+  int64_t opset = 17;
   std::string producer_name = "tessera";
 };
 

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "onnx_import/node_importer.h"
+#include "onnx_import/resize_attrs.h"
 #include "onnx_import/spatial_attrs.h"
 #include "onnx_import/tensor_proto.h"
 
@@ -471,6 +472,7 @@ const std::unordered_map<std::string, Converter>& converters() {
     m["Expand"] = [](NodeImporter& n) { convert_with_ints_input(n, OpKind::kExpand, "shape", "shape"); };
     m["Tile"] = [](NodeImporter& n) { convert_with_ints_input(n, OpKind::kTile, "repeats", "repeats"); };
     m["Trilu"] = convert_trilu;
+    m["Resize"] = [](NodeImporter& n) { n.emit_outputs(OpKind::kResize, {n.input(0)}, resolve_resize_attrs(n)); };
     m["Shape"] = convert_shape;
     m["Size"] = convert_size;
     m["ConstantOfShape"] = convert_constant_of_shape;

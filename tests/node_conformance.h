@@ -120,7 +120,7 @@ inline const std::map<std::string, std::vector<int>> kConstantOperands = {
     {"Clip", {1, 2}},       {"CumSum", {1}},        {"ConstantOfShape", {0}},
     {"Range", {0, 1, 2}},   {"ReduceSum", {1}},     {"ReduceMean", {1}},
     {"ReduceMax", {1}},     {"ReduceMin", {1}},     {"ReduceProd", {1}},
-    {"ReduceL2", {1}},      {"ReduceSumSquare", {1}},
+    {"ReduceL2", {1}},      {"ReduceSumSquare", {1}},  {"Resize", {1, 2, 3}},
 };
 
 inline constexpr double kRtol = 1e-3;

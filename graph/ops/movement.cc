@@ -13,8 +13,9 @@
 
 namespace tessera {
 
-// Defined in movement_index.cc.
+// Defined in movement_index.cc and resize.cc.
 void register_movement_index_ops(std::vector<OpDef>& defs);
+void register_resize_ops(std::vector<OpDef>& defs);
 
 namespace {
 
@@ -355,6 +356,7 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(range, eval_range);
 
   register_movement_index_ops(defs);
+  register_resize_ops(defs);
 }
 
 }  // namespace tessera

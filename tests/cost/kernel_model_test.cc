@@ -169,6 +169,39 @@ TEST(KernelModel, SoftmaxReadsOnceFromMainMemoryWhenRowsFit) {
   EXPECT_DOUBLE_EQ(c.level_bytes[0], 3 * io);
 }
 
+// Resize: one pass per resized axis, a multiply-add per tap of each pass's
+// output (2 taps linear, 4 cubic, none for nearest); the input is read once
+// from memory, every tap from the fastest level.
+TEST(KernelModel, ResizeFlopsAndBytes) {
+  auto resize = [](const char* mode) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 8, 32, 32}});
+    Attrs a;
+    a.set("mode", std::string(mode));
+    a.set("sizes", std::vector<int64_t>{1, 8, 64, 64});
+    a.set("scales", std::vector<double>{1, 1, 2, 2});
+    g.set_outputs({g.add(OpKind::kResize, {x}, a, "resize")});
+    return g;
+  };
+  DeviceProfile d = builtin_profile("cpu");
+  CostOptions cold;
+  cold.warm_cache = false;
+  // Linear: H pass 8x64x32 outputs, W pass 8x64x64, 2 taps x 2 FLOP each.
+  int64_t linear_flops = 2 * 2 * (8 * 64 * 32) + 2 * 2 * (8 * 64 * 64);
+  KernelCost linear = node_cost(resize("linear"), 0, d, cold);
+  KernelCost cubic = node_cost(resize("cubic"), 0, d, cold);
+  KernelCost nearest = node_cost(resize("nearest"), 0, d, cold);
+  EXPECT_EQ(linear.total_flops(), linear_flops);
+  EXPECT_EQ(cubic.total_flops(), 2 * linear_flops);
+  EXPECT_EQ(nearest.total_flops(), 0);
+  double io = 4.0 * (8 * 32 * 32 + 8 * 64 * 64);
+  EXPECT_DOUBLE_EQ(linear.level_bytes.back(), io);
+  EXPECT_DOUBLE_EQ(linear.level_bytes[0], 4.0 * static_cast<double>(linear_flops) / 2);
+  EXPECT_DOUBLE_EQ(nearest.level_bytes[0], io);
+  EXPECT_LT(nearest.compute_s, linear.compute_s);
+  EXPECT_LT(linear.compute_s, cubic.compute_s);
+}
+
 TEST(KernelModel, FusionSavesTheIntermediate) {
   DeviceProfile d = builtin_profile("cpu");
   Graph g;

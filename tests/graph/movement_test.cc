@@ -1,7 +1,8 @@
 // Tests of the data-movement op family (graph/ops/movement.cc,
-// graph/ops/movement_index.cc). Expected values were computed with numpy when
-// the tests were written. Most value tests run twice, on i64 data (integer
-// storage of the interpreter) and on f32 data (number storage).
+// graph/ops/movement_index.cc; Resize has resize_test.cc). Expected values
+// were computed with numpy when the tests were written. Most value tests run
+// twice, on i64 data (integer storage of the interpreter) and on f32 data
+// (number storage).
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
@@ -172,6 +173,74 @@ TEST(GatherTest, Errors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("index 4 is out of range for axis 1 of size 4"), std::string::npos) << e.what();
   }
+}
+
+// ScatterND with data and updates in both storages (i64 and f32).
+void check_scatter(const Tensor& data, const Tensor& indices, const Tensor& updates, const std::string& reduction,
+                   const Ints& want) {
+  for (DType dt : {DType::kI64, DType::kF32}) {
+    Tensor y = run_op(OpKind::kScatterND, {{data.cast(dt)}, {indices}, {updates.cast(dt)}},
+                      make_attrs({{"reduction", reduction}}));
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_EQ(y.shape(), data.shape());
+    EXPECT_EQ(y.to_ints(), want) << reduction << " " << dtype_name(dt);
+  }
+}
+
+TEST(ScatterNDTest, ElementsAndSlices) {
+  // ONNX's scatternd example 1 on rank 1 (k = 1 indexes single elements),
+  // with a negative index counting from the end.
+  check_scatter(iota_i64({8}, 1), i64({4, 1}, {4, 3, 1, -1}), i64({4}, {9, 10, 11, 12}), "none",
+                {1, 11, 3, 10, 9, 6, 7, 12});
+  // k = 1 on rank 2 replaces whole rows.
+  check_scatter(iota_i64({3, 2}), i64({2, 1}, {2, 0}), i64({2, 2}, {7, 8, 9, 10}), "none", {9, 10, 2, 3, 7, 8});
+  // k = 2 on rank 2: single elements by (row, column).
+  check_scatter(iota_i64({2, 3}), i64({2, 2}, {0, 2, 1, 0}), i64({2}, {20, 30}), "none", {0, 1, 20, 30, 4, 5});
+}
+
+TEST(ScatterNDTest, ReductionsCombineRepeatedIndices) {
+  Tensor data = i64({3}, {2, 5, 1});
+  Tensor idx = i64({3, 1}, {0, 0, 2});
+  Tensor upd = i64({3}, {3, 4, 0});
+  check_scatter(data, idx, upd, "none", {4, 5, 0});  // the last update of a repeated index wins
+  check_scatter(data, idx, upd, "add", {9, 5, 1});
+  check_scatter(data, idx, upd, "mul", {24, 5, 0});
+  check_scatter(data, idx, upd, "max", {4, 5, 1});
+  check_scatter(data, idx, upd, "min", {2, 5, 0});
+}
+
+TEST(ScatterNDTest, ErrorsAndLinearity) {
+  TensorType data{DType::kF32, {4, 3}};
+  expect_infer_error(OpKind::kScatterND, {data, {DType::kI64, {2, 1}}, {DType::kF32, {2}}}, {},
+                     "ScatterND updates 2 must have shape 2x3");
+  expect_infer_error(OpKind::kScatterND, {data, {DType::kI64, {2, 3}}, {DType::kF32, {2}}}, {},
+                     "index 3 dims, more than the rank of data 4x3");
+  expect_infer_error(OpKind::kScatterND, {data, {DType::kF32, {2, 1}}, {DType::kF32, {2, 3}}}, {},
+                     "ScatterND indices must be integer");
+  expect_infer_error(OpKind::kScatterND, {data, {DType::kI64, {2, 1}}, {DType::kI64, {2, 3}}}, {},
+                     "must have the dtype of data");
+  expect_infer_error(OpKind::kScatterND, {data, {DType::kI64, {2, 1}}, {DType::kF32, {2, 3}}},
+                     make_attrs({{"reduction", std::string("sub")}}), "reduction 'sub' is not one of");
+  try {
+    run_op(OpKind::kScatterND, {{iota_i64({4})}, {i64({1, 1}, {4})}, {i64({1}, {0})}});
+    FAIL() << "expected an out-of-range error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 4 is out of range for axis 0 of size 4"), std::string::npos)
+        << e.what();
+  }
+  Graph g;
+  ValueId d = g.add_input("d", data);
+  ValueId i = g.add_input("i", {DType::kI64, {2, 1}});
+  ValueId u = g.add_input("u", {DType::kF32, {2, 3}});
+  auto lin = [&](const char* r) {
+    NodeId n = g.add_node(OpKind::kScatterND, {d, i, u}, make_attrs({{"reduction", std::string(r)}}));
+    return op_def(OpKind::kScatterND).linearity(g.node(n));
+  };
+  EXPECT_EQ(lin("none").inputs_mask, 0b101u);  // data and updates jointly, not indices
+  EXPECT_FALSE(lin("none").separately);
+  EXPECT_EQ(lin("add").inputs_mask, 0b101u);
+  EXPECT_FALSE(lin("mul").any());
+  EXPECT_FALSE(lin("max").any());
 }
 
 Attrs pad_attrs(Ints pads, std::string mode, double value = 0) {

@@ -205,6 +205,35 @@ TEST(ImportErrors, ReshapeShapeMustBeConstant) {
   EXPECT_TRUE(has(e, "input 'shape' of Reshape must be a constant")) << e.what();
 }
 
+// The output shape may not depend on data: sizes computed from an input.
+TEST(ImportErrors, ResizeSizesMustBeConstant) {
+  ModelBuilder b(17);
+  b.input("x", {1, 1, 2, 2}).input("s", {4}, onnx::TensorProto::INT64).output("y");
+  b.node("Resize", {"x", "", "", "s"}, {"y"}, "resize");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(e.context().node, "resize");
+  EXPECT_TRUE(has(e, "input 'sizes' of Resize must be a constant (it is computed at run time from 's')")) << e.what();
+}
+
+TEST(ImportErrors, ResizeOperands) {
+  auto error = [](int64_t opset, std::vector<std::string> inputs) {
+    ModelBuilder b(opset);
+    b.input("x", {1, 1, 2, 2}).output("y");
+    b.init_f32("scales", {4}, {1, 1, 2, 2});
+    b.init_f32("short", {2}, {2, 2});
+    b.init_i64("sizes", {1, 1, 4, 4});
+    b.node("Resize", std::move(inputs), {"y"}, "resize");
+    return import_error(b);
+  };
+  EXPECT_TRUE(has(error(17, {"x", "", "scales", "sizes"}), "only one of the inputs 'scales' and 'sizes'"));
+  EXPECT_TRUE(has(error(17, {"x", ""}), "one of the inputs 'scales' and 'sizes' must be given"));
+  EXPECT_TRUE(has(error(17, {"x", "", "short"}), "input 'scales' has 2 values, expected 4"));
+  Error old = error(10, {"x", "scales"});
+  EXPECT_EQ(old.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(old, "Resize at opset 10")) << old.what();
+}
+
 TEST(ImportErrors, BatchNormTrainingMode) {
   ModelBuilder b(15);
   b.input("x", {1, 2, 2, 2}).output("y");

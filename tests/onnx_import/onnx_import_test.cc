@@ -117,6 +117,77 @@ TEST(OnnxImport, PadInputsAtOpset13AndAxesAt18) {
   EXPECT_EQ(g18.type(g18.outputs()[0]).shape, (Shape{8, 3, 8}));
 }
 
+// torch.onnx's F.interpolate(size=...): sizes from Shape -> Slice -> Concat
+// (folded at import), roi and scales omitted.
+TEST(OnnxImport, ResizeSizesFromShapeArithmetic) {
+  ModelBuilder b(17);
+  b.input("x", {1, 2, 3, 5}).output("y");
+  b.init_i64("st", {0});
+  b.init_i64("en", {2});
+  b.init_i64("hw", {6, 10});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "st", "en"}, {"nc"});
+  ModelBuilder::attr(b.node("Concat", {"nc", "hw"}, {"sizes"}), "axis", int64_t{0});
+  auto& r = b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  ModelBuilder::attr(r, "mode", std::string("linear"));
+  ModelBuilder::attr(r, "coordinate_transformation_mode", std::string("half_pixel"));
+  ModelBuilder::attr(r, "nearest_mode", std::string("floor"));
+  ModelBuilder::attr(r, "cubic_coeff_a", -0.75f);
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 1);
+  const Node& n = only(g, OpKind::kResize);
+  EXPECT_EQ(n.attrs.ints("sizes"), (std::vector<int64_t>{1, 2, 6, 10}));
+  EXPECT_EQ(n.attrs.floats("scales"), (std::vector<double>{1, 1, 2, 2}));
+  EXPECT_TRUE(n.attrs.floats("roi").empty());
+  EXPECT_EQ(n.attrs.s("mode"), "linear");
+  EXPECT_EQ(g.type(g.outputs()[0]).shape, (Shape{1, 2, 6, 10}));
+}
+
+// nn.Upsample(scale_factor=...): scales given, sizes floor(in x scale); older
+// exporters write empty constants for the operands they do not use.
+TEST(OnnxImport, ResizeScalesAndEmptyOperands) {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 3, 5}).output("y").output("z");
+  b.init_f32("scales", {4}, {1, 1, 1.5f, 1.5f});
+  b.init_f32("empty", {0}, {});
+  b.init_i64("sizes", {1, 2, 4, 4});
+  b.node("Resize", {"x", "", "scales"}, {"y"});
+  b.node("Resize", {"x", "empty", "empty", "sizes"}, {"z"});
+  Graph g = import(b);
+  ASSERT_EQ(g.num_nodes(), 2);
+  EXPECT_EQ(g.node(0).attrs.ints("sizes"), (std::vector<int64_t>{1, 2, 4, 7}));
+  EXPECT_EQ(g.node(0).attrs.floats("scales"), (std::vector<double>{1, 1, 1.5, 1.5}));
+  EXPECT_EQ(g.node(1).attrs.ints("sizes"), (std::vector<int64_t>{1, 2, 4, 4}));
+  EXPECT_EQ(g.node(1).attrs.floats("scales"), (std::vector<double>{1, 1, 4.0 / 3, 0.8}));
+}
+
+// Opset 18: sizes for a subset of the axes (in any order) under a
+// keep_aspect_ratio_policy, and a roi for those axes.
+TEST(OnnxImport, ResizeAxesAndKeepAspectRatioAt18) {
+  auto resize = [](const std::string& policy, const std::string& ctm) {
+    ModelBuilder b(18);
+    b.input("x", {1, 1, 4, 6}).output("y");
+    b.init_i64("sizes", {9, 8});  // axis 3: 9/6 = 1.5, axis 2: 8/4 = 2
+    b.init_f32("roi", {4}, {0.25f, 0.5f, 0.75f, 1.0f});
+    auto& n = b.node("Resize", {"x", ctm.empty() ? "" : "roi", "", "sizes"}, {"y"});
+    ModelBuilder::attr(n, "axes", std::vector<int64_t>{3, -2});
+    ModelBuilder::attr(n, "keep_aspect_ratio_policy", policy);
+    if (!ctm.empty()) ModelBuilder::attr(n, "coordinate_transformation_mode", ctm);
+    Graph g = import(b);
+    return g.node(0).attrs;
+  };
+  Attrs smaller = resize("not_larger", "");
+  EXPECT_EQ(smaller.ints("sizes"), (std::vector<int64_t>{1, 1, 6, 9}));
+  EXPECT_EQ(smaller.floats("scales"), (std::vector<double>{1, 1, 1.5, 1.5}));
+  Attrs larger = resize("not_smaller", "");
+  EXPECT_EQ(larger.ints("sizes"), (std::vector<int64_t>{1, 1, 8, 12}));
+  EXPECT_EQ(larger.floats("scales"), (std::vector<double>{1, 1, 2, 2}));
+  Attrs crop = resize("stretch", "tf_crop_and_resize");
+  EXPECT_EQ(crop.ints("sizes"), (std::vector<int64_t>{1, 1, 8, 9}));
+  // Starts then ends per axis; the roi lists axis 3 first, as `axes` does.
+  EXPECT_EQ(crop.floats("roi"), (std::vector<double>{0, 0, 0.5, 0.25, 1, 1, 1.0, 0.75}));
+}
+
 TEST(OnnxImport, ClipBoundsFromAttributesAtOpset6AndInputsFrom11) {
   ModelBuilder b6(6);
   b6.input("x", {4}).output("y");

@@ -142,10 +142,57 @@ def depth_space():
     return model("depth_space", nodes, [vi("x", [1, 8, 3, 5])], [vi("y", [1, 8, 3, 5])], [], 17)
 
 
+def resize_scatter():
+    # The forms torch.onnx writes (sizes from shape arithmetic; scales), a
+    # scale that does not divide evenly, a crop that extrapolates, and
+    # ScatterND with and without a reduction.
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Slice", ["s", "st", "en"], ["nc"]),
+        n("Concat", ["nc", "hw"], ["sizes"], axis=0),
+        n("Resize", ["x", "", "", "sizes"], ["up"], mode="linear", coordinate_transformation_mode="half_pixel"),
+        n("Resize", ["x", "", "sc2"], ["nn"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor"),
+        n("Add", ["up", "nn"], ["a"]),
+        n("Resize", ["a", "", "sc07"], ["c"], mode="cubic", coordinate_transformation_mode="align_corners"),
+        n("Resize", ["c", "roi", "", "crop_sizes"], ["t"], mode="linear",
+          coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=0.5),
+        n("Slice", ["t", "ust", "uen"], ["u0"]),
+        n("Reshape", ["u0", "ushape"], ["u"]),
+        n("ScatterND", ["t", "idx", "u"], ["y0"]),
+        n("ScatterND", ["y0", "idx", "u"], ["y"], reduction="add"),
+    ]
+    inits = [i64("st", [0]), i64("en", [2]), i64("hw", [10, 12]), f32("sc2", [1, 1, 2, 2]),
+             f32("sc07", [1, 1, 0.7, 0.7]), f32("roi", [0, 0, -0.2, 0.1, 1, 1, 1.1, 0.8]),
+             i64("crop_sizes", [1, 2, 4, 4]), i64("ust", [0, 0, 0, 0]), i64("uen", [1, 1, 2, 4]),
+             i64("ushape", [2, 4]), i64("idx", [[0, 1, 2], [0, 0, 3]])]
+    return model("resize_scatter", nodes, [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 4, 4])], inits, 17)
+
+
+def resize_opset19():
+    # Opset 18/19 forms: axes with keep_aspect_ratio_policy, antialias,
+    # half_pixel_symmetric with a fractional size, ScatterND max. The
+    # exporter raises its opset for them.
+    n = helper.make_node
+    nodes = [
+        n("Resize", ["x", "", "", "sizes"], ["a"], mode="linear", antialias=1, axes=[2, 3],
+          keep_aspect_ratio_policy="not_larger"),
+        n("Resize", ["x", "", "scales"], ["b"], mode="cubic", antialias=1,
+          coordinate_transformation_mode="half_pixel_symmetric"),
+        n("ScatterND", ["x", "idx", "upd"], ["c"], reduction="max"),
+    ]
+    inits = [i64("sizes", [5, 4]), f32("scales", [1, 1, 0.6, 0.6]), i64("idx", [[0, 1, 2], [0, 2, 7]]),
+             w("upd", 2, 6)]
+    return model("resize_opset19", nodes, [vi("x", [1, 3, 8, 6])],
+                 [vi("a", [1, 3, 5, 4]), vi("b", [1, 3, 4, 3]), vi("c", [1, 3, 8, 6])], inits, 19)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for make in (conv_pool, attention, movement, opset13_forms, gelu_opset20, depth_space):
+    for make in (conv_pool, attention, movement, opset13_forms, gelu_opset20, depth_space, resize_scatter,
+                 resize_opset19):
         m = make()
         onnx.save(m, os.path.join(out, m.graph.name + ".onnx"))
 
