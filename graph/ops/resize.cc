@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "graph/interpreter.h"
+#include "graph/ops/resize.h"
 #include "graph/number.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
@@ -338,6 +339,22 @@ Linearity resize_linearity(const Node& n) {
 }
 
 }  // namespace
+
+namespace ops {
+
+std::optional<std::vector<ResizeAxis>> resize_axes(const Node& n, const Shape& in) {
+  ResizeSpec s = resize_spec(n);
+  check_spec(s, in);
+  if (s.ctm == Ctm::kTfCropAndResize) return std::nullopt;
+  std::vector<ResizeAxis> axes;
+  for (size_t a = 0; a < in.size(); ++a) {
+    AxisTaps t = axis_taps(s, a, in[a], s.sizes[a]);
+    axes.push_back({in[a], s.sizes[a], t.taps, std::move(t.index), std::move(t.weight), t.identity});
+  }
+  return axes;
+}
+
+}  // namespace ops
 
 void register_resize_ops(std::vector<OpDef>& defs) {
   OpDef& d = defs[static_cast<int>(OpKind::kResize)];

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include <omp.h>
 
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
+#include "graph/ops/resize.h"
 
 namespace tessera::runtime::cpu {
 namespace {
@@ -341,6 +343,106 @@ std::unique_ptr<Kernel> make_pad(const Graph& g, const Node& n) {
   return finish(std::move(k), n);
 }
 
+// Resize of f32 data, one pass per resized axis (graph/ops/resize.h's taps):
+// out[o, y, i] = sum_j w[y, j] * in[o, index[y, j], i]. Passes before the
+// last write to the kernel's scratch (two halves, alternating).
+class ResizeKernel : public Kernel {
+ public:
+  struct Pass {
+    int64_t outer = 1, in = 0, out = 0, inner = 1, taps = 1;
+    std::vector<int64_t> index;
+    std::vector<float> weight;
+  };
+  std::vector<Pass> passes;
+  int64_t half = 0;  // scratch floats per intermediate
+  int64_t count = 0;  // output elements (all axes identity: a copy)
+  int64_t scratch_bytes() const override { return passes.size() > 1 ? 2 * half * 4 : 0; }
+  void run(ExecContext& ctx) override {
+    const float* src = ctx.at<float>(inputs[0]);
+    float* out = ctx.at<float>(outputs[0]);
+    if (passes.empty()) {
+      std::memcpy(out, src, static_cast<size_t>(count) * 4);
+      return;
+    }
+    float* scratch = reinterpret_cast<float*>(ctx.scratch);
+    for (size_t k = 0; k < passes.size(); ++k) {
+      float* dst = k + 1 == passes.size() ? out : scratch + (k % 2) * half;
+      run_pass(passes[k], src, dst);
+      src = dst;
+    }
+  }
+  std::string impl() const override { return "native"; }
+
+ private:
+  static void run_pass(const Pass& p, const float* src, float* dst) {
+    if (p.inner == 1) {
+      // The innermost axis: a gather per output element.
+#pragma omp parallel for schedule(static) if (p.outer * p.out > 32768)
+      for (int64_t o = 0; o < p.outer; ++o) {
+        const float* s = src + o * p.in;
+        float* d = dst + o * p.out;
+        const int64_t* idx = p.index.data();
+        const float* w = p.weight.data();
+        if (p.taps == 1) {
+          for (int64_t y = 0; y < p.out; ++y) d[y] = s[idx[y]];
+          continue;
+        }
+        for (int64_t y = 0; y < p.out; ++y) {
+          float acc = 0;
+          for (int64_t j = 0; j < p.taps; ++j) acc += w[y * p.taps + j] * s[idx[y * p.taps + j]];
+          d[y] = acc;
+        }
+      }
+      return;
+    }
+    int64_t rows = p.outer * p.out;
+#pragma omp parallel for schedule(static) if (rows * p.inner > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t o = r / p.out, y = r % p.out;
+      float* d = dst + r * p.inner;
+      const int64_t* idx = &p.index[static_cast<size_t>(y * p.taps)];
+      const float* w = &p.weight[static_cast<size_t>(y * p.taps)];
+      const float* base = src + o * p.in * p.inner;
+      if (p.taps == 1) {
+        std::memcpy(d, base + idx[0] * p.inner, static_cast<size_t>(p.inner) * 4);
+        continue;
+      }
+      for (int64_t i = 0; i < p.inner; ++i) d[i] = 0;
+      for (int64_t j = 0; j < p.taps; ++j) {
+        const float* s = base + idx[j] * p.inner;
+        float wj = w[j];
+        for (int64_t i = 0; i < p.inner; ++i) d[i] += wj * s[i];
+      }
+    }
+  }
+};
+
+std::unique_ptr<Kernel> make_resize(const Graph& g, const Node& n) {
+  const TensorType& x = g.type(n.inputs[0]);
+  if (x.dtype != DType::kF32) return nullptr;
+  std::optional<std::vector<ops::ResizeAxis>> axes = ops::resize_axes(n, x.shape);
+  if (!axes) return nullptr;
+  auto k = std::make_unique<ResizeKernel>();
+  Shape shape = x.shape;
+  k->count = shape_numel(g.type(n.outputs[0]).shape);
+  for (size_t a = 0; a < axes->size(); ++a) {
+    ops::ResizeAxis& ax = (*axes)[a];
+    if (ax.identity) continue;
+    ResizeKernel::Pass p;
+    for (size_t d = 0; d < a; ++d) p.outer *= shape[d];
+    for (size_t d = a + 1; d < shape.size(); ++d) p.inner *= shape[d];
+    p.in = ax.in;
+    p.out = ax.out;
+    p.taps = ax.taps;
+    p.index = std::move(ax.index);
+    p.weight.assign(ax.weight.begin(), ax.weight.end());
+    shape[a] = ax.out;
+    k->half = std::max(k->half, shape_numel(shape));
+    k->passes.push_back(std::move(p));
+  }
+  return finish(std::move(k), n);
+}
+
 // Gather along `axis`: out[outer, j, inner] = data[outer, idx[j], inner].
 class GatherKernel : public Kernel {
  public:
@@ -582,6 +684,7 @@ std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
     case OpKind::kTranspose: return make_transpose(g, n);
     case OpKind::kSlice: return make_slice(g, n);
     case OpKind::kPad: return make_pad(g, n);
+    case OpKind::kResize: return make_resize(g, n);
     case OpKind::kConcat:
     case OpKind::kSplit: return make_concat_or_split(g, n);
     case OpKind::kExpand: return make_expand(g, n);
