@@ -86,6 +86,9 @@ struct OptimizeConfig {
   bool measure = true;
   int measure_runs = 5;
   std::function<void(double)> progress;  // search progress in [0, 1]
+  // Seconds of budget_s already spent before optimize() (loading the model):
+  // the budget covers the whole command.
+  double spent_s = 0;
 };
 
 struct OptimizeSummary {

@@ -1,5 +1,6 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
 //                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--list-rules] [--dump]
+#include <chrono>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -65,7 +66,9 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.partial = !flags->no_partial;
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
+    auto start = std::chrono::steady_clock::now();
     Graph g = api::load(flags->model, load_options(flags->input_shapes));
+    flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
     std::cout << s.report_text;
     std::cout << "wrote " << s.out_dir << "/{model.onnx, plan.json, report.txt, report.json}\n";
