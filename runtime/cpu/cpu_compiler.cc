@@ -195,7 +195,14 @@ class CpuCompiler {
     // oneDNN's reference implementations are scalar loops: a fused group that
     // only they accept runs faster split into its JIT-compiled links (llama's
     // Sigmoid+Mul+Mul: 18 ms fused by ref:any, under 1 ms split).
-    if (built.kernel && !grp.post.empty() && built.kernel->impl().rfind("onednn:ref", 0) == 0) built = {};
+    // The same holds for one broadcasting binary op whose pattern oneDNN has
+    // no JIT form for (Swin's attention mask, [nW, h, 49, 49] + [nW, 1, 49,
+    // 49] per window: 9.9 ms in ref:any): the native kernel runs it.
+    bool native_binary = grp.post.empty() && types_[grp.output(g_)].dtype == DType::kF32 &&
+                         (root.kind == OpKind::kAdd || root.kind == OpKind::kSub || root.kind == OpKind::kMul ||
+                          root.kind == OpKind::kDiv || root.kind == OpKind::kMax || root.kind == OpKind::kMin);
+    if (built.kernel && (!grp.post.empty() || native_binary) && built.kernel->impl().rfind("onednn:ref", 0) == 0)
+      built = {};
     if (!built.kernel) return false;
     std::unique_ptr<cpu::OnednnKernel> k = std::move(built.kernel);
     if (!single && omp_get_max_threads() > 1) add_one_thread_form(*k, c, grp, built.out_md);

@@ -509,3 +509,23 @@ TEST(MovementTest, ResizeIsNative) {
 
 }  // namespace
 }  // namespace tessera::runtime
+
+namespace tessera::runtime {
+namespace {
+
+// A broadcast oneDNN's binary has only its reference form for (Swin's
+// shifted-window mask: [1, windows, heads, 49, 49] + [1, windows, 1, 49, 49])
+// runs in the native kernel instead (9.9 ms -> 0.19 ms there).
+TEST(ElementwiseTest, MiddleAxisBroadcastIsNotReference) {
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {1, 4, 3, 7, 7}});
+  ValueId b = g.add_input("b", {DType::kF32, {1, 4, 1, 7, 7}});
+  g.set_outputs({g.add(OpKind::kAdd, {a, b})});
+  RunOptions o;
+  o.profile = true;
+  ExecutablePlan plan = expect_matches_reference(g, o);
+  for (const KernelProfile& k : plan.profile().kernels) EXPECT_EQ(k.impl.find(":ref"), std::string::npos) << k.impl;
+}
+
+}  // namespace
+}  // namespace tessera::runtime
