@@ -71,11 +71,33 @@ std::vector<NodeId> match_gelu_erf(const Graph& g, const std::vector<std::vector
   return {};
 }
 
+// Matches SiLU on x (PyTorch's export of nn.SiLU and F.silu):
+//   s = Sigmoid(x)   y = Mul(x, s)
+// where x feeds exactly the two and s has one reader. Returns the two nodes
+// in order, or nothing.
+std::vector<NodeId> match_swish(const Graph& g, const std::vector<std::vector<NodeId>>& users,
+                                const std::vector<bool>& is_output, ValueId x) {
+  if (users[x].size() != 2) return {};
+  for (int first = 0; first < 2; ++first) {
+    NodeId sig = users[x][first], mul = users[x][1 - first];
+    const Node& s = g.node(sig);
+    if (s.kind != OpKind::kSigmoid || is_output[s.outputs[0]] || users[s.outputs[0]].size() != 1 ||
+        users[s.outputs[0]][0] != mul)
+      continue;
+    const Node& m = g.node(mul);
+    if (m.kind != OpKind::kMul || other_operand(m, x) != s.outputs[0]) continue;
+    if (g.type(m.outputs[0]).shape != g.type(x).shape) continue;
+    return {sig, mul};
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string FusedGroup::label(const Graph& g) const {
   std::string s = op_name(g.node(root).kind);
-  for (const PostOp& p : post) s += std::string("+") + (p.gelu_erf ? "Gelu" : op_name(g.node(p.node).kind));
+  for (const PostOp& p : post)
+    s += std::string("+") + (p.gelu_erf ? "Gelu" : p.swish ? "Swish" : op_name(g.node(p.node).kind));
   return s;
 }
 
@@ -146,11 +168,13 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
       while (!is_output[chain]) {
         if (match_gelu) {
           std::vector<NodeId> gelu = match_gelu_erf(g, users, is_output, chain);
+          bool is_gelu = !gelu.empty();
+          if (!is_gelu) gelu = match_swish(g, users, is_output, chain);
           bool free = !gelu.empty();
           for (NodeId m : gelu) free = free && !taken[m] && all_f32(g, g.node(m));
           if (free) {
             for (NodeId m : gelu) taken[m] = true;
-            PostOp p{gelu.back(), kNoValue, gelu, true};
+            PostOp p{gelu.back(), kNoValue, gelu, is_gelu, !is_gelu};
             grp.post.push_back(p);
             chain = g.node(gelu.back()).outputs[0];
             continue;

@@ -26,6 +26,7 @@ struct PostOp {
   // chain (only with match_gelu): all of them in execution order, `node` last.
   std::vector<NodeId> members;
   bool gelu_erf = false;  // x * 0.5 * (1 + erf(x / sqrt(2))), as PyTorch exports Gelu
+  bool swish = false;     // x * sigmoid(x), as PyTorch exports SiLU
 };
 
 struct FusedGroup {
@@ -46,7 +47,8 @@ bool is_binary_post_op(OpKind kind);
 
 // Partitions `order` into groups, in execution order; with fuse = false every
 // node is its own group. With match_gelu, the five-node erf form of Gelu
-// after a fusable root becomes one link (PostOp::gelu_erf) of its chain.
+// and the two-node form of SiLU after a fusable root each become one link
+// (PostOp::gelu_erf, PostOp::swish) of its chain.
 std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse,
                                     bool match_gelu = false);
 

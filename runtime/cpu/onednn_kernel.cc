@@ -194,6 +194,8 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
       p.ops.append_sum(1.0f);
     } else if (op.gelu_erf) {
       p.ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    } else if (op.swish) {
+      p.ops.append_eltwise(1.0f, algorithm::eltwise_swish, 1.0f, 0.0f);  // x * sigmoid(1 * x)
     } else if (op.other == kNoValue) {
       std::optional<EltwiseSpec> e = eltwise_spec(n);
       TESSERA_CHECK(e.has_value(), "post-op " << op_name(n.kind) << " has no eltwise algorithm");

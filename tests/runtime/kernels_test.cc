@@ -529,3 +529,39 @@ TEST(ElementwiseTest, MiddleAxisBroadcastIsNotReference) {
 
 }  // namespace
 }  // namespace tessera::runtime
+
+namespace tessera::runtime {
+namespace {
+
+// SiLU as PyTorch exports it (x * Sigmoid(x)) after a convolution
+// (EfficientNet, YOLO) or a matmul (Llama's MLP, times the up projection)
+// is one post-op of the kernel; an x with a third reader is left alone.
+TEST(FusionTest, SiluPatternBecomesOnePostOp) {
+  std::mt19937 rng(16);
+  for (bool extra_reader : {false, true}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 16, 9, 9}});
+    ValueId c = g.add(OpKind::kConv, {x, g.add_constant("w", random_tensor(DType::kF32, {16, 16, 3, 3}, rng))},
+                      attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                             {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+    ValueId y = g.add(OpKind::kMul, {c, g.add(OpKind::kSigmoid, {c})});
+    g.set_outputs(extra_reader ? std::vector<ValueId>{y, c} : std::vector<ValueId>{y});
+    expect_matches_reference(g);
+    std::vector<std::string> ops = kernel_ops(g);
+    bool fused = std::find(ops.begin(), ops.end(), "Conv+Swish") != ops.end();
+    EXPECT_EQ(fused, !extra_reader) << ::testing::PrintToString(ops);
+  }
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {8, 32}});
+  ValueId up = g.add_input("up", {DType::kF32, {8, 48}});
+  ValueId m = g.add(OpKind::kMatMul, {x, g.add_constant("w", random_tensor(DType::kF32, {32, 48}, rng))});
+  ValueId s = g.add(OpKind::kMul, {g.add(OpKind::kSigmoid, {m}), m});
+  g.set_outputs({g.add(OpKind::kMul, {s, up})});
+  expect_matches_reference(g);
+  std::vector<std::string> ops = kernel_ops(g);
+  ASSERT_EQ(ops.size(), 1u) << ::testing::PrintToString(ops);
+  EXPECT_EQ(ops[0], "MatMul+Swish+Mul");
+}
+
+}  // namespace
+}  // namespace tessera::runtime
