@@ -202,6 +202,12 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
       p.ops.append_eltwise(1.0f, e->alg, e->alpha, e->beta);
     } else {
       Shape s = pad_front(g.type(op.other).shape, dst_shape.size());
+      if (s.size() != dst_shape.size()) {
+        // The kernel views its result with fewer dims (a matmul's batches
+        // collapsed into rows): md_of gives the operand in that view.
+        dnnl::memory::dims view = md_of(op.other).dims();
+        s.assign(view.begin(), view.end());
+      }
       Md md = s == dst_shape ? md_of(op.other) : plain_md(s);
       if (s == dst_shape && md.data.ndims != static_cast<int>(s.size())) md = md.reshape(to_dims(s));
       p.ops.append_binary(*binary_alg(n.kind), md);
