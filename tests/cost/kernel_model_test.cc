@@ -430,3 +430,33 @@ TEST(KernelModel, CpuGemmWaitsForWeightsFromMainMemory) {
 
 }  // namespace
 }  // namespace tessera::cost
+
+namespace tessera::cost {
+namespace {
+
+// A convolution whose window mostly reads padding (DeepLab's ASPP:
+// dilation 36 on a 28-px map) is charged for the taps that read the input;
+// ordinary padding (3x3, pad 1) keeps the full count.
+TEST(KernelModel, PaddingTapsOfWideDilationsAreFree) {
+  DeviceProfile d = builtin_profile("cpu");
+  auto conv = [&](int64_t dilation) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 256, 28, 28}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {256, 256, 3, 3}));
+    Attrs a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("strides", std::vector<int64_t>{1, 1});
+    a.set("pads", std::vector<int64_t>{dilation, dilation, dilation, dilation});
+    a.set("dilations", std::vector<int64_t>{dilation, dilation});
+    g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
+    return node_cost(g, 0, d);
+  };
+  KernelCost plain = conv(1), wide = conv(36);
+  EXPECT_EQ(plain.total_flops(), wide.total_flops());  // the reported count is the full one
+  // Dilation 36 on 28 px: only the centre tap reads the input, 1/9 of them.
+  EXPECT_LT(wide.compute_s, 0.2 * plain.compute_s);
+  EXPECT_NEAR(conv(2).compute_s, plain.compute_s, 1e-3 * plain.compute_s);  // 95% valid: unchanged
+}
+
+}  // namespace
+}  // namespace tessera::cost
