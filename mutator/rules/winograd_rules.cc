@@ -121,15 +121,15 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
     auto build = [&](bool fold) {
       MutationBuilder b(g, "conv-winograd", {root});
       ValueId x = b.in(n.inputs[0]);
-      // Input transform: each channel of each image (of each phase, phases
-      // outermost) as its own batch item.
+      // Input transform: each channel of each image (of each phase) as its
+      // own batch item.
       ValueId xc;
       if (phases == 1) {
         xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, 1, h, wd}));
       } else {
-        xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch, c, hp, dh, wp, dw}));
-        xc = b.add(OpKind::kTranspose, {xc}, ints_attr("perm", {3, 5, 0, 1, 2, 4}));
-        xc = b.add(OpKind::kReshape, {xc}, ints_attr("shape", {phases * batch * c, 1, hp, wp}));
+        xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, hp, dh, wp, dw}));
+        xc = b.add(OpKind::kTranspose, {xc}, ints_attr("perm", {0, 2, 4, 1, 3}));
+        xc = b.add(OpKind::kReshape, {xc}, ints_attr("shape", {batch * c * phases, 1, hp, wp}));
       }
       Attrs ca;
       ca.set("kernel_shape", std::vector<int64_t>{a, a});
@@ -139,11 +139,14 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
       ca.set("pads", std::vector<int64_t>{top, left, m * th + 2 - hp - top, m * tw + 2 - wp - left});
       ca.set("group", int64_t{1});
       ValueId v = b.add(OpKind::kConv, {xc, b.constant(kron_square(f.bt, xt.dtype, 1.0, {a * a, 1, a, a}))}, ca);
-      // V: [phases, (m+2)^2, C, batch * tiles] (the phases' dim absent when 1).
-      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {phases, batch, c, a * a, t}));
-      v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {0, 3, 2, 1, 4}));
-      v = b.add(OpKind::kReshape, {v}, phases == 1 ? ints_attr("shape", {a * a, c, batch * t})
-                                                   : ints_attr("shape", {phases, a * a, c, batch * t}));
+      if (phases == 1) {
+        v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, a * a, t}));
+        v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {2, 1, 0, 3}));
+      } else {
+        v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, phases, a * a, t}));
+        v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {3, 1, 0, 2, 4}));
+      }
+      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {a * a, c, batch * phases * t}));
       ValueId u;
       if (fold) {
         u = b.constant(transformed_weights(w, f));
@@ -155,25 +158,27 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
         prod = b.add(OpKind::kTranspose, {prod}, ints_attr("perm", {1, 0}));
         u = b.add(OpKind::kReshape, {prod}, ints_attr("shape", {a * a, co, c}));
       }
-      // M = U . V, broadcast over the phases; then A^T M A per phase.
       ValueId mm = b.add(OpKind::kMatMul, {u, v});
-      mm = b.add(OpKind::kReshape, {mm}, phases == 1 ? ints_attr("shape", {a * a, co * batch * t})
-                                                     : ints_attr("shape", {phases, a * a, co * batch * t}));
+      mm = b.add(OpKind::kReshape, {mm}, ints_attr("shape", {a * a, co * batch * phases * t}));
       ValueId y = b.add(OpKind::kMatMul, {b.constant(kron_square(f.at, xt.dtype, 1.0, {m * m, a * a})), mm});
       if (!fold) {
         Tensor s(xt.dtype, {});
         s.set_double(0, f.s * f.s);
         y = b.add(OpKind::kDiv, {y, b.constant(s)});
       }
-      // Each tile's m x m outputs into place (a DepthToSpace of the phase's
-      // tiles when the batch is 1), the last tiles' overhang cut off.
-      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {phases, m, m, co, batch, th, tw}));
-      y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {0, 4, 3, 5, 1, 6, 2}));
-      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {phases * batch, co, th * m, tw * m}));
-      if (th * m != hop || tw * m != wop) {
+      if (phases == 1) {
+        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, th, tw}));
+        y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 4, 0, 5, 1}));
+      } else {
+        // Output row (tile * m + i) * dh + phase, column likewise.
+        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, dh, dw, th, tw}));
+        y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 6, 0, 4, 7, 1, 5}));
+      }
+      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {batch, co, th * m * dh, tw * m * dw}));
+      if (th * m * dh != ho || tw * m * dw != wo) {
         Attrs sa;
         sa.set("starts", std::vector<int64_t>{0, 0});
-        sa.set("ends", std::vector<int64_t>{hop, wop});
+        sa.set("ends", std::vector<int64_t>{ho, wo});
         sa.set("axes", std::vector<int64_t>{2, 3});
         sa.set("steps", std::vector<int64_t>{1, 1});
         y = b.add(OpKind::kSlice, {y}, sa);
@@ -181,13 +186,6 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
       if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
         Tensor bias = g.value(n.inputs[2]).constant->reshaped({co, 1, 1});
         y = b.add(OpKind::kAdd, {y, b.constant(bias)});
-      }
-      if (phases > 1) {
-        // The phases interleaved: output row i * dh + phase row (a
-        // DepthToSpace by the dilation when the batch is 1 and dh = dw).
-        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {dh, dw, batch, co, hop, wop}));
-        y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {2, 3, 4, 0, 5, 1}));
-        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {batch, co, ho, wo}));
       }
       b.replace(n.outputs[0], y);
       return b.finish(std::string(phases > 1 ? "dilated " : "") + "3x3 Conv " + n.name + " as Winograd F(" +

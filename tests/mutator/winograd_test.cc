@@ -109,8 +109,8 @@ TEST(Winograd, AWrongTransformIsRejected) {
   bool swapped = false;
   for (NodeId n = 0; n < m.unfolded.num_nodes(); ++n) {
     Node& node = m.unfolded.mutable_node(n);
-    if (node.kind == OpKind::kTranspose && node.attrs.ints("perm") == std::vector<int64_t>{0, 4, 3, 5, 1, 6, 2}) {
-      node.attrs.set("perm", std::vector<int64_t>{0, 4, 3, 5, 2, 6, 1});
+    if (node.kind == OpKind::kTranspose && node.attrs.ints("perm") == std::vector<int64_t>{3, 2, 4, 0, 5, 1}) {
+      node.attrs.set("perm", std::vector<int64_t>{3, 2, 4, 1, 5, 0});
       swapped = true;
     }
   }
