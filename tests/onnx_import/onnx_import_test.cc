@@ -347,7 +347,10 @@ TEST(OnnxImport, ParseInputShapeFlag) {
 class ExternalDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(TESSERA_BINARY_DIR) / "onnx_import_external";
+    // One folder per test: ctest runs the tests of this fixture in parallel
+    // processes, and one's remove_all must not delete the other's files.
+    dir_ = fs::path(TESSERA_BINARY_DIR) /
+           ("onnx_import_external_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "model");
     std::vector<float> w = {1, 2, 3, 4, 5, 6};
