@@ -87,7 +87,7 @@ Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
   return u;
 }
 
-// Conv(X, W[, B]) with a 3x3 kernel, stride 1, one group, 2-D,
+// Conv(X, W[, B]) with a 3x3 kernel, stride 1, dilation 1, one group, 2-D,
 // float, constant weights: one mutation per Winograd form.
 std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
   const Graph& g = ctx.g;
@@ -96,57 +96,35 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !is_constant(g, n.inputs[2])) return {};
   const TensorType& xt = g.type(n.inputs[0]);
   if (xt.rank() != 4 || !is_float(xt.dtype) || n.attrs.i("group") != 1) return {};
-  for (int64_t v : n.attrs.ints("strides"))
-    if (v != 1) return {};
+  for (const char* k : {"strides", "dilations"})
+    for (int64_t v : n.attrs.ints(k))
+      if (v != 1) return {};
   if (n.attrs.ints("kernel_shape") != std::vector<int64_t>{3, 3}) return {};
   const std::vector<int64_t>& pads = n.attrs.ints("pads");  // top, left, bottom, right
   const Tensor& w = *g.value(n.inputs[1]).constant;
   const Shape& ys = g.type(n.outputs[0]).shape;
   int64_t batch = xt.shape[0], c = xt.shape[1], h = xt.shape[2], wd = xt.shape[3];
   int64_t co = ys[1], ho = ys[2], wo = ys[3];
-  // A dilated Conv reads only positions congruent mod the dilation: its
-  // dh x dw phases are independent undilated Convs (pads and sizes divisible
-  // by the dilation), whose tiles the input transform reads with the phases
-  // as batch; the output move interleaves them back with the tiles, in the
-  // same one transpose.
-  int64_t dh = n.attrs.ints("dilations")[0], dw = n.attrs.ints("dilations")[1], phases = dh * dw;
-  if (h % dh || wd % dw || ho % dh || wo % dw || pads[0] % dh || pads[2] % dh || pads[1] % dw || pads[3] % dw)
-    return {};
-  int64_t hp = h / dh, wp = wd / dw, hop = ho / dh, wop = wo / dw;  // one phase's sizes
   std::vector<Mutation> out;
   for (const WinogradForm& f : forms()) {
-    int64_t m = f.m, a = m + 2, th = (hop + m - 1) / m, tw = (wop + m - 1) / m, t = th * tw;
+    int64_t m = f.m, a = m + 2, th = (ho + m - 1) / m, tw = (wo + m - 1) / m, t = th * tw;
     // Tiles never start in the padding only: at least one tile row per m outputs.
-    if (hop < m || wop < m) continue;
+    if (ho < m || wo < m) continue;
     auto build = [&](bool fold) {
       MutationBuilder b(g, "conv-winograd", {root});
       ValueId x = b.in(n.inputs[0]);
-      // Input transform: each channel of each image (of each phase) as its
-      // own batch item.
-      ValueId xc;
-      if (phases == 1) {
-        xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, 1, h, wd}));
-      } else {
-        xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, hp, dh, wp, dw}));
-        xc = b.add(OpKind::kTranspose, {xc}, ints_attr("perm", {0, 2, 4, 1, 3}));
-        xc = b.add(OpKind::kReshape, {xc}, ints_attr("shape", {batch * c * phases, 1, hp, wp}));
-      }
+      // Input transform: each channel of each image as its own batch item.
+      ValueId xc = b.add(OpKind::kReshape, {x}, ints_attr("shape", {batch * c, 1, h, wd}));
       Attrs ca;
       ca.set("kernel_shape", std::vector<int64_t>{a, a});
       ca.set("strides", std::vector<int64_t>{m, m});
       ca.set("dilations", std::vector<int64_t>{1, 1});
-      int64_t top = pads[0] / dh, left = pads[1] / dw;
-      ca.set("pads", std::vector<int64_t>{top, left, m * th + 2 - hp - top, m * tw + 2 - wp - left});
+      ca.set("pads", std::vector<int64_t>{pads[0], pads[1], m * th + 2 - h - pads[0], m * tw + 2 - wd - pads[1]});
       ca.set("group", int64_t{1});
       ValueId v = b.add(OpKind::kConv, {xc, b.constant(kron_square(f.bt, xt.dtype, 1.0, {a * a, 1, a, a}))}, ca);
-      if (phases == 1) {
-        v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, a * a, t}));
-        v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {2, 1, 0, 3}));
-      } else {
-        v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, phases, a * a, t}));
-        v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {3, 1, 0, 2, 4}));
-      }
-      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {a * a, c, batch * phases * t}));
+      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {batch, c, a * a, t}));
+      v = b.add(OpKind::kTranspose, {v}, ints_attr("perm", {2, 1, 0, 3}));
+      v = b.add(OpKind::kReshape, {v}, ints_attr("shape", {a * a, c, batch * t}));
       ValueId u;
       if (fold) {
         u = b.constant(transformed_weights(w, f));
@@ -159,23 +137,17 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
         u = b.add(OpKind::kReshape, {prod}, ints_attr("shape", {a * a, co, c}));
       }
       ValueId mm = b.add(OpKind::kMatMul, {u, v});
-      mm = b.add(OpKind::kReshape, {mm}, ints_attr("shape", {a * a, co * batch * phases * t}));
+      mm = b.add(OpKind::kReshape, {mm}, ints_attr("shape", {a * a, co * batch * t}));
       ValueId y = b.add(OpKind::kMatMul, {b.constant(kron_square(f.at, xt.dtype, 1.0, {m * m, a * a})), mm});
       if (!fold) {
         Tensor s(xt.dtype, {});
         s.set_double(0, f.s * f.s);
         y = b.add(OpKind::kDiv, {y, b.constant(s)});
       }
-      if (phases == 1) {
-        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, th, tw}));
-        y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 4, 0, 5, 1}));
-      } else {
-        // Output row (tile * m + i) * dh + phase, column likewise.
-        y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, dh, dw, th, tw}));
-        y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 6, 0, 4, 7, 1, 5}));
-      }
-      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {batch, co, th * m * dh, tw * m * dw}));
-      if (th * m * dh != ho || tw * m * dw != wo) {
+      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {m, m, co, batch, th, tw}));
+      y = b.add(OpKind::kTranspose, {y}, ints_attr("perm", {3, 2, 4, 0, 5, 1}));
+      y = b.add(OpKind::kReshape, {y}, ints_attr("shape", {batch, co, th * m, tw * m}));
+      if (th * m != ho || tw * m != wo) {
         Attrs sa;
         sa.set("starts", std::vector<int64_t>{0, 0});
         sa.set("ends", std::vector<int64_t>{ho, wo});
@@ -188,9 +160,9 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
         y = b.add(OpKind::kAdd, {y, b.constant(bias)});
       }
       b.replace(n.outputs[0], y);
-      return b.finish(std::string(phases > 1 ? "dilated " : "") + "3x3 Conv " + n.name + " as Winograd F(" +
-                      std::to_string(m) + "x" + std::to_string(m) + ", 3x3): " + std::to_string(a * a) +
-                      " batched products over " + std::to_string(t * batch * phases) + " tiles");
+      return b.finish("3x3 Conv " + n.name + " as Winograd F(" + std::to_string(m) + "x" + std::to_string(m) +
+                      ", 3x3): " + std::to_string(a * a) + " batched products over " + std::to_string(t * batch) +
+                      " tiles");
     };
     Mutation mu = build(true);
     mu.unfolded = build(false).replacement;

@@ -23,7 +23,7 @@ std::vector<Mutation> winograd(const Graph& g) {
 }
 
 Graph conv_graph(Shape x, int64_t out_channels, std::vector<int64_t> pads, bool bias, uint64_t seed = 3,
-                 int64_t stride = 1, int64_t kernel = 3, std::vector<int64_t> dilations = {1, 1}) {
+                 int64_t stride = 1, int64_t kernel = 3) {
   std::mt19937_64 rng(seed);
   Graph g;
   ValueId in = g.add_input("x", {DType::kF32, x});
@@ -31,7 +31,6 @@ Graph conv_graph(Shape x, int64_t out_channels, std::vector<int64_t> pads, bool 
   if (bias) ins.push_back(testing::weight(g, "b", {out_channels}, rng));
   Attrs a = testing::conv_attrs(kernel, stride);
   a.set("pads", std::move(pads));
-  a.set("dilations", std::move(dilations));
   g.set_outputs({g.add(OpKind::kRelu, {g.add(OpKind::kConv, ins, a, "conv")}, {}, "relu")});
   return g;
 }
@@ -66,37 +65,6 @@ TEST(Winograd, BothFormsMatchTheConvolutionAndPassTheMultilinearTest) {
       EXPECT_TRUE(m.verification.accepted()) << m.description << ": " << m.verification.detail;
     }
   }
-}
-
-// Dilated convolutions (CSRNet's back end, DeepLab): the phases are tiled
-// as batch and interleaved back in the output move. Dilation 2 and mixed
-// (2, 3), odd tile counts per phase, a batch; refused where the phases do
-// not split evenly.
-TEST(Winograd, DilatedConvolutionsTileTheirPhases) {
-  struct Dilated {
-    Shape x;
-    std::vector<int64_t> dilations, pads;
-  };
-  const Dilated cases[] = {
-      {{1, 6, 16, 16}, {2, 2}, {2, 2, 2, 2}},
-      {{2, 3, 12, 18}, {2, 3}, {2, 3, 2, 3}},
-      {{1, 4, 20, 12}, {2, 2}, {0, 2, 4, 2}},  // per phase 10 x 6: the last tiles sliced
-  };
-  MutationVerifier v(23);
-  for (const Dilated& c : cases) {
-    Graph g = conv_graph(c.x, 5, c.pads, true, 3, 1, 3, c.dilations);
-    std::vector<Mutation> ms = winograd(g);
-    ASSERT_FALSE(ms.empty()) << shape_str(c.x);
-    for (Mutation& m : ms) {
-      Graph h = apply_mutation(g, m);
-      EXPECT_EQ(h.type(h.outputs()[0]), g.type(g.outputs()[0])) << m.description;
-      EXPECT_LT(max_output_diff(g, h, 5), 3e-5) << m.description;
-      v.verify(m, find_rule("conv-winograd").obligation);
-      EXPECT_TRUE(m.verification.accepted()) << m.description << ": " << m.verification.detail;
-    }
-  }
-  // A pad that is not a multiple of the dilation mixes the phases.
-  EXPECT_TRUE(winograd(conv_graph({1, 4, 16, 16}, 4, {1, 1, 1, 1}, false, 3, 1, 3, {2, 2})).empty());
 }
 
 TEST(Winograd, AWrongTransformIsRejected) {
