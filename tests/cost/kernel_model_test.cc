@@ -14,6 +14,17 @@
 namespace tessera::cost {
 namespace {
 
+// A 3x3 convolution's attributes: stride 1, padding and dilation `pad`
+// and `dilation` on both axes.
+Attrs conv3x3(int64_t pad = 1, int64_t dilation = 1) {
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  a.set("dilations", std::vector<int64_t>{dilation, dilation});
+  return a;
+}
+
 Graph matmul(int64_t m, int64_t k, int64_t n, DType t = DType::kF32) {
   Graph g;
   ValueId a = g.add_input("a", {t, {m, k}});
@@ -207,11 +218,7 @@ TEST(KernelModel, FusionSavesTheIntermediate) {
   Graph g;
   ValueId x = g.add_input("x", {DType::kF32, {1, 64, 56, 56}});
   ValueId w = g.add_constant("w", Tensor(DType::kF32, {64, 64, 3, 3}));
-  Attrs a;
-  a.set("kernel_shape", std::vector<int64_t>{3, 3});
-  a.set("strides", std::vector<int64_t>{1, 1});
-  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-  a.set("dilations", std::vector<int64_t>{1, 1});
+  Attrs a = conv3x3();
   ValueId y = g.add(OpKind::kConv, {x, w}, a, "conv");
   ValueId r = g.add(OpKind::kRelu, {y}, {}, "relu");
   g.set_outputs({r});
@@ -279,11 +286,7 @@ TEST(KernelModel, DepthwiseConvIsNotAGemm) {
     Graph g;
     ValueId x = g.add_input("x", {DType::kF32, {1, 32, 112, 112}});
     ValueId w = g.add_constant("w", Tensor(DType::kF32, {32, 32 / group, 3, 3}));
-    Attrs a;
-    a.set("kernel_shape", std::vector<int64_t>{3, 3});
-    a.set("strides", std::vector<int64_t>{1, 1});
-    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-    a.set("dilations", std::vector<int64_t>{1, 1});
+    Attrs a = conv3x3();
     a.set("group", group);
     g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
     return node_cost(g, 0, d);
@@ -379,11 +382,7 @@ TEST(KernelModel, ConvolutionEfficiencyAndCalls) {
     Graph g;
     ValueId x = g.add_input("x", {DType::kF32, {1, 64, 28, 28}});
     ValueId w = g.add_constant("w", Tensor(DType::kF32, {64, 64, 3, 3}));
-    Attrs a;
-    a.set("kernel_shape", std::vector<int64_t>{3, 3});
-    a.set("strides", std::vector<int64_t>{1, 1});
-    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-    a.set("dilations", std::vector<int64_t>{1, 1});
+    Attrs a = conv3x3();
     ValueId y = g.add(OpKind::kConv, {x, w}, a, "conv");
     g.set_outputs({output ? y : g.add(OpKind::kMaxPool, {y}, [] {
       Attrs p;
@@ -443,11 +442,7 @@ TEST(KernelModel, PaddingTapsOfWideDilationsAreFree) {
     Graph g;
     ValueId x = g.add_input("x", {DType::kF32, {1, 256, 28, 28}});
     ValueId w = g.add_constant("w", Tensor(DType::kF32, {256, 256, 3, 3}));
-    Attrs a;
-    a.set("kernel_shape", std::vector<int64_t>{3, 3});
-    a.set("strides", std::vector<int64_t>{1, 1});
-    a.set("pads", std::vector<int64_t>{dilation, dilation, dilation, dilation});
-    a.set("dilations", std::vector<int64_t>{dilation, dilation});
+    Attrs a = conv3x3(dilation, dilation);
     g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
     return node_cost(g, 0, d);
   };
