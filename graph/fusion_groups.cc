@@ -167,16 +167,16 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
       ValueId chain = root.outputs[0];
       while (!is_output[chain]) {
         if (match_gelu) {
-          std::vector<NodeId> gelu = match_gelu_erf(g, users, is_output, chain);
-          bool is_gelu = !gelu.empty();
-          if (!is_gelu) gelu = match_swish(g, users, is_output, chain);
-          bool free = !gelu.empty();
-          for (NodeId m : gelu) free = free && !taken[m] && all_f32(g, g.node(m));
+          // A multi-node function of the chain (Gelu's erf form, SiLU).
+          std::vector<NodeId> members = match_gelu_erf(g, users, is_output, chain);
+          bool is_gelu = !members.empty();
+          if (!is_gelu) members = match_swish(g, users, is_output, chain);
+          bool free = !members.empty();
+          for (NodeId m : members) free = free && !taken[m] && all_f32(g, g.node(m));
           if (free) {
-            for (NodeId m : gelu) taken[m] = true;
-            PostOp p{gelu.back(), kNoValue, gelu, is_gelu, !is_gelu};
-            grp.post.push_back(p);
-            chain = g.node(gelu.back()).outputs[0];
+            for (NodeId m : members) taken[m] = true;
+            grp.post.push_back(PostOp{members.back(), kNoValue, members, is_gelu, !is_gelu});
+            chain = g.node(members.back()).outputs[0];
             continue;
           }
         }
