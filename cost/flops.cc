@@ -121,7 +121,7 @@ int64_t node_flops(const Graph& g, const Node& n) {
     default:
       break;
   }
-  if (def.elementwise) return out.numel() * elementwise_weight(n.kind);
+  if (def.elementwise()) return out.numel() * elementwise_weight(n.kind);
   return 0;  // data movement
 }
 

@@ -387,7 +387,7 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     case OpKind::kResize: return resize_work(g, n, d, o, cold, w);
     default: break;
   }
-  if (def.elementwise) {
+  if (def.elementwise()) {
     stream(g, d, o, footprint(g, n.inputs, n.outputs, cold), w);
     const TensorType& y = g.type(n.outputs[0]);
     add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(y.numel()) * vector_ops(n, d));

@@ -14,9 +14,18 @@ constexpr const char* kOpNames[] = {
 #undef TESSERA_OP
 };
 
+constexpr OpFamily kFamilies[] = {
+#define TESSERA_OP(name, family) OpFamily::k##family,
+#include "graph/ops.def"
+#undef TESSERA_OP
+};
+
 std::vector<OpDef> build_table() {
   std::vector<OpDef> defs(kNumOpKinds);
-  for (int i = 0; i < kNumOpKinds; ++i) defs[i].kind = static_cast<OpKind>(i);
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    defs[i].kind = static_cast<OpKind>(i);
+    defs[i].family = kFamilies[i];
+  }
   // Order does not matter: each family fills only its own kinds.
   register_elementwise_ops(defs);
   register_reduce_ops(defs);
@@ -30,6 +39,17 @@ std::vector<OpDef> build_table() {
   return defs;
 }
 }  // namespace
+
+const char* op_family_name(OpFamily f) {
+  switch (f) {
+    case OpFamily::kElementwise: return "elementwise";
+    case OpFamily::kReduce: return "reduce";
+    case OpFamily::kNn: return "nn";
+    case OpFamily::kMovement: return "movement";
+    case OpFamily::kCollective: return "collective";
+  }
+  return "?";
+}
 
 const char* op_name(OpKind kind) { return kOpNames[static_cast<int>(kind)]; }
 

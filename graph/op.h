@@ -1,6 +1,8 @@
 // Op kinds and their definitions. ops.def lists every kind once; op_def(kind)
-// gives the one record that holds everything about a kind: attribute schema,
-// arity, shape inference, reference kernels, linearity and sharding rules.
+// gives the one record that holds everything about a kind: family, attribute
+// schema, arity, shape inference, reference kernels, linearity, its dimension
+// map (dim_map.h) and what its sharding strategies need beyond the map
+// (strategy.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "graph/attrs.h"
+#include "graph/dim_map.h"
 #include "graph/tensor.h"
 #include "graph/zp.h"
 
@@ -20,6 +23,12 @@ enum class OpKind : uint16_t {
 #include "graph/ops.def"
 #undef TESSERA_OP
 };
+// The family column of ops.def. Code reads it: element-wise ops evaluate
+// position by position, collectives need a mesh, and the search bounds its
+// subprograms by family.
+enum class OpFamily : uint8_t { kElementwise, kReduce, kNn, kMovement, kCollective };
+const char* op_family_name(OpFamily f);
+
 inline constexpr int kNumOpKinds = 0
 #define TESSERA_OP(name, family) +1
 #include "graph/ops.def"
@@ -88,8 +97,19 @@ struct Linearity {
   bool any() const { return inputs_mask != 0; }
 };
 
+struct AxisStrategy;  // strategy.h
+
+// Rewrites the attributes that hold sizes (Reshape's shape, a Conv's group
+// count) for a rank's local shapes.
+using LocalizeFn = void (*)(const DimMapContext& global, Attrs& local_attrs, const std::vector<Shape>& local_in,
+                            const std::vector<Shape>& local_out);
+// Strategies on one mesh axis of `axis_size` ranks that the dim map does not
+// give (Gather's vocab-parallel split).
+using ExplicitStrategiesFn = std::vector<AxisStrategy> (*)(const Graph& g, const Node& node, int64_t axis_size);
+
 struct OpDef {
   OpKind kind;
+  OpFamily family = OpFamily::kElementwise;
   int min_inputs = 1;
   int max_inputs = 1;   // -1: variadic
   int min_outputs = 1;
@@ -102,7 +122,17 @@ struct OpDef {
   // Linearity given the node (Pad is linear only with value 0, Conv only
   // without bias): a function so that attributes can decide.
   Linearity (*linearity)(const Node&) = nullptr;
-  bool elementwise = false;  // output[i] depends only on inputs at i (after broadcast)
+  DimMapFn dim_map = nullptr;
+  // The output is the input's data under another shape (the reshape family
+  // and Identity): runtimes alias its buffer instead of copying.
+  bool is_view = false;
+  LocalizeFn localize = nullptr;                      // nullptr: the attributes hold no sizes
+  ExplicitStrategiesFn explicit_strategies = nullptr;
+
+  // output[i] depends only on the inputs at i (after broadcast).
+  bool elementwise() const { return family == OpFamily::kElementwise; }
+  // Runs over a device mesh: needs every rank's input (AllReduce, ...).
+  bool is_collective() const { return family == OpFamily::kCollective; }
 };
 
 const OpDef& op_def(OpKind kind);

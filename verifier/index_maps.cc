@@ -82,7 +82,7 @@ std::optional<std::vector<Read>> node_maps(const Graph& g, const Node& n, size_t
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (present(i)) reads.push_back({i, aligned(in_shape(i), out)});
   };
-  if (op_def(n.kind).elementwise) {
+  if (op_def(n.kind).elementwise()) {
     identity_all();
     return reads;
   }

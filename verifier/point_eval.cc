@@ -258,7 +258,7 @@ void PointEvaluator::compute(ValueId v, int64_t flat) {
   bool all_num = slots_[static_cast<size_t>(v)]->num;
   for (ValueId in : n.inputs)
     if (in != kNoValue) all_num = all_num && slots_[static_cast<size_t>(in)]->num;
-  if (def.elementwise && def.eval_zp) return elementwise(n, v, flat);
+  if (def.elementwise() && def.eval_zp) return elementwise(n, v, flat);
   switch (n.kind) {
     case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kConcat: case OpKind::kSplit:
       return movement(val.producer, v, flat);

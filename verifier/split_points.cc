@@ -145,7 +145,7 @@ DimSplits node_output_splits(const Graph& g, const Node& n, size_t out_index, co
   auto present = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] != kNoValue; };
   Builder b(out, cap);
   const OpDef& def = op_def(n.kind);
-  if (def.elementwise) {
+  if (def.elementwise()) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (present(i)) add_broadcast(b, out, in_shape(i), in_splits(i));
     return b.done();

@@ -10,6 +10,8 @@
 //
 // Shape inference needs the group size, which is a property of the mesh, not
 // the graph; the node carries it as `group_size`.
+#include <algorithm>
+
 #include "graph/interpreter.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
@@ -167,6 +169,28 @@ void eval_all_to_all(const EvalArgs<T>& a) {
   }
 }
 
+// Each output element reads the same position on every rank of the group
+// (AllReduce), or a rank's block along an axis (the others): positional on
+// that axis, one-to-one elsewhere.
+DimMap collective_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &out = c.out[0];
+  std::vector<int64_t> axes;
+  for (const char* name : {"axis", "split_axis", "concat_axis"})
+    if (c.node.attrs.has(name)) axes.push_back(normalize_axis(c.node.attrs.i(name), static_cast<int64_t>(x.size())));
+  DimMap m;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int f = dims::add_factor(m, out[d]);
+    bool moved = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    p.dims.push_back(dims::factor(f));
+    r.dims.push_back(moved ? dims::positional({f}) : dims::factor(f));
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
 Linearity linear_in_input0(const Node&) { return {1u, false}; }
 
 AttrSpec mesh_axis_attr() { return {"mesh_axis", AttrType::kString, std::nullopt}; }
@@ -182,18 +206,21 @@ void register_collective_ops(std::vector<OpDef>& defs) {
   ar.infer = infer_all_reduce;
   TESSERA_SET_KERNELS(ar, eval_all_reduce);
   ar.linearity = linear_in_input0;
+  ar.dim_map = collective_dim_map;
 
   OpDef& ag = def(OpKind::kAllGather);
   ag.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
   ag.infer = infer_all_gather;
   TESSERA_SET_KERNELS(ag, eval_all_gather);
   ag.linearity = linear_in_input0;
+  ag.dim_map = collective_dim_map;
 
   OpDef& rs = def(OpKind::kReduceScatter);
   rs.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
   rs.infer = infer_reduce_scatter;
   TESSERA_SET_KERNELS(rs, eval_reduce_scatter);
   rs.linearity = linear_in_input0;
+  rs.dim_map = collective_dim_map;
 
   OpDef& aa = def(OpKind::kAllToAll);
   aa.attrs = {mesh_axis_attr(), group_size_attr(), {"split_axis", AttrType::kInt, std::nullopt},
@@ -201,6 +228,7 @@ void register_collective_ops(std::vector<OpDef>& defs) {
   aa.infer = infer_all_to_all;
   TESSERA_SET_KERNELS(aa, eval_all_to_all);
   aa.linearity = linear_in_input0;
+  aa.dim_map = collective_dim_map;
 }
 
 }  // namespace tessera

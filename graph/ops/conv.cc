@@ -397,6 +397,92 @@ void eval_max_pool(const EvalArgs<T>& a) { eval_pool<T, true>(a); }
 template <class T>
 void eval_average_pool(const EvalArgs<T>& a) { eval_pool<T, false>(a); }
 
+// Dim maps. A window read along a spatial dim is s·o + d·t - p, guarded
+// (the taps that fall into the padding read zero).
+DimExpr window_dim(int o, int t, int64_t stride, int64_t dilation, int64_t pad) {
+  return dims::affine({{o, stride}, {t, dilation}}, -pad, true);
+}
+
+// out [n, g·Mg + m, o..] = Σ_{c, t..} x[n, g·Cg + c, s·o + d·t - p ..] · w[g·Mg + m, c, t..] + b[g·Mg + m]
+DimMap conv_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &w = c.in[1], &out = c.out[0];
+  const Node& n = c.node;
+  int64_t group = n.attrs.i("group");
+  const auto& st = n.attrs.ints("strides");
+  const auto& pads = n.attrs.ints("pads");
+  const auto& dil = n.attrs.ints("dilations");
+  DimMap m;
+  int fn = dims::add_factor(m, x[0]), fg = dims::add_factor(m, group), fm = dims::add_factor(m, w[0] / group);
+  int fc = dims::add_factor(m, w[1], FactorKind::kSum);
+  std::vector<DimExpr> od{dims::factor(fn), dims::merge(m, {fg, fm})};
+  std::vector<DimExpr> xd{dims::factor(fn), dims::merge(m, {fg, fc})};
+  std::vector<DimExpr> wd{dims::merge(m, {fg, fm}), dims::factor(fc)};
+  for (size_t i = 2; i < x.size(); ++i) {
+    int fo = dims::add_factor(m, out[i]), ft = dims::add_factor(m, w[i], FactorKind::kSum);
+    od.push_back(dims::factor(fo));
+    xd.push_back(window_dim(fo, ft, st[i - 2], dil[i - 2], pads[i - 2]));
+    wd.push_back(dims::factor(ft));
+  }
+  Piece p{od, {{0, xd, false}, {1, wd, false}}};
+  if (c.has_input(2)) p.reads.push_back({2, {dims::merge(m, {fg, fm})}, true});
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// out [n, g·Mg + m, o..] = Σ_{c, t..: i·s + t·d - p = o} x[n, g·Cg + c, i..] · w[g·Cg + c, m, t..] + b:
+// the input position is no affine function of the output's, so the spatial
+// dims are positional.
+DimMap conv_transpose_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &w = c.in[1], &out = c.out[0];
+  int64_t group = c.node.attrs.i("group");
+  DimMap m;
+  int fn = dims::add_factor(m, x[0]), fg = dims::add_factor(m, group), fm = dims::add_factor(m, w[1]);
+  int fc = dims::add_factor(m, x[1] / group, FactorKind::kSum);
+  std::vector<DimExpr> od{dims::factor(fn), dims::merge(m, {fg, fm})};
+  std::vector<DimExpr> xd{dims::factor(fn), dims::merge(m, {fg, fc})};
+  std::vector<DimExpr> wd{dims::merge(m, {fg, fc}), dims::factor(fm)};
+  for (size_t i = 2; i < x.size(); ++i) {
+    int fo = dims::add_factor(m, out[i]);
+    od.push_back(dims::factor(fo));
+    xd.push_back(dims::positional({fo}));
+    wd.push_back(dims::positional({fo}));
+  }
+  Piece p{od, {{0, xd, false}, {1, wd, false}}};
+  if (c.has_input(2)) p.reads.push_back({2, {dims::merge(m, {fg, fm})}, true});
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// out [n, c, o..] = max (mean) over t.. of x[n, c, s·o + d·t - p ..].
+DimMap pool_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &out = c.out[0];
+  const Node& n = c.node;
+  const auto& st = n.attrs.ints("strides");
+  const auto& pads = n.attrs.ints("pads");
+  const auto& dil = n.attrs.ints("dilations");
+  const auto& k = n.attrs.ints("kernel_shape");
+  FactorKind kind = n.kind == OpKind::kAveragePool ? FactorKind::kMean : FactorKind::kReduce;
+  DimMap m;
+  int fn = dims::add_factor(m, x[0]), fc = dims::add_factor(m, x[1]);
+  std::vector<DimExpr> od{dims::factor(fn), dims::factor(fc)}, xd = od;
+  for (size_t i = 2; i < x.size(); ++i) {
+    int fo = dims::add_factor(m, out[i]), ft = dims::add_factor(m, k[i - 2], kind);
+    od.push_back(dims::factor(fo));
+    xd.push_back(window_dim(fo, ft, st[i - 2], dil[i - 2], pads[i - 2]));
+  }
+  m.outputs.push_back({Piece{od, {{0, xd, false}}}});
+  return m;
+}
+
+// A rank's convolution holds its share of the groups. W's dim 1 is whole
+// per group (Conv: the input channels of a group; ConvTranspose: the output
+// channels), so the local group count is the local channels over it.
+void localize_group(const DimMapContext& g, Attrs& attrs, const std::vector<Shape>& local_in,
+                    const std::vector<Shape>& local_out) {
+  int64_t channels = g.node.kind == OpKind::kConv ? local_in[0][1] : local_out[0][1];
+  if (local_in[1][1] > 0) attrs.set("group", channels / local_in[1][1]);
+}
+
 bool has_bias(const Node& n) { return n.inputs.size() > 2 && n.inputs[2] != kNoValue; }
 Linearity conv_linearity(const Node& n) { return has_bias(n) ? Linearity{} : Linearity{0b11u, true}; }
 Linearity linear_in_input0(const Node&) { return {1u, false}; }
@@ -421,6 +507,8 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   conv.attrs = window_attrs();
   conv.attrs.push_back(group);
   conv.infer = infer_conv;
+  conv.dim_map = conv_dim_map;
+  conv.localize = localize_group;
   TESSERA_SET_KERNELS(conv, eval_conv);
   conv.linearity = conv_linearity;
 
@@ -431,6 +519,8 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   convt.attrs.push_back({"output_padding", AttrType::kInts, std::nullopt});
   convt.attrs.push_back(group);
   convt.infer = infer_conv_transpose;
+  convt.dim_map = conv_transpose_dim_map;
+  convt.localize = localize_group;
   TESSERA_SET_KERNELS(convt, eval_conv_transpose);
   convt.linearity = conv_linearity;
 
@@ -438,6 +528,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   maxp.attrs = window_attrs();
   maxp.attrs.push_back(ceil_mode);
   maxp.infer = infer_pool;
+  maxp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(maxp, eval_max_pool);
 
   OpDef& avgp = def(OpKind::kAveragePool);
@@ -445,6 +536,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   avgp.attrs.push_back(ceil_mode);
   avgp.attrs.push_back({"count_include_pad", AttrType::kInt, AttrValue{int64_t{0}}});
   avgp.infer = infer_pool;
+  avgp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(avgp, eval_average_pool);
   avgp.linearity = linear_in_input0;
 }

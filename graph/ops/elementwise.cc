@@ -306,7 +306,7 @@ void register_elementwise_ops(std::vector<OpDef>& defs) {
     d.min_inputs = d.max_inputs = 1;
     d.attrs = row.attrs;
     d.infer = infer_unary;
-    d.elementwise = true;
+    d.dim_map = dims::elementwise;
     if (row.kind == OpKind::kIsNaN || row.kind == OpKind::kIsInf) {
       TESSERA_SET_KERNELS(d, eval_classify);
     } else if (row.kind == OpKind::kCast) {
@@ -316,6 +316,7 @@ void register_elementwise_ops(std::vector<OpDef>& defs) {
       TESSERA_SET_KERNELS(d, eval_unary);
     }
     if (row.kind == OpKind::kIdentity || row.kind == OpKind::kNeg) d.linearity = linear_in_x;
+    d.is_view = row.kind == OpKind::kIdentity;
   }
   register_elementwise_binary_ops(defs);
 }

@@ -206,7 +206,7 @@ void register_elementwise_binary_ops(std::vector<OpDef>& defs) {
     OpDef& d = defs[static_cast<int>(k)];
     d.min_inputs = d.max_inputs = 2;
     d.infer = infer_binary;
-    d.elementwise = true;
+    d.dim_map = dims::elementwise;
     if (k == OpKind::kPow) TESSERA_SET_KERNELS(d, eval_pow);
     else TESSERA_SET_KERNELS(d, eval_binary);
   }
@@ -219,9 +219,9 @@ void register_elementwise_binary_ops(std::vector<OpDef>& defs) {
   OpDef& w = defs[static_cast<int>(OpKind::kWhere)];
   w.min_inputs = w.max_inputs = 3;
   w.infer = infer_where;
+  w.dim_map = dims::elementwise;
   TESSERA_SET_KERNELS(w, eval_where);
   w.linearity = where_linearity;
-  w.elementwise = true;
 }
 
 }  // namespace tessera

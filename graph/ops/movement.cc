@@ -298,6 +298,93 @@ void eval_range(const EvalArgs<T>& a) {
   }
 }
 
+// Dim maps (the movement ops copy: each output element is one input element).
+DimMap same_data_dim_map(const DimMapContext& c) { return dims::reshape(c.in[0], c.out[0]); }
+
+void localize_reshape(const DimMapContext&, Attrs& attrs, const std::vector<Shape>&,
+                      const std::vector<Shape>& local_out) {
+  attrs.set("shape", local_out[0]);
+}
+
+DimMap transpose_dim_map(const DimMapContext& c) {
+  DimMap m;
+  m.copies = true;
+  Piece p;
+  Read r{0, {}, false};
+  for (int64_t s : c.in[0]) r.dims.push_back(dims::factor(dims::add_factor(m, s)));
+  for (int64_t axis : c.node.attrs.ints("perm")) p.dims.push_back(r.dims[static_cast<size_t>(axis)]);
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// Shared factors for the dims other than `axis`, one factor per piece on it.
+std::vector<int> shared_factors(DimMap& m, const Shape& shape, size_t axis) {
+  std::vector<int> f(shape.size(), -1);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (d != axis) f[d] = dims::add_factor(m, shape[d]);
+  return f;
+}
+
+// Piece i: out[.., off_i + f_i, ..] = x_i[.., f_i, ..].
+DimMap concat_dim_map(const DimMapContext& c) {
+  const Shape& out = c.out[0];
+  auto axis = static_cast<size_t>(normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(out.size())));
+  DimMap m;
+  m.copies = true;
+  std::vector<int> f = shared_factors(m, out, axis);
+  std::vector<Piece> pieces;
+  int64_t off = 0;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    std::vector<int> fi = f;
+    fi[axis] = dims::add_factor(m, c.in[i][axis]);
+    Piece p;
+    for (size_t d = 0; d < out.size(); ++d) p.dims.push_back(dims::merge(m, {fi[d]}, d == axis ? off : 0));
+    Read r{static_cast<int>(i), {}, false};
+    for (int x : fi) r.dims.push_back(dims::factor(x));
+    p.reads.push_back(std::move(r));
+    pieces.push_back(std::move(p));
+    off += c.in[i][axis];
+  }
+  m.outputs.push_back(std::move(pieces));
+  return m;
+}
+
+// Output k: out_k[.., f_k, ..] = x[.., off_k + f_k, ..].
+DimMap split_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  auto axis = static_cast<size_t>(normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(x.size())));
+  DimMap m;
+  m.copies = true;
+  std::vector<int> f = shared_factors(m, x, axis);
+  int64_t off = 0;
+  for (const Shape& out : c.out) {
+    std::vector<int> fk = f;
+    fk[axis] = dims::add_factor(m, out[axis]);
+    Piece p;
+    Read r{0, {}, false};
+    for (size_t d = 0; d < x.size(); ++d) {
+      p.dims.push_back(dims::factor(fk[d]));
+      r.dims.push_back(dims::merge(m, {fk[d]}, d == axis ? off : 0));
+    }
+    p.reads.push_back(std::move(r));
+    m.outputs.push_back({std::move(p)});
+    off += out[axis];
+  }
+  return m;
+}
+
+// Shape, Size, Range, ConstantOfShape: outputs that read no input element;
+// each output dim is a function of its position (Range's values, Shape's
+// entries), so no shard of it is a local op of the same kind.
+DimMap generated_dim_map(const DimMapContext& c) {
+  DimMap m;
+  Piece p;
+  for (int64_t s : c.out[0]) p.dims.push_back(dims::positional({dims::add_factor(m, s)}));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
 Linearity linear_in_all(const Node& n) {
   return {n.inputs.size() >= 32 ? ~0u : (1u << n.inputs.size()) - 1, false};
 }
@@ -313,6 +400,16 @@ void register_movement_ops(std::vector<OpDef>& defs) {
     d.linearity = linear_in_data;
     return d;
   };
+  for (OpKind k : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze}) {
+    def(k).dim_map = same_data_dim_map;
+    def(k).is_view = true;
+  }
+  def(OpKind::kReshape).localize = localize_reshape;
+  def(OpKind::kTranspose).dim_map = transpose_dim_map;
+  def(OpKind::kConcat).dim_map = concat_dim_map;
+  def(OpKind::kSplit).dim_map = split_dim_map;
+  for (OpKind k : {OpKind::kShape, OpKind::kSize, OpKind::kConstantOfShape, OpKind::kRange})
+    def(k).dim_map = generated_dim_map;
 
   TESSERA_SET_KERNELS(data_op(OpKind::kReshape, infer_reshape, {{"shape", AttrType::kInts, std::nullopt}}),
                       eval_same_data);

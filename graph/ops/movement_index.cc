@@ -22,6 +22,7 @@
 #include "graph/ops/movement_util.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
+#include "graph/strategy.h"
 
 namespace tessera {
 namespace {
@@ -407,6 +408,209 @@ void eval_trilu(const EvalArgs<T>& a) {
   ops::copy_by_map(x, out, src);
 }
 
+// Dim maps.
+
+// out[f..] = x[start + step·f ..] along each dim (slice_plan's clamping).
+DimMap slice_dim_map(const DimMapContext& c) {
+  DimMap m;
+  m.copies = true;
+  Piece p;
+  Read r{0, {}, false};
+  for (const SliceDim& s : slice_plan(c.node, c.in[0])) {
+    int f = dims::add_factor(m, s.size);
+    p.dims.push_back(dims::factor(f));
+    r.dims.push_back(dims::affine({{f, s.step}}, s.start, false));
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
+  std::vector<DimExpr> v;
+  for (int x : f) v.push_back(dims::factor(x));
+  return v;
+}
+
+// out[o.., j.., i..] = data[o.., indices[j..], i..].
+DimMap gather_dim_map(const DimMapContext& c) {
+  const Shape &data = c.in[0], &idx = c.in[1];
+  auto axis = static_cast<size_t>(normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(data.size())));
+  DimMap m;
+  std::vector<int> outer, index, inner;
+  for (size_t d = 0; d < axis; ++d) outer.push_back(dims::add_factor(m, data[d]));
+  for (int64_t s : idx) index.push_back(dims::add_factor(m, s));
+  for (size_t d = axis + 1; d < data.size(); ++d) inner.push_back(dims::add_factor(m, data[d]));
+  std::vector<int> all = outer;
+  all.insert(all.end(), index.begin(), index.end());
+  all.insert(all.end(), inner.begin(), inner.end());
+  std::vector<DimExpr> dd = factor_dims(outer);
+  dd.push_back(dims::positional({}, DimForm::kGathered));
+  for (int f : inner) dd.push_back(dims::factor(f));
+  m.outputs.push_back({Piece{factor_dims(all), {{0, dd, false}, {1, factor_dims(index), false}}}});
+  return m;
+}
+
+// out[i] = data[i with i[axis] = indices[i]]: data's other dims read at i,
+// which may be smaller than data.
+DimMap gather_elements_dim_map(const DimMapContext& c) {
+  const Shape& idx = c.in[1];
+  auto axis = static_cast<size_t>(normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(idx.size())));
+  DimMap m;
+  std::vector<int> f;
+  for (int64_t s : idx) f.push_back(dims::add_factor(m, s));
+  std::vector<DimExpr> dd = factor_dims(f);
+  dd[axis] = dims::positional({}, DimForm::kGathered);
+  m.outputs.push_back({Piece{factor_dims(f), {{0, dd, false}, {1, factor_dims(f), false}}}});
+  return m;
+}
+
+// out = data with updates[u.., s..] written (or combined) at data[indices[u..], s..]:
+// the k dims that indices address are written at gathered positions; the
+// slice dims s pass through; the update tuples u are contracted.
+DimMap scatter_nd_dim_map(const DimMapContext& c) {
+  const Shape &data = c.in[0], &idx = c.in[1];
+  size_t k = static_cast<size_t>(idx.back()), tuples = idx.size() - 1;
+  DimMap m;
+  std::vector<int> f;
+  for (int64_t s : data) f.push_back(dims::add_factor(m, s));
+  std::vector<int> u;
+  for (size_t d = 0; d < tuples; ++d) u.push_back(dims::add_factor(m, idx[d], FactorKind::kReduce));
+  int fk = dims::add_factor(m, idx.back(), FactorKind::kReduce);
+  Piece p;
+  for (size_t d = 0; d < data.size(); ++d)
+    p.dims.push_back(d < k ? dims::positional({f[d]}, DimForm::kGathered) : dims::factor(f[d]));
+  std::vector<DimExpr> ud = factor_dims(u), id = factor_dims(u);
+  for (size_t d = k; d < data.size(); ++d) ud.push_back(dims::factor(f[d]));
+  id.push_back(dims::factor(fk));
+  p.reads = {{0, factor_dims(f), false}, {1, id, false}, {2, ud, false}};
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// Constant Pad: out[f..] = x[f - begin ..], the fill outside x. Reflect and
+// edge modes mirror or clamp: positional on the padded dims.
+DimMap pad_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &out = c.out[0];
+  const auto& pads = c.node.attrs.ints("pads");
+  bool constant = pad_mode(c.node) == PadMode::kConstant;
+  DimMap m;
+  m.copies = constant;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int f = dims::add_factor(m, out[d]);
+    bool padded = pads[d] != 0 || pads[x.size() + d] != 0;
+    p.dims.push_back(dims::factor(f));
+    if (padded && !constant) r.dims.push_back(dims::positional({f}));
+    else r.dims.push_back(dims::affine({{f, 1}}, -pads[d], padded));
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+DimMap expand_dim_map(const DimMapContext& c) {
+  DimMap m = dims::elementwise(c);
+  m.copies = true;
+  return m;
+}
+
+// out[r·n + f] = x[f] along each dim (r the repeat, n = x's size).
+DimMap tile_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  const auto& repeats = c.node.attrs.ints("repeats");
+  DimMap m;
+  m.copies = true;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int fr = dims::add_factor(m, repeats[d]), f = dims::add_factor(m, x[d]);
+    p.dims.push_back(dims::merge(m, {fr, f}));
+    r.dims.push_back(dims::factor(f));
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// Keeps or zeroes each element by its place relative to the diagonal.
+DimMap trilu_dim_map(const DimMapContext& c) {
+  DimMap m = dims::elementwise(c);
+  std::vector<DimExpr>& r = m.outputs[0][0].reads[0].dims;
+  for (size_t d = r.size() - 2; d < r.size(); ++d) r[d].form = DimForm::kPositional;
+  return m;
+}
+
+// Vocab-parallel rows (Megatron's VocabParallelEmbedding, XLA's gather with
+// a sharded operand): each rank holds rows [start, start + V/n) of data along
+// the gathered axis, looks up the indices that fall there (shifted into its
+// block, the others at a safe 0) and zeroes the rest, so the ranks' outputs
+// sum to the gather (Partial). Negative indices count from the end first.
+std::vector<ValueId> emit_vocab_parallel(const LocalOp& op, int) {
+  Graph& l = op.local;
+  const Node& n = op.node;
+  ValueId data = op.inputs[0], ids = op.inputs[1];
+  const Shape& global = op.global.type(n.inputs[0]).shape;
+  auto axis = static_cast<size_t>(normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(global.size())));
+  std::vector<int64_t> offset;
+  Shape block;
+  local_block(op.mesh, op.strategy.inputs[0], global, op.rank, offset, block);
+  DType it = l.type(ids).dtype;
+  auto index = [&](const char* what, int64_t v) {
+    return l.add_constant(n.name + "/vocab_" + what, Tensor::from_ints(it, {}, {v}));
+  };
+  auto op_named = [&](OpKind k, std::vector<ValueId> in, const char* what) {
+    return l.add(k, std::move(in), {}, n.name + "/vocab_" + what);
+  };
+  ValueId zero = index("zero", 0), start = index("start", offset[axis]);
+  ValueId negative = op_named(OpKind::kLess, {ids, zero}, "negative");
+  ValueId wrapped = op_named(OpKind::kAdd, {ids, index("size", global[axis])}, "wrapped");
+  ValueId id = op_named(OpKind::kWhere, {negative, wrapped, ids}, "id");
+  ValueId from = op_named(OpKind::kGreaterOrEqual, {id, start}, "from");
+  ValueId below = op_named(OpKind::kLess, {id, index("end", offset[axis] + block[axis])}, "below");
+  ValueId mine = op_named(OpKind::kAnd, {from, below}, "mine");
+  ValueId shifted = op_named(OpKind::kSub, {id, start}, "shifted");
+  ValueId safe = op_named(OpKind::kWhere, {mine, shifted, zero}, "safe");
+  ValueId looked_up = l.add(OpKind::kGather, {data, safe}, n.attrs, n.name);
+  Shape mask_shape(axis, 1);
+  const Shape& ids_shape = l.type(ids).shape;
+  mask_shape.insert(mask_shape.end(), ids_shape.begin(), ids_shape.end());
+  mask_shape.resize(mask_shape.size() + global.size() - axis - 1, 1);
+  Attrs shape;
+  shape.set("shape", mask_shape);
+  ValueId mask = l.add(OpKind::kReshape, {mine}, shape, n.name + "/vocab_mask");
+  DType dt = l.type(data).dtype;
+  ValueId fill = l.add_constant(n.name + "/vocab_fill",
+                                is_float(dt) ? Tensor::from_doubles(dt, {}, {0.0}) : Tensor::from_ints(dt, {}, {0}));
+  return {l.add(OpKind::kWhere, {mask, looked_up, fill}, {}, n.name + "/vocab_masked")};
+}
+
+std::vector<AxisStrategy> gather_strategies(const Graph& g, const Node& n, int64_t axis_size) {
+  const TensorType& data = g.type(n.inputs[0]);
+  int64_t axis = normalize_axis(n.attrs.i("axis"), data.rank());
+  int64_t rows = data.shape[static_cast<size_t>(axis)];
+  if (data.dtype == DType::kBool || rows < axis_size || rows % axis_size != 0) return {};
+  AxisStrategy s;
+  s.kind = AxisStrategy::Kind::kExplicit;
+  s.inputs = {Placement::shard(axis), Placement::replicate()};
+  s.outputs = {Placement::partial()};
+  s.name = "vocab-parallel";
+  s.emit = emit_vocab_parallel;
+  return {s};
+}
+
+// Sizes the attributes hold: the local output's.
+void localize_expand(const DimMapContext&, Attrs& attrs, const std::vector<Shape>&, const std::vector<Shape>& out) {
+  attrs.set("shape", out[0]);
+}
+
+void localize_tile(const DimMapContext&, Attrs& attrs, const std::vector<Shape>& in, const std::vector<Shape>& out) {
+  std::vector<int64_t> repeats;
+  for (size_t d = 0; d < in[0].size(); ++d) repeats.push_back(in[0][d] ? out[0][d] / in[0][d] : 0);
+  attrs.set("repeats", repeats);
+}
+
 }  // namespace
 
 void register_movement_index_ops(std::vector<OpDef>& defs) {
@@ -446,6 +650,19 @@ void register_movement_index_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(def(OpKind::kExpand, infer_expand, {ints("shape")}), eval_expand);
   TESSERA_SET_KERNELS(def(OpKind::kTile, infer_tile, {ints("repeats")}), eval_tile);
   TESSERA_SET_KERNELS(def(OpKind::kTrilu, infer_trilu, {int_attr("upper", 1), int_attr("k", 0)}), eval_trilu);
+
+  auto set = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
+  set(OpKind::kSlice).dim_map = slice_dim_map;
+  set(OpKind::kGather).dim_map = gather_dim_map;
+  set(OpKind::kGather).explicit_strategies = gather_strategies;
+  set(OpKind::kGatherElements).dim_map = gather_elements_dim_map;
+  set(OpKind::kScatterND).dim_map = scatter_nd_dim_map;
+  set(OpKind::kPad).dim_map = pad_dim_map;
+  set(OpKind::kExpand).dim_map = expand_dim_map;
+  set(OpKind::kExpand).localize = localize_expand;
+  set(OpKind::kTile).dim_map = tile_dim_map;
+  set(OpKind::kTile).localize = localize_tile;
+  set(OpKind::kTrilu).dim_map = trilu_dim_map;
 }
 
 }  // namespace tessera

@@ -182,6 +182,72 @@ void eval_global_average_pool(const EvalArgs<T>& a) { eval_global_pool<T, false>
 template <class T>
 void eval_global_max_pool(const EvalArgs<T>& a) { eval_global_pool<T, true>(a); }
 
+std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
+  std::vector<DimExpr> v;
+  for (int x : f) v.push_back(dims::factor(x));
+  return v;
+}
+
+// out [batch.., m, n] = Σ_k A[batch.., m, k] · B[batch.., k, n]; batch dims
+// broadcast, 1-D operands have no m (or n).
+DimMap matmul_dim_map(const DimMapContext& c) {
+  const Shape &a = c.in[0], &b = c.in[1];
+  MatMulGeometry g = matmul_geometry(a, b);
+  DimMap m;
+  std::vector<int> batch;
+  for (int64_t s : g.batch) batch.push_back(dims::add_factor(m, s));
+  int fm = dims::add_factor(m, g.m), fn = dims::add_factor(m, g.n), fk = dims::add_factor(m, g.k, FactorKind::kSum);
+  std::vector<DimExpr> out = factor_dims(batch);
+  if (a.size() > 1) out.push_back(dims::factor(fm));
+  if (b.size() > 1) out.push_back(dims::factor(fn));
+  auto operand = [&](const Shape& s, const Shape& core_batch, std::vector<DimExpr> core) {
+    std::vector<DimExpr> d = dims::broadcast(core_batch, g.batch, batch);
+    if (s.size() == 1) return core;
+    d.insert(d.end(), core.begin(), core.end());
+    return d;
+  };
+  Read ra{0, operand(a, g.a_batch, a.size() == 1 ? std::vector<DimExpr>{dims::factor(fk)}
+                                                  : std::vector<DimExpr>{dims::factor(fm), dims::factor(fk)}),
+          false};
+  Read rb{1, operand(b, g.b_batch, b.size() == 1 ? std::vector<DimExpr>{dims::factor(fk)}
+                                                  : std::vector<DimExpr>{dims::factor(fk), dims::factor(fn)}),
+          false};
+  m.outputs.push_back({Piece{std::move(out), {std::move(ra), std::move(rb)}}});
+  return m;
+}
+
+// out [m, n] = alpha Σ_k op(A)[m, k] · op(B)[k, n] + beta C[m, n] (C broadcast).
+DimMap gemm_dim_map(const DimMapContext& c) {
+  bool ta = c.node.attrs.i("transA") != 0, tb = c.node.attrs.i("transB") != 0;
+  const Shape &a = c.in[0], &out = c.out[0];
+  DimMap m;
+  int fm = dims::add_factor(m, out[0]), fn = dims::add_factor(m, out[1]);
+  int fk = dims::add_factor(m, ta ? a[0] : a[1], FactorKind::kSum);
+  Piece p{{dims::factor(fm), dims::factor(fn)}, {}};
+  p.reads.push_back({0, ta ? factor_dims({fk, fm}) : factor_dims({fm, fk}), false});
+  p.reads.push_back({1, tb ? factor_dims({fn, fk}) : factor_dims({fk, fn}), false});
+  if (c.has_input(2)) p.reads.push_back({2, dims::broadcast(c.in[2], out, {fm, fn}), true});
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// out [n, c, 1..] = mean (max) over the spatial dims of x [n, c, d..].
+DimMap global_pool_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  FactorKind k = c.node.kind == OpKind::kGlobalAveragePool ? FactorKind::kMean : FactorKind::kReduce;
+  DimMap m;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int f = dims::add_factor(m, x[d], d < 2 ? FactorKind::kPass : k);
+    r.dims.push_back(dims::factor(f));
+    p.dims.push_back(d < 2 ? dims::factor(f) : dims::constant_zero());
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
 Linearity bilinear(const Node&) { return {0b11u, true}; }
 Linearity bilinear_without_c(const Node& n) {
   bool has_c = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
@@ -197,6 +263,7 @@ void register_nn_ops(std::vector<OpDef>& defs) {
   OpDef& mm = def(OpKind::kMatMul);
   mm.min_inputs = mm.max_inputs = 2;
   mm.infer = infer_matmul;
+  mm.dim_map = matmul_dim_map;
   TESSERA_SET_KERNELS(mm, eval_matmul);
   mm.linearity = bilinear;
 
@@ -208,16 +275,19 @@ void register_nn_ops(std::vector<OpDef>& defs) {
                 {"transA", AttrType::kInt, AttrValue{int64_t{0}}},
                 {"transB", AttrType::kInt, AttrValue{int64_t{0}}}};
   gemm.infer = infer_gemm;
+  gemm.dim_map = gemm_dim_map;
   TESSERA_SET_KERNELS(gemm, eval_gemm);
   gemm.linearity = bilinear_without_c;
 
   OpDef& gap = def(OpKind::kGlobalAveragePool);
   gap.infer = infer_global_pool;
+  gap.dim_map = global_pool_dim_map;
   TESSERA_SET_KERNELS(gap, eval_global_average_pool);
   gap.linearity = linear_in_input0;
 
   OpDef& gmp = def(OpKind::kGlobalMaxPool);
   gmp.infer = infer_global_pool;
+  gmp.dim_map = global_pool_dim_map;
   TESSERA_SET_KERNELS(gmp, eval_global_max_pool);
 
   register_conv_ops(defs);

@@ -389,6 +389,101 @@ void eval_batch_norm(const EvalArgs<T>& a) {
   }
 }
 
+// Dim maps. Reduce*: kept dims pass, reduced dims are contracted (a sum, a
+// mean, or another reduction). Ops that read a row (Softmax, CumSum,
+// LayerNorm's statistics) read x twice: at the element, and along the row
+// through a second, contracted factor per row dim.
+FactorKind reduce_kind(OpKind k) {
+  switch (k) {
+    case OpKind::kReduceSum: case OpKind::kReduceSumSquare: return FactorKind::kSum;
+    case OpKind::kReduceMean: return FactorKind::kMean;
+    default: return FactorKind::kReduce;
+  }
+}
+
+DimMap reduce_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  std::vector<bool> mask(x.size(), false);
+  if (c.node.kind == OpKind::kArgMax || c.node.kind == OpKind::kArgMin)
+    mask[ops::normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(x.size()))] = true;
+  else
+    mask = reduced_dims(c.node, static_cast<int64_t>(x.size()));
+  bool keep = c.node.attrs.i("keepdims") != 0;
+  DimMap m;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int f = dims::add_factor(m, x[d], mask[d] ? reduce_kind(c.node.kind) : FactorKind::kPass);
+    r.dims.push_back(dims::factor(f));
+    if (!mask[d]) p.dims.push_back(dims::factor(f));
+    else if (keep) p.dims.push_back(dims::constant_zero());
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// Rows: dims [from, rank) of x. Returns the identity read's factors; `row`
+// gets the contracted factor of each row dim.
+std::vector<int> row_factors(DimMap& m, const Shape& x, size_t from, std::vector<int>& row) {
+  std::vector<int> f;
+  for (int64_t s : x) f.push_back(dims::add_factor(m, s));
+  row.assign(x.size(), -1);
+  for (size_t d = from; d < x.size(); ++d) row[d] = dims::add_factor(m, x[d], FactorKind::kReduce);
+  return f;
+}
+
+Read row_read(const std::vector<int>& f, const std::vector<int>& row) {
+  Read r{0, {}, false};
+  for (size_t d = 0; d < f.size(); ++d) r.dims.push_back(dims::factor(row[d] >= 0 ? row[d] : f[d]));
+  return r;
+}
+
+std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
+  std::vector<DimExpr> v;
+  for (int x : f) v.push_back(dims::factor(x));
+  return v;
+}
+
+// Softmax, LogSoftmax, CumSum: along one axis.
+DimMap axis_row_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  size_t axis = static_cast<size_t>(ops::normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(x.size())));
+  DimMap m;
+  std::vector<int> row;
+  std::vector<int> f = row_factors(m, x, axis, row);
+  for (size_t d = axis + 1; d < x.size(); ++d) row[d] = -1;  // only the axis is a row
+  Piece p{factor_dims(f), {Read{0, factor_dims(f), false}, row_read(f, row)}};
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+DimMap layer_norm_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  size_t axis = static_cast<size_t>(ops::normalize_axis(c.node.attrs.i("axis"), static_cast<int64_t>(x.size())));
+  DimMap m;
+  std::vector<int> row;
+  std::vector<int> f = row_factors(m, x, axis, row);
+  Piece y{factor_dims(f), {Read{0, factor_dims(f), false}, row_read(f, row)}};
+  for (size_t i = 1; i < 3; ++i)
+    if (c.has_input(i)) y.reads.push_back({static_cast<int>(i), dims::broadcast(c.in[i], x, f), false});
+  Piece stat{{}, {row_read(f, row)}};
+  for (size_t d = 0; d < x.size(); ++d) stat.dims.push_back(d < axis ? dims::factor(f[d]) : dims::constant_zero());
+  m.outputs = {{y}, {stat}, {stat}};
+  return m;
+}
+
+DimMap batch_norm_dim_map(const DimMapContext& c) {
+  const Shape& x = c.in[0];
+  DimMap m;
+  std::vector<int> f;
+  for (int64_t s : x) f.push_back(dims::add_factor(m, s));
+  Piece p{factor_dims(f), {Read{0, factor_dims(f), false}}};
+  for (int i = 1; i < 5; ++i) p.reads.push_back({i, {dims::factor(f[1])}, false});
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
 Linearity linear_in_x(const Node&) { return {1u, false}; }
 
 }  // namespace
@@ -402,6 +497,7 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
     OpDef& d = defs[k];
     d.attrs = {{"axes", AttrType::kInts, std::vector<int64_t>{}}, keepdims()};
     d.infer = infer_reduce;
+    d.dim_map = reduce_dim_map;
     TESSERA_SET_KERNELS(d, eval_reduce);
   }
   def(OpKind::kReduceSum).linearity = linear_in_x;
@@ -411,6 +507,7 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
     OpDef& d = def(k);
     d.attrs = {{"axis", AttrType::kInt, int64_t{0}}, keepdims(), {"select_last_index", AttrType::kInt, int64_t{0}}};
     d.infer = infer_arg;
+    d.dim_map = reduce_dim_map;
     TESSERA_SET_KERNELS(d, eval_arg);
   }
 
@@ -419,6 +516,7 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
               {"exclusive", AttrType::kInt, int64_t{0}},
               {"reverse", AttrType::kInt, int64_t{0}}};
   cs.infer = infer_cumsum;
+  cs.dim_map = axis_row_dim_map;
   TESSERA_SET_KERNELS(cs, eval_cumsum);
   cs.linearity = linear_in_x;
 
@@ -426,6 +524,7 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
     OpDef& d = def(k);
     d.attrs = {{"axis", AttrType::kInt, int64_t{-1}}};
     d.infer = infer_softmax;
+    d.dim_map = axis_row_dim_map;
     TESSERA_SET_KERNELS(d, eval_softmax);
   }
 
@@ -437,12 +536,14 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
               {"epsilon", AttrType::kFloat, 1e-5},
               {"stash_type", AttrType::kInt, int64_t{1}}};
   ln.infer = infer_layer_norm;
+  ln.dim_map = layer_norm_dim_map;
   TESSERA_SET_KERNELS(ln, eval_layer_norm);
 
   OpDef& bn = def(OpKind::kBatchNormalization);
   bn.min_inputs = bn.max_inputs = 5;
   bn.attrs = {{"epsilon", AttrType::kFloat, 1e-5}, {"momentum", AttrType::kFloat, 0.9}};
   bn.infer = infer_batch_norm;
+  bn.dim_map = batch_norm_dim_map;
   TESSERA_SET_KERNELS(bn, eval_batch_norm);
 }
 

@@ -356,6 +356,32 @@ std::optional<std::vector<ResizeAxis>> resize_axes(const Node& n, const Shape& i
 
 }  // namespace ops
 
+namespace {
+
+// An axis whose taps are the identity (same size, each output reads its own
+// input element with weight 1) passes through; the others are positional.
+DimMap resize_dim_map(const DimMapContext& c) {
+  const Shape &x = c.in[0], &out = c.out[0];
+  std::optional<std::vector<ops::ResizeAxis>> axes = ops::resize_axes(c.node, x);
+  DimMap m;
+  Piece p;
+  Read r{0, {}, false};
+  for (size_t d = 0; d < x.size(); ++d) {
+    int f = dims::add_factor(m, out[d]);
+    p.dims.push_back(dims::factor(f));
+    r.dims.push_back(axes && (*axes)[d].identity ? dims::factor(f) : dims::positional({f}));
+  }
+  p.reads.push_back(std::move(r));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+void localize_resize(const DimMapContext&, Attrs& attrs, const std::vector<Shape>&, const std::vector<Shape>& out) {
+  attrs.set("sizes", out[0]);
+}
+
+}  // namespace
+
 void register_resize_ops(std::vector<OpDef>& defs) {
   OpDef& d = defs[static_cast<int>(OpKind::kResize)];
   auto str = [](const char* name, const char* v) {
@@ -375,6 +401,8 @@ void register_resize_ops(std::vector<OpDef>& defs) {
   };
   d.infer = infer_resize;
   d.linearity = resize_linearity;
+  d.dim_map = resize_dim_map;
+  d.localize = localize_resize;
   TESSERA_SET_KERNELS(d, eval_resize);
 }
 

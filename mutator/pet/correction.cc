@@ -112,7 +112,7 @@ class Recompute {
       if (!x) return std::nullopt;
       return add(OpKind::kTranspose, {*x}, n.attrs);
     }
-    if (op_def(n.kind).elementwise || n.kind == OpKind::kIdentity) {
+    if (op_def(n.kind).elementwise() || n.kind == OpKind::kIdentity) {
       std::vector<ValueId> ins;
       for (ValueId in : n.inputs) {
         if (in == kNoValue) return std::nullopt;

@@ -343,7 +343,7 @@ TEST(ElementwiseOps, LinearityAndFlags) {
   for (int k = static_cast<int>(OpKind::kIdentity); k <= static_cast<int>(OpKind::kWhere); ++k) {
     const OpDef& d = op_def(static_cast<OpKind>(k));
     SCOPED_TRACE(op_name(d.kind));
-    EXPECT_TRUE(d.elementwise);
+    EXPECT_TRUE(d.elementwise());
     EXPECT_NE(d.infer, nullptr);
     EXPECT_NE(d.eval_f32, nullptr);
     EXPECT_NE(d.eval_f64, nullptr);

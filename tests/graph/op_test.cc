@@ -84,7 +84,7 @@ TEST(OpTest, ElementwiseFlagFollowsTheFamily) {
   std::set<OpKind> family = elementwise_family();
   EXPECT_TRUE(family.count(OpKind::kAdd) && family.count(OpKind::kRelu) && family.count(OpKind::kWhere));
   for (OpKind k : all_kinds())
-    EXPECT_EQ(op_def(k).elementwise, family.count(k) == 1) << op_name(k);
+    EXPECT_EQ(op_def(k).elementwise(), family.count(k) == 1) << op_name(k);
 }
 
 TEST(OpTest, ValidateAttrsFillsDefaultsAndRejectsStrangers) {

@@ -217,7 +217,7 @@ TEST(ReduceFamily, LinearityAndKernels) {
   for (int k = static_cast<int>(OpKind::kReduceSum); k <= static_cast<int>(OpKind::kBatchNormalization); ++k) {
     const OpDef& d = op_def(static_cast<OpKind>(k));
     SCOPED_TRACE(op_name(d.kind));
-    EXPECT_FALSE(d.elementwise);
+    EXPECT_FALSE(d.elementwise());
     EXPECT_NE(d.infer, nullptr);
     EXPECT_NE(d.eval_f32, nullptr);
     EXPECT_NE(d.eval_f64, nullptr);

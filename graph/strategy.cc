@@ -1,0 +1,304 @@
+#include "graph/strategy.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace tessera {
+namespace {
+
+using Kind = AxisStrategy::Kind;
+
+bool present(const Node& n, size_t i) { return i < n.inputs.size() && n.inputs[i] != kNoValue; }
+
+bool contains(const DimExpr& e, int f) {
+  return std::any_of(e.terms.begin(), e.terms.end(), [&](const DimTerm& t) { return t.factor == f; });
+}
+
+// The dim of `dims` that holds factor f as the major term of a whole dim
+// (-1: none holds it); false when f sits anywhere else (a minor term, a
+// strided, padded or positional dim), which no shard of a dim describes.
+bool major_dim(const DimMap& m, const std::vector<DimExpr>& dims, const Shape& shape, int f, int64_t& dim) {
+  dim = -1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (!contains(dims[d], f)) continue;
+    if (dim >= 0 || !is_plain(m, dims[d], shape[d]) || dims[d].terms[0].factor != f) return false;
+    dim = static_cast<int64_t>(d);
+  }
+  return true;
+}
+
+// Factor f split over an axis: inputs and outputs holding it are sharded on
+// the dim where it is major, the others replicated (a bias after a sum
+// Partial). nullopt when some tensor holds f where a dim shard cannot carry
+// it, or a sharded dim's reads disagree on their major factor (Softmax's
+// axis is read at the element and along the row).
+std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const DimMap& m, int f) {
+  const Factor& fac = m.factors[static_cast<size_t>(f)];
+  bool contracted = fac.kind != FactorKind::kPass;
+  AxisStrategy s;
+  s.kind = Kind::kShardFactor;
+  s.factor = f;
+  s.factor_kind = fac.kind;
+  s.inputs.assign(n.inputs.size(), Placement::replicate());
+  std::vector<int64_t> in_dim(n.inputs.size(), -2);  // -2: not read yet, -1: read without f
+  for (const auto& pieces : m.outputs)
+    for (const Piece& p : pieces)
+      for (const Read& r : p.reads) {
+        auto i = static_cast<size_t>(r.input);
+        int64_t d = -1;
+        if (!major_dim(m, r.dims, g.type(n.inputs[i]).shape, f, d)) return std::nullopt;
+        // Every read of a sharded input must carry f on the same dim.
+        if (in_dim[i] != -2 && in_dim[i] != d) return std::nullopt;
+        in_dim[i] = d;
+        if (d < 0 && r.bias && contracted) s.inputs[i] = Placement::partial();
+      }
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (in_dim[i] >= 0) s.inputs[i] = Placement::shard(in_dim[i]);
+  for (size_t o = 0; o < m.outputs.size(); ++o) {
+    const TensorType& t = g.type(n.outputs[o]);
+    if (contracted) {
+      if (t.dtype == DType::kBool || (fac.kind == FactorKind::kMean && !is_float(t.dtype))) return std::nullopt;
+      s.outputs.push_back(Placement::partial());
+      continue;
+    }
+    int64_t dim = -2;
+    for (const Piece& p : m.outputs[o]) {
+      // A Concat piece's dims other than its axis cover the output's.
+      int64_t d = -1;
+      if (!major_dim(m, p.dims, t.shape, f, d) || d < 0 || (dim != -2 && dim != d)) return std::nullopt;
+      dim = d;
+    }
+    if (dim < 0) return std::nullopt;
+    s.outputs.push_back(Placement::shard(dim));
+  }
+  s.name = std::string(contracted ? "contract " : "shard ") + factor_kind_name(fac.kind) + " factor of size " +
+           std::to_string(fac.size);
+  return s;
+}
+
+// Linearity of the op with its bias inputs left out: Conv(x, w) + b is
+// linear in x once b is counted on one rank only.
+Linearity linearity_without_bias(const Node& n, const DimMap& m) {
+  const OpDef& def = op_def(n.kind);
+  if (!def.linearity) return {};
+  Node plain = n;
+  for (const auto& pieces : m.outputs)
+    for (const Piece& p : pieces)
+      for (const Read& r : p.reads)
+        if (r.bias) plain.inputs[static_cast<size_t>(r.input)] = kNoValue;
+  return def.linearity(plain);
+}
+
+std::vector<AxisStrategy> partial_through(const Graph& g, const Node& n, const DimMap& m) {
+  Linearity lin = linearity_without_bias(n, m);
+  if (!lin.any()) return {};
+  for (ValueId v : n.outputs)
+    if (g.type(v).dtype == DType::kBool) return {};
+  std::vector<bool> bias(n.inputs.size(), false);
+  for (const auto& pieces : m.outputs)
+    for (const Piece& p : pieces)
+      for (const Read& r : p.reads)
+        if (r.bias) bias[static_cast<size_t>(r.input)] = true;
+  auto make = [&](int only) {
+    AxisStrategy s;
+    s.kind = Kind::kPartialThrough;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      bool p = present(n, i) && (bias[i] || (lin.linear_in(static_cast<int>(i)) && (only < 0 || only == static_cast<int>(i))));
+      s.inputs.push_back(p ? Placement::partial() : Placement::replicate());
+    }
+    s.outputs.assign(n.outputs.size(), Placement::partial());
+    s.name = only < 0 ? "partial" : "partial in input " + std::to_string(only);
+    return s;
+  };
+  std::vector<AxisStrategy> out;
+  if (!lin.separately) {
+    out.push_back(make(-1));
+  } else {
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (present(n, i) && !bias[i] && lin.linear_in(static_cast<int>(i))) out.push_back(make(static_cast<int>(i)));
+  }
+  return out;
+}
+
+bool same_placements(const AxisStrategy& a, const AxisStrategy& b) {
+  return a.inputs == b.inputs && a.outputs == b.outputs;
+}
+
+// The product of the axis sizes that split each factor divides its size.
+bool factors_divide(const DimMap& m, const DeviceMesh& mesh, const std::vector<const AxisStrategy*>& axes) {
+  std::vector<int64_t> ways(m.factors.size(), 1);
+  for (size_t a = 0; a < axes.size(); ++a)
+    if (axes[a]->kind == Kind::kShardFactor) ways[static_cast<size_t>(axes[a]->factor)] *= mesh.axes()[a].size;
+  for (size_t f = 0; f < m.factors.size(); ++f)
+    if (ways[f] > 1 && m.factors[f].size % ways[f] != 0) return false;
+  return true;
+}
+
+bool fits(const Sharding& s, const DeviceMesh& mesh, const TensorType& t) {
+  try {
+    s.validate(mesh, t);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::vector<ValueId> scale_means(const LocalOp& op, std::vector<ValueId> outs) {
+  int64_t ways = 1;
+  for (size_t a = 0; a < op.strategy.axes.size(); ++a) {
+    const AxisStrategy& s = op.strategy.axes[a];
+    if (s.kind == Kind::kShardFactor && s.factor_kind == FactorKind::kMean) ways *= op.mesh.axes()[a].size;
+  }
+  if (ways == 1) return outs;
+  for (ValueId& v : outs) {
+    const TensorType& t = op.local.type(v);
+    ValueId k = op.local.add_constant(op.node.name + "/mean_share",
+                                      Tensor::from_doubles(t.dtype, {}, {1.0 / static_cast<double>(ways)}));
+    v = op.local.add(OpKind::kMul, {v, k}, {}, op.node.name + "/mean_scale");
+  }
+  return outs;
+}
+
+}  // namespace
+
+std::string Strategy::str() const {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? " x " : "") + inputs[i].str();
+  s += " -> ";
+  for (size_t o = 0; o < outputs.size(); ++o) s += (o ? ", " : "") + outputs[o].str();
+  s += " (";
+  for (size_t a = 0; a < axes.size(); ++a) s += (a ? "; " : "") + axes[a].name;
+  return s + ")";
+}
+
+std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t axis_size) {
+  AxisStrategy rep;
+  rep.inputs.assign(n.inputs.size(), Placement::replicate());
+  rep.outputs.assign(n.outputs.size(), Placement::replicate());
+  rep.name = "replicate";
+  std::vector<AxisStrategy> out{rep};
+  const OpDef& def = op_def(n.kind);
+  if (def.is_collective() || axis_size <= 1) return out;
+  DimMap m = dim_map(g, n);
+  for (size_t f = 0; f < m.factors.size(); ++f) {
+    const Factor& fac = m.factors[f];
+    if (fac.kind == FactorKind::kReduce || fac.size < axis_size || fac.size % axis_size != 0) continue;
+    if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f))) out.push_back(std::move(*s));
+  }
+  for (AxisStrategy& s : partial_through(g, n, m)) out.push_back(std::move(s));
+  if (def.explicit_strategies)
+    for (AxisStrategy& s : def.explicit_strategies(g, n, axis_size)) out.push_back(std::move(s));
+  // Two factors of one dim (a size-1 run, say) can give the same placements.
+  std::vector<AxisStrategy> unique;
+  for (AxisStrategy& s : out)
+    if (std::none_of(unique.begin(), unique.end(), [&](const AxisStrategy& u) { return same_placements(u, s); }))
+      unique.push_back(std::move(s));
+  return unique;
+}
+
+std::vector<Strategy> strategies(const Graph& g, const Node& n, const DeviceMesh& mesh) {
+  size_t axes = mesh.axes().size();
+  std::vector<std::vector<AxisStrategy>> per_axis;
+  for (const DeviceMesh::Axis& a : mesh.axes()) per_axis.push_back(axis_strategies(g, n, a.size));
+  DimMap m = op_def(n.kind).is_collective() ? DimMap{} : dim_map(g, n);
+  std::vector<Strategy> out;
+  std::vector<size_t> pick(axes, 0);
+  while (true) {
+    std::vector<const AxisStrategy*> chosen;
+    int explicit_axes = 0;
+    for (size_t a = 0; a < axes; ++a) {
+      chosen.push_back(&per_axis[a][pick[a]]);
+      explicit_axes += chosen.back()->kind == Kind::kExplicit;
+    }
+    Strategy s;
+    for (const AxisStrategy* c : chosen) s.axes.push_back(*c);
+    s.inputs.assign(n.inputs.size(), Sharding{});
+    s.outputs.assign(n.outputs.size(), Sharding{});
+    for (size_t a = 0; a < axes; ++a) {
+      for (size_t i = 0; i < n.inputs.size(); ++i) s.inputs[i].placements.push_back(chosen[a]->inputs[i]);
+      for (size_t o = 0; o < n.outputs.size(); ++o) s.outputs[o].placements.push_back(chosen[a]->outputs[o]);
+    }
+    bool ok = explicit_axes <= 1 && factors_divide(m, mesh, chosen);
+    for (size_t i = 0; ok && i < n.inputs.size(); ++i)
+      ok = !present(n, i) || fits(s.inputs[i], mesh, g.type(n.inputs[i]));
+    for (size_t o = 0; ok && o < n.outputs.size(); ++o) ok = fits(s.outputs[o], mesh, g.type(n.outputs[o]));
+    if (ok) out.push_back(std::move(s));
+    size_t a = axes;
+    while (a > 0 && ++pick[a - 1] == per_axis[a - 1].size()) pick[--a] = 0;
+    if (a == 0) break;
+  }
+  return out;
+}
+
+std::vector<Strategy> strategies_for(const Graph& g, const Node& n, const DeviceMesh& mesh,
+                                     const std::vector<Sharding>& inputs) {
+  if (inputs.size() != n.inputs.size())
+    throw Error(ErrorKind::kUsage, "expected " + std::to_string(n.inputs.size()) + " input shardings, got " +
+                                       std::to_string(inputs.size()),
+                {"", n.name, op_name(n.kind)});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!present(n, i)) continue;
+    try {
+      inputs[i].validate(mesh, g.type(n.inputs[i]));
+    } catch (const Error& e) {
+      throw Error(ErrorKind::kInvalidGraph, "input '" + g.value(n.inputs[i]).name + "': " + e.what(),
+                  {"", n.name, op_name(n.kind)});
+    }
+  }
+  std::vector<Strategy> out;
+  for (Strategy& s : strategies(g, n, mesh)) {
+    bool same = true;
+    for (size_t i = 0; i < inputs.size() && same; ++i) same = !present(n, i) || s.inputs[i] == inputs[i];
+    if (same) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& global, int64_t rank,
+                 std::vector<int64_t>& offset, Shape& size) {
+  offset.assign(global.size(), 0);
+  size = global;
+  std::vector<int64_t> c = mesh.coords(rank);
+  for (size_t a = 0; a < sharding.placements.size(); ++a) {
+    const Placement& p = sharding.placements[a];
+    if (!p.is_shard()) continue;
+    auto d = static_cast<size_t>(p.dim);
+    size[d] /= mesh.axes()[a].size;
+    offset[d] += c[a] * size[d];
+  }
+}
+
+std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s, const DeviceMesh& mesh,
+                                int64_t rank, Graph& local, const std::vector<ValueId>& local_inputs) {
+  TESSERA_CHECK(local_inputs.size() == n.inputs.size(), n.name << ": " << local_inputs.size() << " local inputs for "
+                                                               << n.inputs.size() << " slots");
+  LocalOp op{g, n, s, mesh, rank, local, local_inputs};
+  for (size_t a = 0; a < s.axes.size(); ++a)
+    if (s.axes[a].kind == Kind::kExplicit) return scale_means(op, s.axes[a].emit(op, static_cast<int>(a)));
+  const OpDef& def = op_def(n.kind);
+  Attrs attrs = n.attrs;
+  std::vector<Shape> local_out;
+  for (size_t o = 0; o < n.outputs.size(); ++o) local_out.push_back(s.outputs[o].local_shape(mesh, g.type(n.outputs[o]).shape));
+  if (def.localize) {
+    std::vector<Shape> gin, lin;
+    std::vector<bool> have;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      have.push_back(present(n, i));
+      gin.push_back(have.back() ? g.type(n.inputs[i]).shape : Shape{});
+      lin.push_back(local_inputs[i] != kNoValue ? local.type(local_inputs[i]).shape : Shape{});
+    }
+    std::vector<Shape> gout;
+    for (ValueId v : n.outputs) gout.push_back(g.type(v).shape);
+    def.localize(DimMapContext{n, gin, gout, have}, attrs, lin, local_out);
+  }
+  NodeId id = local.add_node(n.kind, local_inputs, attrs, n.name);
+  std::vector<ValueId> outs = local.node(id).outputs;
+  for (size_t o = 0; o < outs.size(); ++o)
+    TESSERA_CHECK(local.type(outs[o]).shape == local_out[o],
+                  n.name << " (" << op_name(n.kind) << ") under " << s.str() << " makes a local output of "
+                         << shape_str(local.type(outs[o]).shape) << ", expected " << shape_str(local_out[o]));
+  return scale_means(op, outs);
+}
+
+}  // namespace tessera

@@ -1,0 +1,98 @@
+// Sharding strategies of an op: for placements of a node's inputs on a
+// device mesh, the placements of its outputs and the local op each rank
+// runs. Derived from the op's dimension map (dim_map.h) where they can be:
+//
+//   - a pass factor (one-to-one: element-wise dims, batch, M, N, output
+//     channels) splits when every tensor that holds it has it as the major
+//     term of a whole dim: those dims are S, the other inputs R;
+//   - a contracted factor that the op sums (MatMul's K, a Conv's input
+//     channels, ReduceSum's axis) splits the same way and leaves the outputs
+//     Partial(sum); a bias added after the sum must then be Partial too
+//     (held by one rank), a mean is scaled by 1/n on each rank;
+//   - an op linear in some inputs takes them Partial and gives Partial;
+//   - everything else is replicated: the fallback every op has.
+//
+// Ops list what the map cannot give next to their other facts
+// (OpDef::explicit_strategies: Gather's vocab-parallel rows). Strategies are
+// chosen per mesh axis and combined: a mesh dp=2,tp=4 may shard the batch
+// over dp and the heads over tp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/sharding.h"
+
+namespace tessera {
+
+struct LocalOp;
+
+// What a node does along one mesh axis.
+struct AxisStrategy {
+  enum class Kind : uint8_t {
+    kReplicate,       // every rank computes the whole node
+    kShardFactor,     // a factor of the dim map is split over the axis
+    kPartialThrough,  // Partial inputs of a linear op stay Partial
+    kExplicit,        // listed by the op (OpDef::explicit_strategies)
+  };
+  Kind kind = Kind::kReplicate;
+  int factor = -1;                 // kShardFactor: the factor
+  FactorKind factor_kind = FactorKind::kPass;
+  std::vector<Placement> inputs;   // per input slot (R for omitted inputs)
+  std::vector<Placement> outputs;  // per output
+  std::string name;                // for reports: "shard m", "contract k", "partial", "vocab-parallel"
+  // kExplicit: appends the rank's local op (local shapes already reflect
+  // every axis; the emitter adds what its own axis needs, e.g. a mask).
+  std::vector<ValueId> (*emit)(const LocalOp& op, int axis) = nullptr;
+};
+
+struct Strategy {
+  std::vector<AxisStrategy> axes;  // per mesh axis
+  std::vector<Sharding> inputs;    // per input slot
+  std::vector<Sharding> outputs;   // per output
+  std::string str() const;         // "[S(0)] x [R] -> [S(0)] (shard m)"
+};
+
+// The choices for one mesh axis of `axis_size` ranks: the replicate fallback
+// first, then every factor split, Partial pass-through and explicit entry
+// that fits. Collectives have only the fallback (they are rank programs,
+// not global ops).
+std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t axis_size);
+
+// Every strategy of `n` on `mesh` (the cross product of the axes' choices
+// whose combined shardings divide), the all-replicated one first.
+std::vector<Strategy> strategies(const Graph& g, const Node& n, const DeviceMesh& mesh);
+
+// The strategies whose inputs are placed exactly as `inputs` (one per input
+// slot). Empty when the inputs must be resharded first. Throws
+// Error(kInvalidGraph) naming the tensor when a sharding does not fit it (a
+// dim the axis does not divide, a dim that does not exist).
+std::vector<Strategy> strategies_for(const Graph& g, const Node& n, const DeviceMesh& mesh,
+                                     const std::vector<Sharding>& inputs);
+
+// A node's local op on one rank: what emit_local and explicit emitters see.
+struct LocalOp {
+  const Graph& global;
+  const Node& node;
+  const Strategy& strategy;
+  const DeviceMesh& mesh;
+  int64_t rank = 0;
+  Graph& local;
+  std::vector<ValueId> inputs;  // the rank's local inputs, per input slot (kNoValue if omitted)
+};
+
+// Appends to `local` what `rank` runs for `n` under `s`, reading
+// `local_inputs` (laid out as s.inputs says), and returns the local outputs
+// (laid out as s.outputs says).
+std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s, const DeviceMesh& mesh,
+                                int64_t rank, Graph& local, const std::vector<ValueId>& local_inputs);
+
+// The block of a tensor of global shape `global` that `rank` holds under
+// `sharding`: per dim its offset and size (dims sharded over several axes
+// nest in mesh-axis order). Partial and Replicate axes hold everything.
+void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& global, int64_t rank,
+                 std::vector<int64_t>& offset, Shape& size);
+
+}  // namespace tessera
