@@ -77,8 +77,6 @@ std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const Di
   return s;
 }
 
-// Linearity of the op with its bias inputs left out: Conv(x, w) + b is
-// linear in x once b is counted on one rank only.
 Linearity linearity_without_bias(const Node& n, const DimMap& m) {
   const OpDef& def = op_def(n.kind);
   if (!def.linearity) return {};
@@ -253,6 +251,11 @@ std::vector<Strategy> strategies_for(const Graph& g, const Node& n, const Device
     if (same) out.push_back(std::move(s));
   }
   return out;
+}
+
+Linearity affine_linearity(const Graph& g, const Node& n) {
+  if (op_def(n.kind).is_collective()) return op_def(n.kind).linearity ? op_def(n.kind).linearity(n) : Linearity{};
+  return linearity_without_bias(n, dim_map(g, n));
 }
 
 void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& global, int64_t rank,

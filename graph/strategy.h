@@ -89,6 +89,11 @@ struct LocalOp {
 std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s, const DeviceMesh& mesh,
                                 int64_t rank, Graph& local, const std::vector<ValueId>& local_inputs);
 
+// The inputs `n` is linear in once the bias reads of its dim map are left
+// out: Conv(x, w) + b is linear in x and in w separately with b counted once.
+// For ops without a bias it is the op's own linearity.
+Linearity affine_linearity(const Graph& g, const Node& n);
+
 // The block of a tensor of global shape `global` that `rank` holds under
 // `sharding`: per dim its offset and size (dims sharded over several axes
 // nest in mesh-axis order). Partial and Replicate axes hold everything.

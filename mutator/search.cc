@@ -18,6 +18,7 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "graph/strategy.h"
 #include "mutator/pet/correction.h"
 #include "mutator/rules/rule.h"
 #include "mutator/verify_mutation.h"
@@ -29,21 +30,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Ops a subprogram may hold: the (multi)linear and affine ones the rules and
-// the multilinear test handle. Everything else bounds subprograms.
-bool in_subprogram(const Node& n) {
-  switch (n.kind) {
-    case OpKind::kConv: case OpKind::kConvTranspose: case OpKind::kGemm: case OpKind::kMatMul:
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kNeg:
-    case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kTranspose: case OpKind::kSplit:
-    case OpKind::kConcat: case OpKind::kSlice: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
-    case OpKind::kIdentity:
-      return true;
-    default: {
-      const OpDef& def = op_def(n.kind);
-      return def.linearity && def.linearity(n).any();
-    }
-  }
-}
+// the multilinear test handle (the op table's linearity, with a bias read
+// left out: Conv and Gemm with a bias are affine). Everything else bounds
+// subprograms.
+bool in_subprogram(const Graph& g, const Node& n) { return affine_linearity(g, n).any(); }
 
 // A value read by more nodes than this is a broadcast (a mask, positions),
 // not a link worth searching across.
@@ -78,7 +68,7 @@ struct UnionFind {
 std::vector<std::vector<NodeId>> partition_subprograms(const Graph& g) {
   UnionFind uf(g.num_nodes());
   std::vector<bool> inside(g.num_nodes());
-  for (NodeId n = 0; n < g.num_nodes(); ++n) inside[n] = in_subprogram(g.node(n));
+  for (NodeId n = 0; n < g.num_nodes(); ++n) inside[n] = in_subprogram(g, g.node(n));
   auto users = g.users();
   for (ValueId v = 0; v < g.num_values(); ++v) {
     if (g.value(v).is_constant()) continue;

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "graph/error.h"
 #include "graph/graph.h"
+#include "tests/graph/op_cases.h"
 
 namespace tessera {
 namespace {
@@ -80,11 +82,51 @@ TEST(OpTest, SchemasAreWellFormed) {
   }
 }
 
-TEST(OpTest, ElementwiseFlagFollowsTheFamily) {
+TEST(OpTest, FamilyIsTheOpsDefColumn) {
   std::set<OpKind> family = elementwise_family();
   EXPECT_TRUE(family.count(OpKind::kAdd) && family.count(OpKind::kRelu) && family.count(OpKind::kWhere));
-  for (OpKind k : all_kinds())
+  for (OpKind k : all_kinds()) {
     EXPECT_EQ(op_def(k).elementwise(), family.count(k) == 1) << op_name(k);
+    EXPECT_EQ(op_def(k).is_collective(), std::string(op_family_name(op_def(k).family)) == "collective") << op_name(k);
+  }
+  EXPECT_TRUE(op_def(OpKind::kAllReduce).is_collective());
+  EXPECT_FALSE(op_def(OpKind::kMatMul).is_collective());
+  EXPECT_EQ(op_def(OpKind::kMatMul).family, OpFamily::kNn);
+  EXPECT_EQ(op_def(OpKind::kGather).family, OpFamily::kMovement);
+}
+
+// What the element-wise family promises: each output element reads its
+// inputs at its own position (numpy broadcasting), nothing else.
+TEST(OpTest, ElementwiseFamilyReadsOneToOne) {
+  int seen = 0;
+  for (const testing::OpCase& c : testing::op_cases(1)) {
+    const Node& n = c.graph.node(c.node);
+    if (!op_def(n.kind).elementwise()) continue;
+    ++seen;
+    DimMap m = dim_map(c.graph, n);
+    for (const Factor& f : m.factors) EXPECT_EQ(f.kind, FactorKind::kPass) << c.name;
+    ASSERT_EQ(m.outputs.size(), 1u) << c.name;
+    ASSERT_EQ(m.outputs[0].size(), 1u) << c.name;
+    const Piece& p = m.outputs[0][0];
+    for (const Read& r : p.reads)
+      for (const DimExpr& e : r.dims) {
+        EXPECT_EQ(e.form, DimForm::kAffine) << c.name;
+        EXPECT_LE(e.terms.size(), 1u) << c.name;
+        EXPECT_EQ(e.offset, 0) << c.name;
+        EXPECT_FALSE(e.guarded) << c.name;
+        if (!e.terms.empty())
+          EXPECT_NE(std::find(p.dims.begin(), p.dims.end(), e), p.dims.end()) << c.name << " reads a dim it does not write";
+      }
+  }
+  EXPECT_GT(seen, 40);
+}
+
+TEST(OpTest, ViewsAreTheReshapeFamilyAndIdentity) {
+  std::set<OpKind> views;
+  for (OpKind k : all_kinds())
+    if (op_def(k).is_view) views.insert(k);
+  EXPECT_EQ(views, (std::set<OpKind>{OpKind::kIdentity, OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze,
+                                     OpKind::kUnsqueeze}));
 }
 
 TEST(OpTest, ValidateAttrsFillsDefaultsAndRejectsStrangers) {

@@ -1,0 +1,474 @@
+// Sharding strategies against the global op: for random shapes and every
+// strategy an op offers, on 2, 3 and 4 ranks and on a 2x2 mesh, the local
+// programs (reference interpreter) followed by the collectives the output
+// placements name (gather the shards, sum the partials, replicas must
+// agree) equal the global op. And a catalogue of wrong strategies that the
+// same check rejects and the op table does not offer.
+#include "graph/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/interpreter.h"
+#include "tests/graph/op_cases.h"
+
+namespace tessera {
+namespace {
+
+using testing::OpCase;
+using testing::op_cases;
+using testing::random_inputs;
+
+// Copies the box [off, off + size) of `from` (shape `fs`) to `to` (shape `ts`) at `to_off`; adds when `add`.
+void copy_box(const Tensor& from, const std::vector<int64_t>& off, Tensor& to, const std::vector<int64_t>& to_off,
+              const Shape& size, bool add) {
+  const Shape &fs = from.type().shape, &ts = to.type().shape;
+  int64_t n = shape_numel(size);
+  std::vector<int64_t> idx(size.size());
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t rem = e, fi = 0, ti = 0;
+    for (size_t d = size.size(); d-- > 0;) {
+      idx[d] = rem % size[d];
+      rem /= size[d];
+    }
+    for (size_t d = 0; d < size.size(); ++d) {
+      fi = fi * fs[d] + off[d] + idx[d];
+      ti = ti * ts[d] + to_off[d] + idx[d];
+    }
+    if (is_float(from.dtype())) to.set_double(ti, (add ? to.get_double(ti) : 0.0) + from.get_double(fi));
+    else to.set_int(ti, (add ? to.get_int(ti) : 0) + from.get_int(fi));
+  }
+}
+
+Tensor zeros(const TensorType& t) { return Tensor(t.dtype, t.shape); }
+
+// The block of `global` that `rank` holds; a Partial axis puts it on
+// coordinate 0 and zeros elsewhere (how a value is split into partials).
+Tensor scatter(const Tensor& global, const Sharding& s, const DeviceMesh& mesh, int64_t rank) {
+  std::vector<int64_t> off;
+  Shape size;
+  local_block(mesh, s, global.type().shape, rank, off, size);
+  Tensor local = zeros({global.dtype(), size});
+  std::vector<int64_t> c = mesh.coords(rank);
+  for (size_t a = 0; a < s.placements.size(); ++a)
+    if (s.placements[a].kind == Placement::Kind::kPartial && c[a] != 0) return local;
+  copy_box(global, off, local, std::vector<int64_t>(size.size(), 0), size, false);
+  return local;
+}
+
+struct Assembled {
+  Tensor value;
+  bool replicas_agree = true;
+};
+
+// Gathers shards, sums partials; replicated axes read coordinate 0 and
+// every other coordinate must hold the same.
+Assembled assemble(const std::vector<Tensor>& locals, const Sharding& s, const DeviceMesh& mesh,
+                   const TensorType& global) {
+  Assembled out{zeros(global)};
+  for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+    std::vector<int64_t> c = mesh.coords(r), c0 = c;
+    for (size_t a = 0; a < s.placements.size(); ++a)
+      if (s.placements[a].kind == Placement::Kind::kReplicate) c0[a] = 0;
+    const Tensor& mine = locals[static_cast<size_t>(r)];
+    if (c0 != c) {
+      const Tensor& ref = locals[static_cast<size_t>(mesh.rank_of(c0))];
+      for (int64_t e = 0; e < mine.numel(); ++e)
+        if (mine.get_double(e) != ref.get_double(e) && !(std::isnan(mine.get_double(e)) && std::isnan(ref.get_double(e))))
+          out.replicas_agree = false;
+      continue;
+    }
+    std::vector<int64_t> off;
+    Shape size;
+    local_block(mesh, s, global.shape, r, off, size);
+    if (size != mine.type().shape) {
+      out.replicas_agree = false;
+      continue;
+    }
+    copy_box(mine, std::vector<int64_t>(size.size(), 0), out.value, off, size, true);
+  }
+  return out;
+}
+
+struct Check {
+  bool ok = true;
+  std::string why;
+};
+
+// Runs node `n` of `g` under `s` on every rank of `mesh` and compares with
+// the global op on `inputs` (one per graph input).
+Check run_strategy(const Graph& g, NodeId id, const Strategy& s, const DeviceMesh& mesh,
+                   const std::vector<Tensor>& inputs) {
+  const Node& n = g.node(id);
+  std::vector<Tensor> global = evaluate(g, inputs, Precision::kF64);
+  std::map<ValueId, Tensor> value_of;
+  for (size_t i = 0; i < g.inputs().size(); ++i) value_of.emplace(g.inputs()[i], inputs[i]);
+  for (ValueId v : n.inputs)
+    if (v != kNoValue && g.value(v).constant) value_of.emplace(v, *g.value(v).constant);
+  std::vector<std::vector<Tensor>> per_rank(n.outputs.size());
+  for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+    Graph local;
+    std::vector<ValueId> ins;
+    std::vector<Tensor> feeds;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId v = n.inputs[i];
+      if (v == kNoValue) {
+        ins.push_back(kNoValue);
+        continue;
+      }
+      Tensor block = scatter(value_of.at(v), s.inputs[i], mesh, r);
+      if (g.value(v).constant) {
+        ins.push_back(local.add_constant(g.value(v).name, block));
+      } else {
+        ins.push_back(local.add_input(g.value(v).name, block.type()));
+        feeds.push_back(block);
+      }
+    }
+    std::vector<ValueId> outs;
+    try {
+      outs = emit_local(g, n, s, mesh, r, local, ins);
+      local.set_outputs(outs);
+      std::vector<Tensor> got = evaluate(local, feeds, Precision::kF64);
+      for (size_t o = 0; o < got.size(); ++o) per_rank[o].push_back(got[o]);
+    } catch (const Error& e) {
+      return {false, std::string("rank ") + std::to_string(r) + " failed: " + e.what()};
+    }
+  }
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    Assembled a = assemble(per_rank[o], s.outputs[o], mesh, g.type(n.outputs[o]));
+    if (!a.replicas_agree) return {false, "replicas of output " + std::to_string(o) + " disagree"};
+    const Tensor& want = global[o];
+    double scale = 1;
+    for (int64_t e = 0; e < want.numel(); ++e) scale = std::max(scale, std::fabs(want.get_double(e)));
+    for (int64_t e = 0; e < want.numel(); ++e) {
+      double x = a.value.get_double(e), y = want.get_double(e);
+      if (std::isnan(x) && std::isnan(y)) continue;
+      if (!(std::fabs(x - y) <= 1e-5 * scale))
+        return {false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " + std::to_string(x) +
+                           " against the global op's " + std::to_string(y)};
+    }
+  }
+  return {};
+}
+
+std::vector<DeviceMesh> meshes() {
+  return {DeviceMesh::parse("tp=2"), DeviceMesh::parse("tp=3"), DeviceMesh::parse("tp=4"),
+          DeviceMesh::parse("dp=2,tp=2")};
+}
+
+TEST(Strategies, CasesCoverEveryKindButCollectives) {
+  std::set<OpKind> seen;
+  for (const OpCase& c : op_cases(1)) seen.insert(c.graph.node(c.node).kind);
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    auto kind = static_cast<OpKind>(k);
+    if (op_def(kind).is_collective()) continue;
+    EXPECT_TRUE(seen.count(kind)) << op_name(kind) << " has no case";
+  }
+}
+
+TEST(Strategies, ReplicatingIsAlwaysFirst) {
+  for (const OpCase& c : op_cases(1))
+    for (const DeviceMesh& mesh : meshes()) {
+      std::vector<Strategy> all = strategies(c.graph, c.graph.node(c.node), mesh);
+      ASSERT_FALSE(all.empty()) << c.name;
+      for (const Sharding& s : all[0].inputs) EXPECT_EQ(s, Sharding::replicated(mesh)) << c.name;
+      for (const Sharding& s : all[0].outputs) EXPECT_EQ(s, Sharding::replicated(mesh)) << c.name;
+    }
+}
+
+// The property test of the issue, over every op kind and every strategy.
+TEST(Strategies, LocalProgramsComputeTheGlobalOp) {
+  std::map<std::string, int> per_family;
+  int checked = 0;
+  for (uint64_t seed : {1u, 2u, 3u})
+    for (const OpCase& c : op_cases(seed)) {
+      const Node& n = c.graph.node(c.node);
+      std::vector<Tensor> inputs = random_inputs(c.graph, seed);
+      for (const DeviceMesh& mesh : meshes())
+        for (const Strategy& s : strategies(c.graph, n, mesh)) {
+          Check r = run_strategy(c.graph, c.node, s, mesh, inputs);
+          EXPECT_TRUE(r.ok) << c.name << " on " << mesh.str() << ", " << s.str() << ": " << r.why;
+          ++checked;
+          bool sharded = std::any_of(s.axes.begin(), s.axes.end(),
+                                     [](const AxisStrategy& a) { return a.kind != AxisStrategy::Kind::kReplicate; });
+          if (sharded) ++per_family[op_family_name(op_def(n.kind).family)];
+        }
+    }
+  EXPECT_GT(checked, 2000);
+  for (const char* f : {"elementwise", "reduce", "nn", "movement"}) EXPECT_GT(per_family[f], 50) << f;
+  std::string counts;
+  for (const auto& [f, k] : per_family) counts += " " + f + ":" + std::to_string(k);
+  std::printf("%d strategies checked; sharded ones per family:%s\n", checked, counts.c_str());
+}
+
+// Helpers that build one node and look up its strategies.
+struct OneNode {
+  Graph g;
+  NodeId node = 0;
+  std::vector<Strategy> on(const std::string& mesh) const {
+    return strategies(g, g.node(node), DeviceMesh::parse(mesh));
+  }
+  bool offers(const std::string& mesh, const std::string& text) const {
+    for (const Strategy& s : on(mesh))
+      if (s.str().rfind(text, 0) == 0) return true;
+    return false;
+  }
+  std::string all(const std::string& mesh) const {
+    std::string out;
+    for (const Strategy& s : on(mesh)) out += "\n  " + s.str();
+    return out;
+  }
+};
+
+OneNode one(OpKind k, std::vector<TensorType> in, Attrs a = {}) {
+  OneNode o;
+  std::vector<ValueId> ins;
+  for (size_t i = 0; i < in.size(); ++i) ins.push_back(o.g.add_input("in" + std::to_string(i), in[i]));
+  o.node = o.g.add_node(k, ins, a, "node");
+  o.g.set_outputs(o.g.node(o.node).outputs);
+  return o;
+}
+
+TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
+
+TEST(Strategies, MatMulIsColumnRowAndBatchParallel) {
+  OneNode mm = one(OpKind::kMatMul, {f32({4, 6}), f32({6, 8})});
+  EXPECT_TRUE(mm.offers("tp=2", "[R] x [S(1)] -> [S(1)]")) << mm.all("tp=2");  // column parallel
+  EXPECT_TRUE(mm.offers("tp=2", "[S(1)] x [S(0)] -> [P]")) << mm.all("tp=2");  // row parallel
+  EXPECT_TRUE(mm.offers("tp=2", "[S(0)] x [R] -> [S(0)]")) << mm.all("tp=2");  // rows of A
+  EXPECT_TRUE(mm.offers("tp=2", "[P] x [R] -> [P]")) << mm.all("tp=2");
+  EXPECT_TRUE(mm.offers("dp=2,tp=2", "[S(0),S(1)] x [R,S(0)] -> [S(0),P]")) << mm.all("dp=2,tp=2");
+  EXPECT_TRUE(mm.offers("tp=4", "[R] x [S(1)] -> [S(1)]"));
+  EXPECT_TRUE(mm.offers("tp=3", "[S(1)] x [S(0)] -> [P]"));
+  EXPECT_FALSE(mm.offers("tp=4", "[S(1)] x [S(0)]")) << "K = 6 is not divisible by 4";
+}
+
+TEST(Strategies, SoftmaxAndLayerNormNeverSplitTheirReducedAxes) {
+  Attrs sm;
+  sm.set("axis", int64_t{-1});
+  OneNode s = one(OpKind::kSoftmax, {f32({4, 6})}, sm);
+  EXPECT_TRUE(s.offers("tp=2", "[S(0)] -> [S(0)]"));
+  EXPECT_FALSE(s.offers("tp=2", "[S(1)]")) << s.all("tp=2");
+  Attrs ln;
+  ln.set("axis", int64_t{1});
+  OneNode l = one(OpKind::kLayerNormalization, {f32({4, 6, 8}), f32({6, 8}), f32({6, 8})}, ln);
+  EXPECT_TRUE(l.offers("tp=2", "[S(0)] x [R] x [R] -> [S(0)], [S(0)], [S(0)]")) << l.all("tp=2");
+  for (const Strategy& st : l.on("tp=2"))
+    EXPECT_FALSE(st.inputs[0].placements[0] == Placement::shard(1) || st.inputs[0].placements[0] == Placement::shard(2))
+        << st.str();
+}
+
+TEST(Strategies, ConvSplitsBatchChannelsInputChannelsAndGroups) {
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3});
+  a.set("strides", std::vector<int64_t>{1});
+  a.set("pads", std::vector<int64_t>{1, 1});
+  a.set("dilations", std::vector<int64_t>{1});
+  OneNode c = one(OpKind::kConv, {f32({2, 4, 9}), f32({6, 4, 3}), f32({6})}, a);
+  EXPECT_TRUE(c.offers("tp=2", "[S(0)] x [R] x [R] -> [S(0)]")) << c.all("tp=2");        // batch
+  EXPECT_TRUE(c.offers("tp=2", "[R] x [S(0)] x [S(0)] -> [S(1)]")) << c.all("tp=2");     // output channels
+  EXPECT_TRUE(c.offers("tp=2", "[S(1)] x [S(1)] x [P] -> [P]")) << c.all("tp=2");        // input channels
+  EXPECT_FALSE(c.offers("tp=2", "[R] x [R] x [R] -> [S(2)]")) << "spatial needs a halo";
+  a.set("group", int64_t{2});
+  OneNode g = one(OpKind::kConv, {f32({2, 4, 9}), f32({6, 2, 3})}, a);
+  EXPECT_TRUE(g.offers("tp=2", "[S(1)] x [S(0)] -> [S(1)]")) << g.all("tp=2");           // groups
+}
+
+TEST(Strategies, GatherIsVocabParallel) {
+  Attrs a;
+  a.set("axis", int64_t{0});
+  OneNode g = one(OpKind::kGather, {f32({8, 6}), {DType::kI64, {2, 3}}}, a);
+  EXPECT_TRUE(g.offers("tp=2", "[S(0)] x [R] -> [P] (vocab-parallel)")) << g.all("tp=2");
+  EXPECT_TRUE(g.offers("tp=2", "[S(1)] x [R] -> [S(2)]")) << g.all("tp=2");  // embedding columns
+  EXPECT_TRUE(g.offers("tp=3", "[R] x [S(1)] -> [S(1)]")) << g.all("tp=3");  // index positions
+}
+
+// The case that shards attention heads: [S, H*D] -> [S, H, D] carries a
+// split of the merged dim to H, and back; a split of D is not a split of
+// the merged dim.
+TEST(Strategies, ReshapeCarriesAShardThroughItsMajorFactor) {
+  Attrs split;
+  split.set("shape", std::vector<int64_t>{5, 4, 6});
+  OneNode r = one(OpKind::kReshape, {f32({5, 24})}, split);
+  EXPECT_TRUE(r.offers("tp=4", "[S(1)] -> [S(1)]")) << r.all("tp=4");
+  EXPECT_FALSE(r.offers("tp=3", "[S(1)]")) << "3 divides 24 but not the 4 heads";
+  Attrs merge;
+  merge.set("shape", std::vector<int64_t>{5, 24});
+  OneNode m = one(OpKind::kReshape, {f32({5, 4, 6})}, merge);
+  EXPECT_TRUE(m.offers("tp=2", "[S(1)] -> [S(1)]")) << m.all("tp=2");
+  EXPECT_FALSE(m.offers("tp=2", "[S(2)]")) << m.all("tp=2");
+}
+
+// A merged QKV projection is followed by a Split along the projected dim:
+// a column split of that dim does not pass through the Split (each rank
+// would not hold whole parts), so propagation must reshard there.
+TEST(Strategies, SplitDoesNotPassAShardOfItsAxis) {
+  Attrs a;
+  a.set("axis", int64_t{1});
+  a.set("split", std::vector<int64_t>{8, 8, 8});
+  OneNode s = one(OpKind::kSplit, {f32({4, 24})}, a);
+  EXPECT_TRUE(s.offers("tp=2", "[S(0)] -> [S(0)], [S(0)], [S(0)]"));
+  EXPECT_TRUE(strategies_for(s.g, s.g.node(s.node), DeviceMesh::parse("tp=2"), {Sharding::parse("[S(1)]")}).empty());
+}
+
+TEST(Strategies, PoolingAndResizeSplitBatchAndChannels) {
+  Attrs p;
+  p.set("kernel_shape", std::vector<int64_t>{2, 2});
+  p.set("strides", std::vector<int64_t>{2, 2});
+  p.set("pads", std::vector<int64_t>{0, 0, 0, 0});
+  p.set("dilations", std::vector<int64_t>{1, 1});
+  OneNode mp = one(OpKind::kMaxPool, {f32({2, 4, 6, 6})}, p);
+  EXPECT_TRUE(mp.offers("tp=2", "[S(0)] -> [S(0)]"));
+  EXPECT_TRUE(mp.offers("tp=2", "[S(1)] -> [S(1)]"));
+  EXPECT_FALSE(mp.offers("tp=2", "[S(2)]"));
+  Attrs r;
+  r.set("sizes", std::vector<int64_t>{2, 4, 12, 12});
+  r.set("scales", std::vector<double>{1, 1, 2, 2});
+  OneNode rs = one(OpKind::kResize, {f32({2, 4, 6, 6})}, r);
+  EXPECT_TRUE(rs.offers("tp=2", "[S(1)] -> [S(1)]")) << rs.all("tp=2");
+  EXPECT_FALSE(rs.offers("tp=2", "[S(2)]")) << rs.all("tp=2");
+}
+
+TEST(Strategies, ImpossibleShardingsAreErrorsNamingTheTensor) {
+  OneNode mm = one(OpKind::kMatMul, {f32({5, 6}), f32({6, 8})});
+  DeviceMesh tp2 = DeviceMesh::parse("tp=2");
+  try {
+    strategies_for(mm.g, mm.g.node(mm.node), tp2, {Sharding::parse("[S(0)]"), Sharding::parse("[R]")});
+    ADD_FAILURE() << "a dim of 5 split over 2 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("in0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not divisible"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(strategies_for(mm.g, mm.g.node(mm.node), tp2, {Sharding::parse("[S(2)]"), Sharding::parse("[R]")}),
+               Error);
+  EXPECT_THROW(strategies_for(mm.g, mm.g.node(mm.node), tp2, {Sharding::parse("[R,R]"), Sharding::parse("[R]")}),
+               Error);
+}
+
+// The soundness catalogue of strategies: each is a real mistake; the
+// property check rejects it and the op table does not offer it.
+Strategy by_hand(const OneNode& o, const DeviceMesh& mesh, std::vector<std::string> in, std::vector<std::string> out) {
+  Strategy s;
+  s.axes.resize(mesh.axes().size());
+  for (AxisStrategy& a : s.axes) a.kind = AxisStrategy::Kind::kShardFactor;
+  for (const std::string& t : in) s.inputs.push_back(Sharding::parse(t));
+  for (const std::string& t : out) s.outputs.push_back(Sharding::parse(t));
+  (void)o;
+  return s;
+}
+
+// `placements_offered`: the mistake is in the local op, not the placements
+// (the op offers the same placements with the right local op).
+void expect_rejected(const OneNode& o, const Strategy& s, const DeviceMesh& mesh, const char* what,
+                     bool placements_offered = false) {
+  std::vector<Tensor> inputs = random_inputs(o.g, 7);
+  Check c = run_strategy(o.g, o.node, s, mesh, inputs);
+  EXPECT_FALSE(c.ok) << what << " was accepted by the check";
+  if (placements_offered) return;
+  for (const Strategy& offered : strategies(o.g, o.g.node(o.node), mesh))
+    EXPECT_FALSE(offered.inputs == s.inputs && offered.outputs == s.outputs) << what << " is offered: " << offered.str();
+}
+
+// Forgets the mask: shifts and clamps the indices into the local block but
+// keeps the rows looked up for indices of other ranks.
+std::vector<ValueId> gather_without_mask(const LocalOp& op, int) {
+  Graph& l = op.local;
+  std::vector<int64_t> off;
+  Shape block;
+  local_block(op.mesh, op.strategy.inputs[0], op.global.type(op.node.inputs[0]).shape, op.rank, off, block);
+  ValueId start = l.add_constant("start", Tensor::from_ints(DType::kI64, {}, {off[0]}));
+  ValueId zero = l.add_constant("zero", Tensor::from_ints(DType::kI64, {}, {0}));
+  ValueId last = l.add_constant("last", Tensor::from_ints(DType::kI64, {}, {block[0] - 1}));
+  ValueId shifted = l.add(OpKind::kSub, {op.inputs[1], start});
+  ValueId safe = l.add(OpKind::kMin, {l.add(OpKind::kMax, {shifted, zero}), last});
+  return {l.add(OpKind::kGather, {op.inputs[0], safe}, op.node.attrs)};
+}
+
+TEST(Strategies, WrongStrategiesAreRejected) {
+  DeviceMesh tp2 = DeviceMesh::parse("tp=2");
+  OneNode mm = one(OpKind::kMatMul, {f32({4, 6}), f32({6, 8})});
+  expect_rejected(mm, by_hand(mm, tp2, {"[S(1)]", "[S(0)]"}, {"[R]"}), tp2, "row parallel without the AllReduce");
+
+  Attrs sm;
+  sm.set("axis", int64_t{1});
+  OneNode s = one(OpKind::kSoftmax, {f32({4, 6})}, sm);
+  expect_rejected(s, by_hand(s, tp2, {"[S(1)]"}, {"[S(1)]"}), tp2, "Softmax sharded on its reduced axis");
+
+  Attrs flat;
+  flat.set("shape", std::vector<int64_t>{24});
+  OneNode r = one(OpKind::kReshape, {f32({4, 6})}, flat);
+  expect_rejected(r, by_hand(r, tp2, {"[S(1)]"}, {"[S(0)]"}), tp2, "a Reshape that merges the minor shard as a major one");
+
+  Attrs ga;
+  ga.set("axis", int64_t{0});
+  OneNode g;
+  ValueId table = g.g.add_input("table", f32({8, 6}));
+  ValueId ids = g.g.add_constant("ids", Tensor::from_ints(DType::kI64, {5}, {0, 7, 3, 4, 1}));
+  g.node = g.g.add_node(OpKind::kGather, {table, ids}, ga, "embed");
+  g.g.set_outputs(g.g.node(g.node).outputs);
+  Strategy nomask = by_hand(g, tp2, {"[S(0)]", "[R]"}, {"[P]"});
+  nomask.axes[0].kind = AxisStrategy::Kind::kExplicit;
+  nomask.axes[0].emit = gather_without_mask;
+  expect_rejected(g, nomask, tp2, "a Gather that forgets its mask", true);
+
+  Attrs ca;
+  ca.set("kernel_shape", std::vector<int64_t>{3});
+  ca.set("strides", std::vector<int64_t>{1});
+  ca.set("pads", std::vector<int64_t>{1, 1});
+  ca.set("dilations", std::vector<int64_t>{1});
+  OneNode c = one(OpKind::kConv, {f32({1, 4, 7}), f32({3, 4, 3})}, ca);
+  expect_rejected(c, by_hand(c, tp2, {"[S(1)]", "[S(1)]"}, {"[R]"}), tp2,
+                  "a Conv sharded on input channels without the reduction");
+
+  OneNode gemm = one(OpKind::kGemm, {f32({4, 6}), f32({6, 8}), f32({8})});
+  expect_rejected(gemm, by_hand(gemm, tp2, {"[S(1)]", "[S(0)]", "[R]"}, {"[P]"}), tp2,
+                  "a bias added on every rank of a contraction");
+
+  OneNode exp = one(OpKind::kExp, {f32({4, 6})});
+  expect_rejected(exp, by_hand(exp, tp2, {"[P]"}, {"[P]"}), tp2, "a non-linear op on a Partial input");
+
+  OneNode add = one(OpKind::kAdd, {f32({4, 6}), f32({4, 6})});
+  expect_rejected(add, by_hand(add, tp2, {"[P]", "[R]"}, {"[P]"}), tp2, "a replicated addend counted on every rank");
+}
+
+// The exported RMSNorm pattern (x / sqrt(mean(x^2) + eps) * w) keeps a split
+// of every axis but the normalized one through each of its ops; splitting
+// the normalized axis leaves the mean Partial, which Add(P, eps) refuses.
+TEST(Strategies, RmsNormPatternKeepsRowsSplit) {
+  Graph g;
+  ValueId x = g.add_input("x", f32({4, 8}));
+  ValueId two = g.add_constant("two", Tensor::from_doubles(DType::kF32, {}, {2.0}));
+  ValueId eps = g.add_constant("eps", Tensor::from_doubles(DType::kF32, {}, {1e-6}));
+  ValueId w = g.add_constant("w", Tensor::from_doubles(DType::kF32, {8}, std::vector<double>(8, 1.5)));
+  Attrs mean;
+  mean.set("axes", std::vector<int64_t>{-1});
+  ValueId sq = g.add(OpKind::kPow, {x, two}, {}, "pow");
+  ValueId m = g.add(OpKind::kReduceMean, {sq}, mean, "mean");
+  ValueId a = g.add(OpKind::kAdd, {m, eps}, {}, "add");
+  ValueId r = g.add(OpKind::kSqrt, {a}, {}, "sqrt");
+  ValueId d = g.add(OpKind::kDiv, {x, r}, {}, "div");
+  ValueId y = g.add(OpKind::kMul, {d, w}, {}, "mul");
+  g.set_outputs({y});
+  DeviceMesh tp2 = DeviceMesh::parse("tp=2");
+  Sharding rows = Sharding::parse("[S(0)]"), cols = Sharding::parse("[S(1)]"), rep = Sharding::parse("[R]");
+  auto node = [&](ValueId v) -> const Node& { return g.node(g.value(v).producer); };
+  auto outputs = [&](ValueId v, std::vector<Sharding> in) {
+    std::vector<Strategy> s = strategies_for(g, node(v), tp2, in);
+    return s.empty() ? std::string("none") : s[0].outputs[0].str();
+  };
+  EXPECT_EQ(outputs(sq, {rows, rep}), "[S(0)]");
+  EXPECT_EQ(outputs(m, {rows}), "[S(0)]");
+  EXPECT_EQ(outputs(a, {rows, rep}), "[S(0)]");
+  EXPECT_EQ(outputs(d, {rows, rows}), "[S(0)]");
+  EXPECT_EQ(outputs(y, {rows, rep}), "[S(0)]");
+  EXPECT_EQ(outputs(m, {cols}), "[P]");
+  EXPECT_EQ(outputs(a, {Sharding::parse("[P]"), rep}), "none");
+}
+
+}  // namespace
+}  // namespace tessera
