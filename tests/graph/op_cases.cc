@@ -31,7 +31,11 @@ struct Case {
   std::string name;
   Graph g;
   int inputs = 0;
-  ValueId in(DType t, Shape s) { return g.add_input("x" + std::to_string(inputs++), {t, std::move(s)}); }
+  ValueId in(DType t, Shape s) {
+    std::string name = "x";  // not "x" + ...: GCC 12 warns -Wrestrict on that
+    name += std::to_string(inputs++);
+    return g.add_input(name, {t, std::move(s)});
+  }
   ValueId in(Shape s) { return in(DType::kF32, std::move(s)); }
   ValueId constant(const std::string& n, Tensor t) { return g.add_constant(n, std::move(t)); }
   OpCase done(OpKind k, std::vector<ValueId> ins, Attrs a = {}) {
@@ -417,7 +421,8 @@ void generators(Rng& r, std::vector<OpCase>& out, const std::string& tag) {
 
 std::vector<OpCase> op_cases(uint64_t seed) {
   Rng r(seed);
-  std::string tag = "/" + std::to_string(seed);
+  std::string tag = "/";
+  tag += std::to_string(seed);
   std::vector<OpCase> out;
   unary(r, out, tag);
   binary(r, out, tag);
