@@ -167,50 +167,77 @@ std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<
 }
 
 template <class T>
-std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(const Graph& g, const DeviceMesh& mesh,
-                                                         const std::vector<std::vector<RefTensor<T>>>& inputs) {
+std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
+                                                       const std::vector<std::vector<RefTensor<T>>>& inputs) {
   int64_t ranks = mesh.num_devices();
-  if (static_cast<int64_t>(inputs.size()) != ranks)
-    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got inputs for "
-                                             << inputs.size());
-  std::vector<NodeId> order = g.topo_order();
-  std::vector<int64_t> last = last_uses(g, order);
+  if (static_cast<int64_t>(inputs.size()) != ranks || static_cast<int64_t>(graphs.size()) != ranks)
+    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got " << graphs.size()
+                                             << " programs and inputs for " << inputs.size());
+  std::vector<std::vector<NodeId>> order;
+  std::vector<std::vector<int64_t>> last;
   std::vector<Env<T>> envs(static_cast<size_t>(ranks));
-  for (int64_t r = 0; r < ranks; ++r) bind_inputs(g, inputs[r], envs[r]);
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& node = g.node(order[k]);
-    if (!is_collective(node.kind)) {
-      for (int64_t r = 0; r < ranks; ++r) run_node(g, node, envs[r], nullptr);
+  for (int64_t r = 0; r < ranks; ++r) {
+    const Graph& g = *graphs[static_cast<size_t>(r)];
+    order.push_back(g.topo_order());
+    last.push_back(last_uses(g, order.back()));
+    bind_inputs(g, inputs[r], envs[r]);
+    if (order.back().size() != order[0].size())
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "rank " << r << "'s program has " << order.back().size()
+                                                      << " nodes, rank 0's " << order[0].size());
+  }
+  auto node_of = [&](int64_t r, size_t k) -> const Node& { return graphs[static_cast<size_t>(r)]->node(order[r][k]); };
+  for (size_t k = 0; k < order[0].size(); ++k) {
+    const Node& node = node_of(0, k);
+    bool collective = is_collective(node.kind);
+    for (int64_t r = 1; r < ranks; ++r)
+      if (collective != is_collective(node_of(r, k).kind) ||
+          (collective && !(node_of(r, k).kind == node.kind && node_of(r, k).attrs == node.attrs)))
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "the ranks' programs differ at step " << k << ": rank 0 runs "
+                                                    << node.name << " (" << op_name(node.kind) << "), rank " << r
+                                                    << " " << node_of(r, k).name << " (" << op_name(node_of(r, k).kind) << ")");
+    if (!collective) {
+      for (int64_t r = 0; r < ranks; ++r) run_node(*graphs[static_cast<size_t>(r)], node_of(r, k), envs[r], nullptr);
     } else {
       // Every rank reads its peers' inputs before any output is stored.
       std::vector<const void*> peers;
-      for (int64_t r = 0; r < ranks; ++r) peers.push_back(&envs[r].values[node.inputs[0]]);
+      for (int64_t r = 0; r < ranks; ++r) peers.push_back(&envs[r].values[node_of(r, k).inputs[0]]);
       std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
       for (int64_t r = 0; r < ranks; ++r) {
+        const Graph& g = *graphs[static_cast<size_t>(r)];
+        const Node& mine = node_of(r, k);
         MeshEvalContext ctx{&mesh, r, peers};
-        EvalArgs<T> args{node, {&envs[r].values[node.inputs[0]]}, nullptr, &ctx};
-        std::vector<RefTensor<T>> outs(node.outputs.size());
-        for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(node.outputs[i]);
+        EvalArgs<T> args{mine, {&envs[r].values[mine.inputs[0]]}, nullptr, &ctx};
+        std::vector<RefTensor<T>> outs(mine.outputs.size());
+        for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(mine.outputs[i]);
         args.outputs = &outs;
         try {
-          eval_for<T>(op_def(node.kind))(args);
+          eval_for<T>(op_def(mine.kind))(args);
         } catch (const Error& e) {
-          throw e.with_context({"", node.name, op_name(node.kind)});
+          throw e.with_context({"", mine.name, op_name(mine.kind)});
         }
         results[r] = std::move(outs);
       }
-      for (int64_t r = 0; r < ranks; ++r)
-        for (size_t i = 0; i < node.outputs.size(); ++i) {
-          envs[r].values[node.outputs[i]] = std::move(results[r][i]);
-          envs[r].ready[node.outputs[i]] = true;
+      for (int64_t r = 0; r < ranks; ++r) {
+        const Node& mine = node_of(r, k);
+        for (size_t i = 0; i < mine.outputs.size(); ++i) {
+          envs[r].values[mine.outputs[i]] = std::move(results[r][i]);
+          envs[r].ready[mine.outputs[i]] = true;
         }
+      }
     }
-    for (int64_t r = 0; r < ranks; ++r) release_dead(g, node, static_cast<int64_t>(k), last, envs[r]);
+    for (int64_t r = 0; r < ranks; ++r)
+      release_dead(*graphs[static_cast<size_t>(r)], node_of(r, k), static_cast<int64_t>(k), last[r], envs[r]);
   }
   std::vector<std::vector<RefTensor<T>>> outs(static_cast<size_t>(ranks));
   for (int64_t r = 0; r < ranks; ++r)
-    for (ValueId v : g.outputs()) outs[r].push_back(envs[r].values[v]);
+    for (ValueId v : graphs[static_cast<size_t>(r)]->outputs()) outs[r].push_back(envs[r].values[v]);
   return outs;
+}
+
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(const Graph& g, const DeviceMesh& mesh,
+                                                         const std::vector<std::vector<RefTensor<T>>>& inputs) {
+  return interpret_ranks<T>(std::vector<const Graph*>(static_cast<size_t>(mesh.num_devices()), &g), mesh, inputs);
 }
 
 std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs, Precision precision) {
@@ -230,7 +257,9 @@ std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs, 
   template Tensor from_ref<T>(const RefTensor<T>&);                                                    \
   template std::vector<RefTensor<T>> interpret<T>(const Graph&, const std::vector<RefTensor<T>>&);     \
   template std::vector<std::vector<RefTensor<T>>> interpret_on_mesh<T>(                                \
-      const Graph&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);
+      const Graph&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);                  \
+  template std::vector<std::vector<RefTensor<T>>> interpret_ranks<T>(                                  \
+      const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)
 TESSERA_INSTANTIATE(Zp)

@@ -31,6 +31,14 @@ template <class T>
 std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(
     const Graph& g, const DeviceMesh& mesh, const std::vector<std::vector<RefTensor<T>>>& inputs);
 
+// Each rank runs its own program (graphs[rank]) in lockstep with the others:
+// the programs must have the same nodes in the same order, differing only in
+// constant data and attributes of local ops (what partitioning makes), so
+// that their collectives meet. Throws Error(kInvalidGraph) where they do not.
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
+                                                       const std::vector<std::vector<RefTensor<T>>>& inputs);
+
 enum class Precision { kF32, kF64 };
 // Convenience over Tensor: runs in float or double and converts back to each
 // output's dtype.

@@ -1,6 +1,7 @@
 #include "graph/strategy.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "graph/error.h"
 
@@ -270,6 +271,36 @@ void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& 
     size[d] /= mesh.axes()[a].size;
     offset[d] += c[a] * size[d];
   }
+}
+
+Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh& mesh, int64_t rank) {
+  std::vector<int64_t> off;
+  Shape size;
+  local_block(mesh, sharding, global.shape(), rank, off, size);
+  Tensor local(global.dtype(), size);
+  std::vector<int64_t> c = mesh.coords(rank);
+  for (size_t a = 0; a < sharding.placements.size(); ++a)
+    if (sharding.placements[a].kind == Placement::Kind::kPartial && c[a] != 0) return local;
+  if (local.numel() == 0) return local;
+  if (size.empty()) return global;
+  // Copy rows of the innermost dim; an odometer walks the outer ones.
+  auto elem = static_cast<int64_t>(dtype_size(global.dtype()));
+  std::vector<int64_t> gs = shape_strides(global.shape());
+  size_t last = size.size() - 1;
+  int64_t row = size[last] * elem, rows = local.numel() / size[last];
+  std::vector<int64_t> idx(size.size(), 0);
+  uint8_t* dst = local.mutable_data();
+  const uint8_t* src = global.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = 0;
+    for (size_t d = 0; d < size.size(); ++d) at += (off[d] + idx[d]) * gs[d];
+    std::memcpy(dst + r * row, src + at * elem, static_cast<size_t>(row));
+    for (size_t d = last; d-- > 0;) {
+      if (++idx[d] < size[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return local;
 }
 
 std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s, const DeviceMesh& mesh,

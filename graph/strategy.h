@@ -100,4 +100,9 @@ Linearity affine_linearity(const Graph& g, const Node& n);
 void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& global, int64_t rank,
                  std::vector<int64_t>& offset, Shape& size);
 
+// What `rank` holds of `global` under `sharding`: its block, or zeros on
+// ranks off coordinate 0 of a Partial axis (how a whole value is split into
+// partials that sum to it).
+Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh& mesh, int64_t rank);
+
 }  // namespace tessera

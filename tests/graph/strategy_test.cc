@@ -16,6 +16,7 @@
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "tests/graph/op_cases.h"
+#include "tests/graph/shard_check.h"
 
 namespace tessera {
 namespace {
@@ -23,77 +24,6 @@ namespace {
 using testing::OpCase;
 using testing::op_cases;
 using testing::random_inputs;
-
-// Copies the box [off, off + size) of `from` (shape `fs`) to `to` (shape `ts`) at `to_off`; adds when `add`.
-void copy_box(const Tensor& from, const std::vector<int64_t>& off, Tensor& to, const std::vector<int64_t>& to_off,
-              const Shape& size, bool add) {
-  const Shape &fs = from.type().shape, &ts = to.type().shape;
-  int64_t n = shape_numel(size);
-  std::vector<int64_t> idx(size.size());
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t rem = e, fi = 0, ti = 0;
-    for (size_t d = size.size(); d-- > 0;) {
-      idx[d] = rem % size[d];
-      rem /= size[d];
-    }
-    for (size_t d = 0; d < size.size(); ++d) {
-      fi = fi * fs[d] + off[d] + idx[d];
-      ti = ti * ts[d] + to_off[d] + idx[d];
-    }
-    if (is_float(from.dtype())) to.set_double(ti, (add ? to.get_double(ti) : 0.0) + from.get_double(fi));
-    else to.set_int(ti, (add ? to.get_int(ti) : 0) + from.get_int(fi));
-  }
-}
-
-Tensor zeros(const TensorType& t) { return Tensor(t.dtype, t.shape); }
-
-// The block of `global` that `rank` holds; a Partial axis puts it on
-// coordinate 0 and zeros elsewhere (how a value is split into partials).
-Tensor scatter(const Tensor& global, const Sharding& s, const DeviceMesh& mesh, int64_t rank) {
-  std::vector<int64_t> off;
-  Shape size;
-  local_block(mesh, s, global.type().shape, rank, off, size);
-  Tensor local = zeros({global.dtype(), size});
-  std::vector<int64_t> c = mesh.coords(rank);
-  for (size_t a = 0; a < s.placements.size(); ++a)
-    if (s.placements[a].kind == Placement::Kind::kPartial && c[a] != 0) return local;
-  copy_box(global, off, local, std::vector<int64_t>(size.size(), 0), size, false);
-  return local;
-}
-
-struct Assembled {
-  Tensor value;
-  bool replicas_agree = true;
-};
-
-// Gathers shards, sums partials; replicated axes read coordinate 0 and
-// every other coordinate must hold the same.
-Assembled assemble(const std::vector<Tensor>& locals, const Sharding& s, const DeviceMesh& mesh,
-                   const TensorType& global) {
-  Assembled out{zeros(global)};
-  for (int64_t r = 0; r < mesh.num_devices(); ++r) {
-    std::vector<int64_t> c = mesh.coords(r), c0 = c;
-    for (size_t a = 0; a < s.placements.size(); ++a)
-      if (s.placements[a].kind == Placement::Kind::kReplicate) c0[a] = 0;
-    const Tensor& mine = locals[static_cast<size_t>(r)];
-    if (c0 != c) {
-      const Tensor& ref = locals[static_cast<size_t>(mesh.rank_of(c0))];
-      for (int64_t e = 0; e < mine.numel(); ++e)
-        if (mine.get_double(e) != ref.get_double(e) && !(std::isnan(mine.get_double(e)) && std::isnan(ref.get_double(e))))
-          out.replicas_agree = false;
-      continue;
-    }
-    std::vector<int64_t> off;
-    Shape size;
-    local_block(mesh, s, global.shape, r, off, size);
-    if (size != mine.type().shape) {
-      out.replicas_agree = false;
-      continue;
-    }
-    copy_box(mine, std::vector<int64_t>(size.size(), 0), out.value, off, size, true);
-  }
-  return out;
-}
 
 struct Check {
   bool ok = true;
@@ -121,7 +51,7 @@ Check run_strategy(const Graph& g, NodeId id, const Strategy& s, const DeviceMes
         ins.push_back(kNoValue);
         continue;
       }
-      Tensor block = scatter(value_of.at(v), s.inputs[i], mesh, r);
+      Tensor block = shard_of(value_of.at(v), s.inputs[i], mesh, r);
       if (g.value(v).constant) {
         ins.push_back(local.add_constant(g.value(v).name, block));
       } else {
@@ -140,18 +70,10 @@ Check run_strategy(const Graph& g, NodeId id, const Strategy& s, const DeviceMes
     }
   }
   for (size_t o = 0; o < n.outputs.size(); ++o) {
-    Assembled a = assemble(per_rank[o], s.outputs[o], mesh, g.type(n.outputs[o]));
+    testing::Assembled a = testing::assemble(per_rank[o], s.outputs[o], mesh, g.type(n.outputs[o]));
     if (!a.replicas_agree) return {false, "replicas of output " + std::to_string(o) + " disagree"};
-    const Tensor& want = global[o];
-    double scale = 1;
-    for (int64_t e = 0; e < want.numel(); ++e) scale = std::max(scale, std::fabs(want.get_double(e)));
-    for (int64_t e = 0; e < want.numel(); ++e) {
-      double x = a.value.get_double(e), y = want.get_double(e);
-      if (std::isnan(x) && std::isnan(y)) continue;
-      if (!(std::fabs(x - y) <= 1e-5 * scale))
-        return {false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " + std::to_string(x) +
-                           " against the global op's " + std::to_string(y)};
-    }
+    double err = testing::relative_error(a.value, global[o]);
+    if (!(err <= 1e-5)) return {false, "output " + std::to_string(o) + " differs from the global op's by " + std::to_string(err)};
   }
   return {};
 }

@@ -1,0 +1,263 @@
+#include "mutator/sharding/propagate.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "cost/flops.h"
+#include "graph/error.h"
+#include "mutator/sharding/reshard.h"
+
+namespace tessera::mutator {
+
+double ReshardPrices::operator()(ValueId v, const Sharding& from, const Sharding& to) {
+  if (from == to || g_.value(v).constant) return 0;
+  const TensorType& t = g_.type(v);
+  std::string key = from.str();
+  key += to.str();
+  key += type_str(t);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  double s = reshard_seconds(from, to, t, mesh_, device_);
+  cache_.emplace(std::move(key), s);
+  return s;
+}
+
+namespace {
+
+class Propagation {
+ public:
+  Propagation(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
+      : g_(g), mesh_(mesh), device_(device), price_(g, mesh, device), users_(g.users()) {
+    auto nv = static_cast<size_t>(g.num_values());
+    value_.assign(nv, Sharding::replicated(mesh));
+    fixed_.assign(nv, std::nullopt);
+    is_output_.assign(nv, false);
+    for (ValueId v : g.outputs()) is_output_[static_cast<size_t>(v)] = true;
+    order_ = g.topo_order();
+    options_.resize(static_cast<size_t>(g.num_nodes()));
+    choice_.assign(static_cast<size_t>(g.num_nodes()), 0);
+    for (NodeId n : order_) options_[static_cast<size_t>(n)] = strategies(g, g.node(n), mesh);
+  }
+
+  void fix(const ShardConstraint& c) {
+    const Value& val = g_.value(c.value);
+    try {
+      c.sharding.validate(mesh_, val.type);
+    } catch (const Error& e) {
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor '" << val.name << "'"
+                                                         << (c.origin.empty() ? "" : " (" + c.origin + ")") << ": "
+                                                         << e.what());
+    }
+    auto v = static_cast<size_t>(c.value);
+    if (fixed_[v] && *fixed_[v] != c.sharding)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor '" << val.name << "' is given two shardings, "
+                                                         << fixed_[v]->str() << " and " << c.sharding.str());
+    fixed_[v] = c.sharding;
+    value_[v] = c.sharding;
+  }
+
+  // Forward, then alternately backward and forward until nothing changes.
+  int run() {
+    for (NodeId n : order_) settle(n, false);
+    int sweeps = 1;
+    bool changed = true;
+    for (bool backward = true; changed && sweeps < kMaxSweeps; backward = !backward, ++sweeps) {
+      changed = false;
+      if (backward)
+        for (size_t k = order_.size(); k-- > 0;) changed |= settle(order_[k], true);
+      else
+        for (NodeId n : order_) changed |= settle(n, true);
+    }
+    return sweeps;
+  }
+
+  ShardedGraph result(int sweeps) {
+    ShardedGraph out;
+    out.mesh = mesh_;
+    out.values = value_;
+    out.sweeps = sweeps;
+    for (size_t v = 0; v < fixed_.size(); ++v) out.fixed.push_back(fixed_[v].has_value());
+    out.nodes.resize(options_.size());
+    std::set<std::pair<ValueId, std::string>> paid;  // one reshard per value and target
+    auto pay = [&](ValueId v, const Sharding& from, const Sharding& to) {
+      if (from != to && paid.insert({v, to.str()}).second) out.reshard_seconds += price_(v, from, to);
+    };
+    for (NodeId n : order_) {
+      const Strategy& s = chosen(n);
+      out.nodes[static_cast<size_t>(n)] = s;
+      const Node& node = g_.node(n);
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i] != kNoValue) pay(node.inputs[i], value_[static_cast<size_t>(node.inputs[i])], s.inputs[i]);
+      for (size_t o = 0; o < node.outputs.size(); ++o)
+        if (fixed_[static_cast<size_t>(node.outputs[o])]) pay(node.outputs[o], s.outputs[o], value_[static_cast<size_t>(node.outputs[o])]);
+    }
+    for (ValueId v : g_.outputs()) pay(v, value_[static_cast<size_t>(v)], Sharding::replicated(mesh_));
+    return out;
+  }
+
+ private:
+  const Strategy& chosen(NodeId n) const {
+    return options_[static_cast<size_t>(n)][static_cast<size_t>(choice_[static_cast<size_t>(n)])];
+  }
+
+  // A rank's share of the node's work, as a roofline: a factor split over
+  // an axis divides it; replicated and Partial-through nodes do it whole.
+  double compute(NodeId n, const Strategy& s) {
+    const Node& node = g_.node(n);
+    double ways = 1;
+    for (size_t a = 0; a < s.axes.size(); ++a)
+      if (s.axes[a].kind == AxisStrategy::Kind::kShardFactor || s.axes[a].kind == AxisStrategy::Kind::kExplicit)
+        ways *= static_cast<double>(mesh_.axes()[a].size);
+    double bytes = 0;
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) bytes += static_cast<double>(g_.type(v).nbytes());
+    for (ValueId v : node.outputs) bytes += static_cast<double>(g_.type(v).nbytes());
+    bool matrix = op_def(node.kind).family == OpFamily::kNn;
+    double peak = device_.peak_flops(g_.type(node.outputs[0]).dtype, matrix) *
+                  (matrix ? device_.gemm_efficiency : device_.vector_efficiency);
+    double bw = device_.main_memory().effective_bandwidth();
+    double flops = static_cast<double>(node_flops(g_, node));
+    return std::max(peak > 0 ? flops / peak : 0.0, bw > 0 ? bytes / bw : 0.0) / ways;
+  }
+
+  // A split spreads from where it is: each axis of a strategy must be
+  // replicated, or carry a placement that a (non-constant) input already
+  // has, that a constraint fixes on an output, or (backward) that a reader
+  // asks of an output. So propagation never splits what nothing split.
+  bool driven(NodeId n, const Strategy& s, bool with_consumers) {
+    const Node& node = g_.node(n);
+    for (size_t a = 0; a < s.axes.size(); ++a) {
+      if (s.axes[a].kind == AxisStrategy::Kind::kReplicate) continue;
+      bool why = false;
+      for (size_t i = 0; i < node.inputs.size() && !why; ++i) {
+        ValueId v = node.inputs[i];
+        if (v == kNoValue || g_.value(v).constant) continue;
+        const Placement& p = s.inputs[i].placements[a];
+        why = p.kind != Placement::Kind::kReplicate && value_[static_cast<size_t>(v)].placements[a] == p;
+      }
+      for (size_t o = 0; o < node.outputs.size() && !why; ++o) {
+        auto v = static_cast<size_t>(node.outputs[o]);
+        const Placement& p = s.outputs[o].placements[a];
+        if (p.kind == Placement::Kind::kReplicate) continue;
+        if (fixed_[v]) {
+          why = fixed_[v]->placements[a] == p;
+          continue;
+        }
+        if (!with_consumers) continue;
+        for (NodeId u : users_[v]) {
+          const Node& un = g_.node(u);
+          for (size_t slot = 0; slot < un.inputs.size() && !why; ++slot)
+            why = un.inputs[slot] == node.outputs[o] && chosen(u).inputs[slot].placements[a] == p;
+        }
+      }
+      if (!why) return false;
+    }
+    return true;
+  }
+
+  double cost(NodeId n, const Strategy& s, bool with_consumers) {
+    const Node& node = g_.node(n);
+    double c = compute(n, s);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue) c += price_(node.inputs[i], value_[static_cast<size_t>(node.inputs[i])], s.inputs[i]);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ValueId v = node.outputs[o];
+      auto vi = static_cast<size_t>(v);
+      if (fixed_[vi]) {
+        c += price_(v, s.outputs[o], *fixed_[vi]);
+        continue;
+      }
+      if (is_output_[vi]) c += price_(v, s.outputs[o], Sharding::replicated(mesh_));
+      if (!with_consumers) continue;
+      for (NodeId u : users_[vi]) {
+        const Node& un = g_.node(u);
+        for (size_t slot = 0; slot < un.inputs.size(); ++slot)
+          if (un.inputs[slot] == v) c += price_(v, s.outputs[o], chosen(u).inputs[slot]);
+      }
+    }
+    return c;
+  }
+
+  // Picks n's cheapest strategy (the current one unless another is
+  // strictly cheaper, so sweeps settle); returns whether it changed.
+  bool settle(NodeId n, bool with_consumers) {
+    const std::vector<Strategy>& opts = options_[static_cast<size_t>(n)];
+    int& pick = choice_[static_cast<size_t>(n)];
+    if (!driven(n, opts[static_cast<size_t>(pick)], with_consumers)) pick = 0;  // the replicated fallback
+    int best = pick;
+    double best_cost = cost(n, opts[static_cast<size_t>(pick)], with_consumers);
+    for (size_t k = 0; k < opts.size(); ++k) {
+      if (!driven(n, opts[k], with_consumers)) continue;
+      double c = cost(n, opts[k], with_consumers);
+      if (c < best_cost - 1e-15) {
+        best = static_cast<int>(k);
+        best_cost = c;
+      }
+    }
+    bool changed = best != pick;
+    pick = best;
+    const Node& node = g_.node(n);
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      if (!fixed_[static_cast<size_t>(node.outputs[o])]) value_[static_cast<size_t>(node.outputs[o])] = opts[static_cast<size_t>(best)].outputs[o];
+    return changed;
+  }
+
+  const Graph& g_;
+  const DeviceMesh& mesh_;
+  const cost::DeviceProfile& device_;
+  ReshardPrices price_;
+  std::vector<std::vector<NodeId>> users_;
+  std::vector<NodeId> order_;
+  std::vector<std::vector<Strategy>> options_;
+  std::vector<int> choice_;
+  std::vector<Sharding> value_;
+  std::vector<std::optional<Sharding>> fixed_;
+  std::vector<bool> is_output_;
+};
+
+}  // namespace
+
+std::string describe(const Graph& g, const ShardedGraph& s) {
+  std::string out;
+  auto steps = [&](const Sharding& from, const Sharding& to) {
+    std::string t;
+    for (const ReshardStep& st : reshard_steps(from, to, s.mesh)) {
+      if (!t.empty()) t += ", ";
+      t += reshard_step_name(st.kind);
+      t += " over ";
+      t += s.mesh.axes()[static_cast<size_t>(st.axis)].name;
+    }
+    return t;
+  };
+  auto line = [&](const std::string& v, const Sharding& from, const Sharding& to) {
+    out += "  reshard " + v + ": " + from.str() + " -> " + to.str() + " (" + steps(from, to) + ")\n";
+  };
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    const Strategy& st = s.nodes[static_cast<size_t>(n)];
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      if (v != kNoValue && !g.value(v).constant && s.values[static_cast<size_t>(v)] != st.inputs[i])
+        line(g.value(v).name, s.values[static_cast<size_t>(v)], st.inputs[i]);
+    }
+    out += node.name + ": " + st.str() + "\n";
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      if (s.values[static_cast<size_t>(node.outputs[o])] != st.outputs[o])
+        line(g.value(node.outputs[o]).name, st.outputs[o], s.values[static_cast<size_t>(node.outputs[o])]);
+  }
+  for (ValueId v : g.outputs())
+    if (s.values[static_cast<size_t>(v)] != Sharding::replicated(s.mesh))
+      line(g.value(v).name, s.values[static_cast<size_t>(v)], Sharding::replicated(s.mesh));
+  return out;
+}
+
+ShardedGraph propagate(const Graph& g, const DeviceMesh& mesh, const std::vector<ShardConstraint>& fixed,
+                       const cost::DeviceProfile& device) {
+  Propagation p(g, mesh, device);
+  for (const ShardConstraint& c : fixed) p.fix(c);
+  int sweeps = p.run();
+  return p.result(sweeps);
+}
+
+}  // namespace tessera::mutator

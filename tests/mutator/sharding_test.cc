@@ -1,0 +1,301 @@
+// Resharding, propagation and SPMD partitioning: golden tests on small
+// graphs in the text form, and the property that the ranks' programs, run
+// in lockstep, compute the single-device graph.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cost/device_profile.h"
+#include "graph/error.h"
+#include "graph/interpreter.h"
+#include "graph/strategy.h"
+#include "graph/text_form.h"
+#include "mutator/sharding/partition.h"
+#include "mutator/sharding/propagate.h"
+#include "mutator/sharding/reshard.h"
+#include "tests/graph/shard_check.h"
+
+namespace tessera::mutator {
+namespace {
+
+const cost::DeviceProfile& h100() {
+  static const cost::DeviceProfile p = cost::resolve_device("h100");
+  return p;
+}
+
+// The shipped reference CPU profile (not this host's rescaled one): tests
+// must not depend on the machine.
+const cost::DeviceProfile& cpu() {
+  static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
+  return p;
+}
+
+Tensor ramp(const TensorType& t, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (double& x : v) x = std::uniform_real_distribution<double>(-1, 1)(rng);
+  return Tensor::from_doubles(t.dtype, t.shape, v);
+}
+
+std::vector<std::vector<Tensor>> run_ranks(const RankPrograms& p, const std::vector<Tensor>& inputs) {
+  std::vector<const Graph*> graphs;
+  std::vector<std::vector<RefTensor<double>>> ins;
+  for (const Graph& g : p.ranks) {
+    graphs.push_back(&g);
+    std::vector<RefTensor<double>> mine;
+    for (const Tensor& t : inputs) mine.push_back(to_ref<double>(t));
+    ins.push_back(std::move(mine));
+  }
+  std::vector<std::vector<RefTensor<double>>> outs = interpret_ranks<double>(graphs, p.mesh, ins);
+  std::vector<std::vector<Tensor>> result;
+  for (const auto& rank : outs) {
+    std::vector<Tensor> mine;
+    for (const RefTensor<double>& t : rank) mine.push_back(from_ref<double>(t));
+    result.push_back(std::move(mine));
+  }
+  return result;
+}
+
+// Every rank's outputs equal the single-device graph's.
+void expect_partition_matches(const Graph& g, const ShardedGraph& s, uint64_t seed = 1) {
+  RankPrograms p = partition(g, s);
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(ramp(g.type(v), seed + static_cast<uint64_t>(v)));
+  std::vector<Tensor> want = evaluate(g, inputs, Precision::kF64);
+  std::vector<std::vector<Tensor>> got = run_ranks(p, inputs);
+  for (size_t r = 0; r < got.size(); ++r)
+    for (size_t o = 0; o < want.size(); ++o)
+      EXPECT_LE(testing::relative_error(got[r][o], want[o]), 1e-5) << "rank " << r << " output " << o;
+}
+
+std::vector<ShardConstraint> fix(const Graph& g, std::vector<std::pair<std::string, std::string>> pairs) {
+  std::vector<ShardConstraint> out;
+  for (auto& [name, sharding] : pairs) out.push_back({*g.find_value(name), Sharding::parse(sharding), name});
+  return out;
+}
+
+int count_kind(const RankPrograms& p, OpKind k) {
+  int n = 0;
+  for (NodeId i = 0; i < p.ranks[0].num_nodes(); ++i) n += p.ranks[0].node(i).kind == k;
+  return n;
+}
+
+std::string steps_str(const Sharding& from, const Sharding& to, const DeviceMesh& mesh) {
+  std::string s;
+  for (const ReshardStep& st : reshard_steps(from, to, mesh)) {
+    if (!s.empty()) s += ", ";
+    s += reshard_step_name(st.kind);
+    s += "@" + mesh.axes()[static_cast<size_t>(st.axis)].name;
+  }
+  return s;
+}
+
+TEST(Reshard, StepsAsThePlacementsSay) {
+  DeviceMesh tp = DeviceMesh::parse("tp=2"), dt = DeviceMesh::parse("dp=2,tp=2");
+  auto s = [](const char* t) { return Sharding::parse(t); };
+  EXPECT_EQ(steps_str(s("[S(0)]"), s("[R]"), tp), "all-gather@tp");
+  EXPECT_EQ(steps_str(s("[P]"), s("[R]"), tp), "all-reduce@tp");
+  EXPECT_EQ(steps_str(s("[P]"), s("[S(1)]"), tp), "reduce-scatter@tp");
+  EXPECT_EQ(steps_str(s("[S(0)]"), s("[S(1)]"), tp), "all-to-all@tp");
+  EXPECT_EQ(steps_str(s("[R]"), s("[S(1)]"), tp), "slice@tp");
+  EXPECT_EQ(steps_str(s("[R]"), s("[P]"), tp), "keep-on-first@tp");
+  EXPECT_EQ(steps_str(s("[S(0)]"), s("[S(0)]"), tp), "");
+  // Gathers minor axes first, splits major axes first.
+  EXPECT_EQ(steps_str(s("[S(0),S(1)]"), s("[R,R]"), dt), "all-gather@tp, all-gather@dp");
+  EXPECT_EQ(steps_str(s("[R,R]"), s("[S(0),S(1)]"), dt), "slice@dp, slice@tp");
+  // A dim split over both axes, the major split added: the minor one is redone under it.
+  EXPECT_EQ(steps_str(s("[R,S(0)]"), s("[S(0),S(0)]"), dt), "all-gather@tp, slice@dp, slice@tp");
+  EXPECT_EQ(steps_str(s("[S(0),R]"), s("[S(0),S(0)]"), dt), "slice@tp");
+}
+
+// Every pair of shardings of a tensor, on 1-D and 2-D meshes: the ranks'
+// reshard programs leave each rank holding the target's block.
+TEST(Reshard, EveryPairMovesTheData) {
+  int pairs = 0;
+  for (const char* m : {"tp=2", "tp=3", "dp=2,tp=2"}) {
+    DeviceMesh mesh = DeviceMesh::parse(m);
+    TensorType t{DType::kF32, {12, 6}};
+    std::vector<Placement> one{Placement::replicate(), Placement::partial(), Placement::shard(0), Placement::shard(1)};
+    std::vector<Sharding> all;
+    size_t axes = mesh.axes().size();
+    for (size_t code = 0; code < (axes == 1 ? 4u : 16u); ++code) {
+      Sharding s;
+      for (size_t a = 0; a < axes; ++a) s.placements.push_back(one[(code >> (2 * a)) & 3]);
+      try {
+        s.validate(mesh, t);
+        all.push_back(s);
+      } catch (const Error&) {
+        // 6 columns do not split 4 ways
+      }
+    }
+    Tensor x = ramp(t, 3);
+    for (const Sharding& from : all)
+      for (const Sharding& to : all) {
+        RankPrograms p{mesh, {}};
+        std::vector<std::vector<Tensor>> feeds;
+        for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+          Graph g;
+          Tensor mine = shard_of(x, from, mesh, r);
+          ValueId in = g.add_input("x", mine.type());
+          g.set_outputs({emit_reshard(g, in, from, to, t, mesh, r, "x")});
+          if (g.outputs()[0] == in) g.set_outputs({g.add(OpKind::kIdentity, {in})});
+          p.ranks.push_back(std::move(g));
+          feeds.push_back({mine});
+        }
+        std::vector<const Graph*> graphs;
+        std::vector<std::vector<RefTensor<double>>> ins;
+        for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+          graphs.push_back(&p.ranks[static_cast<size_t>(r)]);
+          ins.push_back({to_ref<double>(feeds[static_cast<size_t>(r)][0])});
+        }
+        auto outs = interpret_ranks<double>(graphs, mesh, ins);
+        std::vector<Tensor> locals;
+        for (auto& o : outs) locals.push_back(from_ref<double>(o[0]));
+        testing::Assembled a = testing::assemble(locals, to, mesh, t);
+        EXPECT_TRUE(a.replicas_agree) << m << " " << from.str() << " -> " << to.str();
+        EXPECT_LE(testing::relative_error(a.value, x), 1e-6) << m << " " << from.str() << " -> " << to.str();
+        ++pairs;
+      }
+  }
+  EXPECT_EQ(pairs, 16 + 16 + 15 * 15);
+}
+
+TEST(Reshard, CollectivesArePricedConstantsAreFree) {
+  DeviceMesh tp = DeviceMesh::parse("tp=4");
+  TensorType t{DType::kF32, {1024, 1024}};
+  double ag = reshard_seconds(Sharding::parse("[S(0)]"), Sharding::parse("[R]"), t, tp, h100());
+  double ar = reshard_seconds(Sharding::parse("[P]"), Sharding::parse("[R]"), t, tp, h100());
+  double rs = reshard_seconds(Sharding::parse("[P]"), Sharding::parse("[S(0)]"), t, tp, h100());
+  EXPECT_GT(ag, 0);
+  EXPECT_GT(ar, ag);  // an all-reduce moves twice the bytes of the all-gather of the same tensor
+  EXPECT_LT(rs, ar);
+  Graph g;
+  ValueId w = g.add_constant("w", Tensor(DType::kF32, {1024, 1024}));
+  ReshardPrices price(g, tp, h100());
+  EXPECT_EQ(price(w, Sharding::parse("[R]"), Sharding::parse("[S(1)]")), 0);
+}
+
+const char* kMlp = R"(graph mlp {
+  input x: f32[4x8]
+  input w1: f32[8x16]
+  input w2: f32[16x8]
+  h = MatMul[fc1](x, w1)
+  a = Relu[act](h)
+  y = MatMul[fc2](a, w2)
+  output y
+})";
+
+// Megatron's MLP from two annotations: column then row parallel, one
+// all-reduce at the end.
+TEST(Propagate, MegatronMlp) {
+  Graph g = parse_graph(kMlp);
+  DeviceMesh tp = DeviceMesh::parse("tp=2");
+  ShardedGraph s = propagate(g, tp, fix(g, {{"w1", "[S(1)]"}, {"w2", "[S(0)]"}}), h100());
+  EXPECT_EQ(describe(g, s),
+            "fc1: [R] x [S(1)] -> [S(1)] (shard pass factor of size 16)\n"
+            "act: [S(1)] -> [S(1)] (shard pass factor of size 16)\n"
+            "fc2: [S(1)] x [S(0)] -> [P] (contract sum factor of size 16)\n"
+            "  reshard y: [P] -> [R] (all-reduce over tp)\n");
+  RankPrograms p = partition(g, s);
+  EXPECT_EQ(count_kind(p, OpKind::kAllReduce), 1);
+  EXPECT_EQ(count_kind(p, OpKind::kAllGather), 0);
+  EXPECT_EQ(p.ranks[0].type(*p.ranks[0].find_value("h")).shape, (Shape{4, 8}));
+  expect_partition_matches(g, s);
+}
+
+// Only the first weight annotated: the second, a constant, is split for free
+// to keep the hidden activation split, which costs less than gathering it
+// (the shipped CPU profile: 5 GB/s between ranks).
+TEST(Propagate, ConstantWeightsFollowTheirReaders) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {256, 64}}), w1 = g.add_input("w1", {DType::kF32, {64, 256}});
+  ValueId w2 = g.add_constant("w2", ramp({DType::kF32, {256, 64}}, 5));
+  ValueId a = g.add(OpKind::kRelu, {g.add(OpKind::kMatMul, {x, w1}, {}, "fc1")}, {}, "act");
+  g.set_outputs({g.add(OpKind::kMatMul, {a, w2}, {}, "fc2")});
+  ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), fix(g, {{"w1", "[S(1)]"}}), cpu());
+  EXPECT_EQ(s.nodes[2].str(), "[S(1)] x [S(0)] -> [P] (contract sum factor of size 256)") << describe(g, s);
+  RankPrograms p = partition(g, s);
+  const Tensor& half = *p.ranks[1].value(*p.ranks[1].find_value("w2")).constant;
+  EXPECT_EQ(half.shape(), (Shape{128, 64}));
+  EXPECT_EQ(half.get_double(0), g.value(w2).constant->get_double(128 * 64));
+  expect_partition_matches(g, s);
+}
+
+// Heads split through Reshape and Transpose; Softmax along the keys keeps
+// the head split; the output projection (a constant) becomes row parallel.
+TEST(Propagate, AttentionHeadsSplitThroughReshape) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {64, 512}}), wq = g.add_input("wq", {DType::kF32, {512, 512}});
+  ValueId wo = g.add_constant("wo", ramp({DType::kF32, {512, 512}}, 9));
+  Attrs split, to, soft, merge;
+  split.set("shape", std::vector<int64_t>{64, 4, 128});
+  to.set("perm", std::vector<int64_t>{1, 0, 2});
+  soft.set("axis", int64_t{-1});
+  merge.set("shape", std::vector<int64_t>{64, 512});
+  ValueId q = g.add(OpKind::kMatMul, {x, wq}, {}, "q_proj");
+  ValueId h = g.add(OpKind::kReshape, {q}, split, "split_heads");
+  ValueId t = g.add(OpKind::kTranspose, {h}, to, "to_heads");
+  ValueId sm = g.add(OpKind::kSoftmax, {t}, soft, "attn");
+  ValueId b = g.add(OpKind::kTranspose, {sm}, to, "from_heads");
+  ValueId m = g.add(OpKind::kReshape, {b}, merge, "merge_heads");
+  g.set_outputs({g.add(OpKind::kMatMul, {m, wo}, {}, "o_proj")});
+  ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), fix(g, {{"wq", "[S(1)]"}}), cpu());
+  std::string d = describe(g, s);
+  EXPECT_NE(d.find("split_heads: [S(1)] -> [S(1)]"), std::string::npos) << d;
+  EXPECT_NE(d.find("to_heads: [S(1)] -> [S(0)]"), std::string::npos) << d;
+  EXPECT_NE(d.find("attn: [S(0)] -> [S(0)]"), std::string::npos) << d;
+  EXPECT_NE(d.find("o_proj: [S(1)] x [S(0)] -> [P]"), std::string::npos) << d;
+  RankPrograms p = partition(g, s);
+  EXPECT_EQ(count_kind(p, OpKind::kAllReduce), 1);
+  EXPECT_EQ(count_kind(p, OpKind::kAllGather) + count_kind(p, OpKind::kAllToAll), 0);
+  expect_partition_matches(g, s);
+}
+
+TEST(Propagate, MergedQkvSplitIsResharded) {
+  Graph g = parse_graph(R"(graph qkv {
+  input x: f32[4x8]
+  input w: f32[8x24]
+  qkv = MatMul[qkv_proj](x, w)
+  q, k, v = Split[split_qkv](qkv) {axis=1, split=[8, 8, 8]}
+  a = Add[qk](q, k)
+  y = Mul[qkv_mul](a, v)
+  output y
+})");
+  ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), fix(g, {{"w", "[S(1)]"}}), h100());
+  const Strategy& split = s.nodes[1];
+  EXPECT_NE(split.inputs[0], Sharding::parse("[S(1)]")) << describe(g, s);
+  EXPECT_NE(describe(g, s).find("reshard qkv: [S(1)] -> "), std::string::npos) << describe(g, s);
+  expect_partition_matches(g, s);
+}
+
+TEST(Propagate, BatchSplitOnATwoAxisMesh) {
+  Graph g = parse_graph(kMlp);
+  DeviceMesh mesh = DeviceMesh::parse("dp=2,tp=2");
+  ShardedGraph s = propagate(g, mesh, fix(g, {{"x", "[S(0),R]"}, {"w1", "[R,S(1)]"}, {"w2", "[R,S(0)]"}}), h100());
+  EXPECT_EQ(s.nodes[2].str().rfind("[S(0),S(1)] x [R,S(0)] -> [S(0),P]", 0), 0u) << describe(g, s);
+  expect_partition_matches(g, s);
+}
+
+TEST(Propagate, BadConstraintsNameTheTensor) {
+  Graph g = parse_graph(kMlp);
+  DeviceMesh tp3 = DeviceMesh::parse("tp=3");
+  try {
+    propagate(g, tp3, fix(g, {{"w1", "[S(0)]"}}), h100());
+    ADD_FAILURE() << "8 rows split 3 ways were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'w1'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(propagate(g, tp3, fix(g, {{"w1", "[S(2)]"}}), h100()), Error);
+  EXPECT_THROW(propagate(g, tp3, fix(g, {{"w1", "[R,R]"}}), h100()), Error);
+}
+
+// Propagation of nothing splits nothing.
+TEST(Propagate, NoAnnotationsNoSplit) {
+  Graph g = parse_graph(kMlp);
+  ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), {}, h100());
+  for (const Sharding& v : s.values) EXPECT_EQ(v, Sharding::parse("[R]"));
+  EXPECT_EQ(s.reshard_seconds, 0);
+}
+
+}  // namespace
+}  // namespace tessera::mutator
