@@ -77,6 +77,8 @@ class RankBuilder {
     const Value& val = g_.value(v);
     ValueId lv;
     if (val.constant) {
+      // Any layout of a constant is its data cut as that layout says: a
+      // pinned weight read in another layout is written in that one too.
       std::string name = val.name;
       if (local_.find_value(name)) name += "/" + want.str();
       lv = local_.add_constant(name, shard_of(*val.constant, want, s_.mesh, rank_));

@@ -11,7 +11,7 @@
 namespace tessera::mutator {
 
 double ReshardPrices::operator()(ValueId v, const Sharding& from, const Sharding& to) {
-  if (from == to || g_.value(v).constant) return 0;
+  if (from == to || (g_.value(v).constant && !pinned_[static_cast<size_t>(v)])) return 0;
   const TensorType& t = g_.type(v);
   std::string key = from.str();
   key += to.str();
@@ -55,6 +55,7 @@ class Propagation {
                                                          << fixed_[v]->str() << " and " << c.sharding.str());
     fixed_[v] = c.sharding;
     value_[v] = c.sharding;
+    price_.pin(c.value);
   }
 
   // Forward, then alternately backward and forward until nothing changes.
@@ -132,7 +133,7 @@ class Propagation {
       bool why = false;
       for (size_t i = 0; i < node.inputs.size() && !why; ++i) {
         ValueId v = node.inputs[i];
-        if (v == kNoValue || g_.value(v).constant) continue;
+        if (v == kNoValue || (g_.value(v).constant && !fixed_[static_cast<size_t>(v)])) continue;
         const Placement& p = s.inputs[i].placements[a];
         why = p.kind != Placement::Kind::kReplicate && value_[static_cast<size_t>(v)].placements[a] == p;
       }

@@ -14,7 +14,9 @@
 //
 // Graph inputs are fed whole (replicated) unless annotated; constants take
 // whatever sharding their reader wants for free (the partitioner gives each
-// rank its block of the data); graph outputs are gathered to replicated.
+// rank its block of the data), unless annotated: an annotated weight is held
+// as annotated and drives its readers like any tensor; graph outputs are
+// gathered to replicated.
 #pragma once
 
 #include <map>
@@ -54,17 +56,20 @@ ShardedGraph propagate(const Graph& g, const DeviceMesh& mesh, const std::vector
 std::string describe(const Graph& g, const ShardedGraph& s);
 
 // Predicted seconds of moving value `v` of `g` from `from` to `to`; free
-// for constants (the partitioner writes the block each rank needs).
+// for constants (the partitioner writes the block each rank needs) unless
+// pinned: a constraint on a weight says how ranks hold it.
 class ReshardPrices {
  public:
   ReshardPrices(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
-      : g_(g), mesh_(mesh), device_(device) {}
+      : g_(g), mesh_(mesh), device_(device), pinned_(static_cast<size_t>(g.num_values()), false) {}
+  void pin(ValueId v) { pinned_[static_cast<size_t>(v)] = true; }
   double operator()(ValueId v, const Sharding& from, const Sharding& to);
 
  private:
   const Graph& g_;
   const DeviceMesh& mesh_;
   const cost::DeviceProfile& device_;
+  std::vector<bool> pinned_;
   std::map<std::string, double> cache_;
 };
 

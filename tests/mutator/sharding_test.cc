@@ -3,6 +3,7 @@
 // in lockstep, compute the single-device graph.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 
 #include "cost/device_profile.h"
@@ -10,6 +11,7 @@
 #include "graph/interpreter.h"
 #include "graph/strategy.h"
 #include "graph/text_form.h"
+#include "mutator/sharding/annotations.h"
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 #include "mutator/sharding/reshard.h"
@@ -295,6 +297,77 @@ TEST(Propagate, NoAnnotationsNoSplit) {
   ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), {}, h100());
   for (const Sharding& v : s.values) EXPECT_EQ(v, Sharding::parse("[R]"));
   EXPECT_EQ(s.reshard_seconds, 0);
+}
+
+}  // namespace
+}  // namespace tessera::mutator
+
+namespace tessera::mutator {
+namespace {
+
+// Exporters name weights arbitrarily but keep module paths in node names.
+Graph torch_like_mlp() {
+  Graph g;
+  ValueId x = g.add_input("input", {DType::kF32, {4, 8}});
+  ValueId w1 = g.add_constant("onnx::MatMul_1144", ramp({DType::kF32, {8, 16}}, 1));
+  ValueId w2 = g.add_constant("onnx::MatMul_1145", ramp({DType::kF32, {16, 8}}, 2));
+  ValueId h = g.add(OpKind::kMatMul, {x, w1}, {}, "/blocks.0/fc1/MatMul");
+  ValueId a = g.add(OpKind::kRelu, {h}, {}, "/blocks.0/act/Relu");
+  g.set_outputs({g.add(OpKind::kMatMul, {a, w2}, {}, "/blocks.0/fc2/MatMul")});
+  return g;
+}
+
+TEST(Annotations, NodePathsNameTheirTensors) {
+  Graph g = torch_like_mlp();
+  DeviceMesh tp = DeviceMesh::parse("tp=2");
+  std::vector<ShardConstraint> c =
+      resolve_annotations(g, tp, {"*/fc1/MatMul:in1=[S(1)]", "*/fc2/MatMul:in1=[S(0)]", "*/act/Relu:out0=[S(1)]"});
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(g.value(c[0].value).name, "onnx::MatMul_1144");
+  EXPECT_EQ(c[0].sharding, Sharding::parse("[S(1)]"));
+  EXPECT_EQ(g.value(c[1].value).name, "onnx::MatMul_1145");
+  EXPECT_EQ(c[2].value, g.node(1).outputs[0]);
+  // A value glob, and the same tensor twice with the same sharding.
+  EXPECT_EQ(resolve_annotations(g, tp, {"onnx::MatMul_114?=[R]", "onnx::MatMul_1144=[R]"}).size(), 2u);
+  ShardedGraph s = propagate(g, tp, c, cpu());
+  expect_partition_matches(g, s);
+}
+
+TEST(Annotations, ErrorsNameTheSpecOrTheTensor) {
+  Graph g = torch_like_mlp();
+  DeviceMesh tp = DeviceMesh::parse("tp=3");
+  auto message = [&](std::vector<std::string> specs) {
+    try {
+      resolve_annotations(g, tp, specs);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({"*/fc9/*:in1=[S(0)]"}).find("matches no tensor"), std::string::npos);
+  EXPECT_NE(message({"*/fc1/MatMul:in1=[S(1)]"}).find("onnx::MatMul_1144"), std::string::npos);  // 16 % 3
+  EXPECT_NE(message({"*/fc1/MatMul:in1=[S(1)]"}).find("not divisible"), std::string::npos);
+  EXPECT_NE(message({"*/fc1/MatMul:in1=[S(2)]"}).find("onnx::MatMul_1144"), std::string::npos);  // no dim 2
+  EXPECT_NE(message({"*/fc1/MatMul:in1=[R,R]"}).find("2 placements"), std::string::npos);
+  EXPECT_NE(message({"*/fc1/MatMul:in7=[R]"}).find("has no input 7"), std::string::npos);
+  EXPECT_NE(message({"*/fc1/MatMul:in1"}).find("expected GLOB"), std::string::npos);
+  EXPECT_NE(message({"*/fc1/MatMul:in1=[Q]"}).find("bad placement"), std::string::npos);
+  EXPECT_NE(message({"input=[P]", "input=[R]"}).find("is given"), std::string::npos);
+}
+
+TEST(Annotations, ShardFileKeepsItsOrder) {
+  std::string path = ::testing::TempDir() + "/tessera_shard_file.json";
+  {
+    std::ofstream f(path);
+    f << R"({"*/fc2/MatMul:in1": "[S(0)]", "*/fc1/MatMul:in1": "[S(1)]"})";
+  }
+  EXPECT_EQ(read_shard_file(path), (std::vector<std::string>{"*/fc2/MatMul:in1=[S(0)]", "*/fc1/MatMul:in1=[S(1)]"}));
+  {
+    std::ofstream f(path);
+    f << R"(["*/fc2/MatMul:in1"])";
+  }
+  EXPECT_THROW(read_shard_file(path), Error);
+  EXPECT_THROW(read_shard_file(path + ".missing"), Error);
 }
 
 }  // namespace
