@@ -66,7 +66,11 @@ TensorType global_type(const DeviceMesh& mesh, const Sharding& sharding, const T
 Program::Program(const Graph& g) : graph_(&g) { init_types(); }
 
 Program::Program(const ShardedProgram& p) : sharded_(&p) {
-  if (p.input_shardings.size() != p.local.inputs().size() || p.output_shardings.size() != p.local.outputs().size())
+  if (!p.per_rank.empty() && static_cast<int64_t>(p.per_rank.size()) != p.mesh.num_devices())
+    TESSERA_THROW(ErrorKind::kUsage, "a sharded program on " << p.mesh.str() << " needs " << p.mesh.num_devices()
+                                                             << " rank programs, got " << p.per_rank.size());
+  const Graph& g = graph();
+  if (p.input_shardings.size() != g.inputs().size() || p.output_shardings.size() != g.outputs().size())
     TESSERA_THROW(ErrorKind::kUsage, "a sharded program needs one sharding per input and per output");
   init_types();
 }
@@ -92,7 +96,7 @@ GlobalOutputs<T> Program::run(const std::vector<RefTensor<T>>& global_inputs) co
     return out;
   }
   const ShardedProgram& sp = *sharded_;
-  const Graph& g = sp.local;
+  const Graph& g = graph();
   int64_t ranks = sp.mesh.num_devices();
   // Scatter: each rank gets its block; a Partial input lives on coordinate 0.
   std::vector<std::vector<RefTensor<T>>> local_inputs(static_cast<size_t>(ranks));
@@ -117,7 +121,10 @@ GlobalOutputs<T> Program::run(const std::vector<RefTensor<T>>& global_inputs) co
       local_inputs[r].push_back(std::move(t));
     }
   }
-  std::vector<std::vector<RefTensor<T>>> local_outputs = interpret_on_mesh<T>(g, sp.mesh, local_inputs);
+  std::vector<const Graph*> programs;
+  for (int64_t r = 0; r < ranks; ++r)
+    programs.push_back(sp.per_rank.empty() ? &sp.local : &sp.per_rank[static_cast<size_t>(r)]);
+  std::vector<std::vector<RefTensor<T>>> local_outputs = interpret_ranks<T>(programs, sp.mesh, local_inputs);
   // Gather: Shard axes place blocks, Partial axes sum, Replicate axes read
   // coordinate 0 and must agree with the other coordinates.
   for (size_t j = 0; j < output_types_.size(); ++j) {

@@ -15,7 +15,10 @@
 namespace tessera::verifier {
 
 struct ShardedProgram {
-  Graph local;  // the same program on every rank
+  Graph local;  // the same program on every rank (when per_rank is empty)
+  // One program per rank instead, run in lockstep (interpret_ranks): what
+  // partitioning makes, where ranks differ in their blocks of the weights.
+  std::vector<Graph> per_rank;
   DeviceMesh mesh;
   std::vector<Sharding> input_shardings;   // one per graph input of `local`
   std::vector<Sharding> output_shardings;  // one per graph output of `local`
@@ -39,7 +42,9 @@ class Program {
   const std::vector<TensorType>& input_types() const { return input_types_; }
   const std::vector<TensorType>& output_types() const { return output_types_; }
   // The graph whose ops the program runs (for analysis).
-  const Graph& graph() const { return sharded_ ? sharded_->local : *graph_; }
+  const Graph& graph() const {
+    return sharded_ ? (sharded_->per_rank.empty() ? sharded_->local : sharded_->per_rank[0]) : *graph_;
+  }
   bool sharded() const { return sharded_ != nullptr; }
 
   template <class T>

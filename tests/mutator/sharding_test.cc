@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "cost/device_profile.h"
@@ -15,6 +16,7 @@
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 #include "mutator/sharding/reshard.h"
+#include "mutator/sharding/sharded_plan.h"
 #include "tests/graph/shard_check.h"
 
 namespace tessera::mutator {
@@ -368,6 +370,33 @@ TEST(Annotations, ShardFileKeepsItsOrder) {
   }
   EXPECT_THROW(read_shard_file(path), Error);
   EXPECT_THROW(read_shard_file(path + ".missing"), Error);
+}
+
+}  // namespace
+}  // namespace tessera::mutator
+
+namespace tessera::mutator {
+namespace {
+
+TEST(ShardedPlan, ChecksAndDescribesTheRanks) {
+  Graph g = torch_like_mlp();
+  ShardOptions o;
+  o.mesh = DeviceMesh::parse("tp=2");
+  o.specs = {"*/fc1/MatMul:in1=[S(1)]", "*/fc2/MatMul:in1=[S(0)]"};
+  ShardedPlan p = shard(g, o);
+  EXPECT_TRUE(p.check.passed) << p.check.summary();
+  ASSERT_EQ(p.ranks.ranks.size(), 2u);
+  ASSERT_EQ(p.collectives.size(), 1u);
+  EXPECT_EQ(p.collectives[0].kind, "AllReduce");
+  EXPECT_EQ(p.collectives[0].bytes, 4 * 8 * 4);
+  EXPECT_EQ(p.rank_records[0].weight_bytes, (8 * 16 + 16 * 8) * 4 / 2);
+  std::string text = sharded_report_text(p);
+  EXPECT_NE(text.find("1 x AllReduce over tp"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(sharded_plan_json(p));
+  EXPECT_EQ(j["format_version"], 2);
+  EXPECT_EQ(j["mesh"], "tp=2");
+  EXPECT_EQ(j["sharding"]["tensors"]["onnx::MatMul_1144"], "[S(1)]");
+  EXPECT_EQ(j["ranks"].size(), 2u);
 }
 
 }  // namespace

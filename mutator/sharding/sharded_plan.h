@@ -1,0 +1,71 @@
+// A plan for a device mesh from annotations: canonicalize the model, resolve
+// the --shard annotations, propagate shardings to every tensor, partition
+// into one program per rank, and check the ranks' programs (run in lockstep
+// on the reference interpreter) against the single-device graph before the
+// plan is returned. What tools/ writes as rank<i>.onnx, plan.json and the
+// reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mutator/canonicalize.h"
+#include "mutator/sharding/partition.h"
+#include "verifier/plan_check.h"
+
+namespace tessera::mutator {
+
+struct ShardOptions {
+  std::string device = "cpu";
+  DeviceMesh mesh;
+  std::vector<std::string> specs;  // --shard, then the --shard-file's
+  uint64_t seed = 0;
+  int check_trials = 2;
+};
+
+struct CollectiveRecord {
+  std::string name, kind, mesh_axis;
+  int64_t bytes = 0;      // the input tensor of one rank
+  double predicted_s = 0;
+};
+
+struct RankRecord {
+  int64_t rank = 0;
+  std::vector<int64_t> coords;
+  int64_t nodes = 0;
+  int64_t weight_bytes = 0;           // its constants
+  int64_t peak_activation_bytes = 0;  // live values at the worst step, in the program's order
+  double compute_s = 0, comm_s = 0;   // predicted
+};
+
+struct ShardedPlan {
+  static constexpr int kFormatVersion = 2;
+  Graph original;
+  Graph global;  // canonicalized: the graph that was sharded
+  std::string device;
+  std::vector<PassRecord> canonical;
+  std::vector<ShardConstraint> constraints;
+  ShardedGraph sharding;
+  RankPrograms ranks;
+  std::vector<CollectiveRecord> collectives;  // rank 0's, in program order
+  std::vector<RankRecord> rank_records;
+  double single_s = 0;  // predicted, the canonical graph on one device
+  double mesh_s = 0;    // predicted, the ranks' critical path
+  verifier::EndToEndReport check;
+  uint64_t seed = 0;
+};
+
+// Throws what resolve_annotations and propagate throw for bad annotations,
+// and Error(kInternal) when the ranks' programs fail the end-to-end check (a
+// plan that fails is never returned, so never written).
+ShardedPlan shard(const Graph& g, const ShardOptions& options);
+
+std::string sharded_plan_json(const ShardedPlan& p);
+std::string sharded_report_json(const ShardedPlan& p);
+std::string sharded_report_text(const ShardedPlan& p);
+
+// The name of rank r's file in a plan folder.
+std::string rank_file(int64_t rank);
+
+}  // namespace tessera::mutator
