@@ -2,12 +2,15 @@
 // plan folder atomically.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <unistd.h>
 
 #include "cost/device_profile.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "mutator/optimize.h"
+#include "mutator/sharding/annotations.h"
+#include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_export.h"
 #include "tools/api/tessera.h"
 
@@ -47,8 +50,63 @@ void publish(const fs::path& tmp, const fs::path& dest) {
 bool is_plan_folder(const std::string& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "plan.json", ec) &&
-         fs::exists(fs::path(path) / "model.onnx", ec);
+         (fs::exists(fs::path(path) / "model.onnx", ec) || fs::exists(fs::path(path) / mutator::rank_file(0), ec));
 }
+
+bool is_sharded_plan_folder(const std::string& path) {
+  std::error_code ec;
+  return is_plan_folder(path) && fs::exists(fs::path(path) / mutator::rank_file(0), ec);
+}
+
+namespace {
+
+// Writes the files `write` makes into a temporary folder next to dest, then
+// moves it into place; nothing is left half-written on failure.
+void write_folder(const fs::path& dest, const std::function<void(const fs::path&)>& write) {
+  std::error_code ec;
+  fs::path tmp = dest.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) TESSERA_THROW(ErrorKind::kIo, "cannot create " << tmp.string() << ": " << ec.message());
+  try {
+    write(tmp);
+    publish(tmp, dest);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const OptimizeConfig& config,
+                                 const DeviceMesh& mesh) {
+  mutator::ShardOptions o;
+  o.device = config.device;
+  o.mesh = mesh;
+  o.seed = config.seed;
+  o.specs = config.shards;
+  if (!config.shard_file.empty())
+    for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
+  mutator::ShardedPlan plan = mutator::shard(g, o);
+  write_folder(dest, [&](const fs::path& tmp) {
+    for (size_t r = 0; r < plan.ranks.ranks.size(); ++r)
+      export_onnx(plan.ranks.ranks[r], (tmp / mutator::rank_file(static_cast<int64_t>(r))).string());
+    write_text(tmp / "plan.json", mutator::sharded_plan_json(plan));
+    write_text(tmp / "report.json", mutator::sharded_report_json(plan));
+    write_text(tmp / "report.txt", mutator::sharded_report_text(plan));
+  });
+  OptimizeSummary s;
+  s.out_dir = dest.string();
+  s.nodes_before = g.num_nodes();
+  s.nodes_after = plan.ranks.ranks[0].num_nodes();
+  s.predicted_before_s = plan.single_s;
+  s.predicted_after_s = plan.mesh_s;
+  s.report_text = mutator::sharded_report_text(plan);
+  s.files.push_back("plan.json");
+  for (size_t r = 0; r < plan.ranks.ranks.size(); ++r) s.files.push_back(mutator::rank_file(static_cast<int64_t>(r)));
+  return s;
+}
+
+}  // namespace
 
 std::string list_rules() { return mutator::rules_listing(); }
 
@@ -59,6 +117,10 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
   if (fs::exists(dest, ec) && !is_plan_folder(dest.string()) && !(fs::is_directory(dest) && fs::is_empty(dest)))
     TESSERA_THROW(ErrorKind::kUsage, "output folder " << out_dir
                                          << " exists and is not a Tessera plan folder; choose another or remove it");
+  DeviceMesh mesh = DeviceMesh::parse(config.mesh);
+  if (mesh.num_devices() > 1) return optimize_sharded(g, dest, config, mesh);
+  if (!config.shards.empty() || !config.shard_file.empty())
+    TESSERA_THROW(ErrorKind::kUsage, "--shard and --shard-file need a mesh of two or more devices (--mesh tp=2)");
   mutator::OptimizeOptions options;
   options.device = config.device;
   options.budget_s = config.budget_s;
@@ -102,20 +164,12 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
     m.backend = "cpu";
   }
 
-  fs::path tmp = dest.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) TESSERA_THROW(ErrorKind::kIo, "cannot create " << tmp.string() << ": " << ec.message());
-  try {
+  write_folder(dest, [&](const fs::path& tmp) {
     export_onnx(plan.optimized, (tmp / "model.onnx").string());
     write_text(tmp / "plan.json", mutator::plan_json(plan));
     write_text(tmp / "report.json", mutator::report_json(plan, measured ? &m : nullptr));
     write_text(tmp / "report.txt", mutator::report_text(plan, measured ? &m : nullptr));
-    publish(tmp, dest);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
   OptimizeSummary s;
   s.out_dir = dest.string();
   s.nodes_before = plan.original.num_nodes();
@@ -130,6 +184,7 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
   s.verified = plan.search.stats.verified;
   s.partial_used = plan.search.stats.partial_used;
   s.report_text = mutator::report_text(plan, measured ? &m : nullptr);
+  s.files = {"model.onnx", "plan.json"};
   return s;
 }
 

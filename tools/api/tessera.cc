@@ -15,6 +15,9 @@ namespace tessera::api {
 Graph load(const std::string& path, const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  if (is_sharded_plan_folder(path))
+    TESSERA_THROW(ErrorKind::kUsage, path << " is a plan for a device mesh (rank<i>.onnx): run it with `tessera run "
+                                          << path << "`, or load one rank's file");
   if (is_plan_folder(path)) return import_onnx_file(path + "/model.onnx", import);
   return import_onnx_file(path, import);
 }

@@ -90,6 +90,12 @@ struct OptimizeConfig {
   // Seconds of budget_s already spent before optimize() (loading the model):
   // the budget covers the whole command.
   double spent_s = 0;
+  // A device mesh ("tp=4", "dp=2,tp=4"): the plan is one program per rank,
+  // split as the annotations say and as propagation extends them. Empty or
+  // one device: a single-device plan.
+  std::string mesh;
+  std::vector<std::string> shards;  // --shard GLOB[:inK|:outK]=PLACEMENTS
+  std::string shard_file;           // --shard-file FILE.json
 };
 
 struct OptimizeSummary {
@@ -101,20 +107,26 @@ struct OptimizeSummary {
   double search_seconds = 0;
   int64_t generated = 0, verified = 0, partial_used = 0;
   std::string report_text;
+  std::vector<std::string> files;  // written to out_dir (besides report.txt and report.json)
 };
 
 // Optimizes g and writes out_dir/{model.onnx, plan.json, report.txt,
-// report.json} atomically (a temporary folder, then a rename). A plan that
-// fails the end-to-end check is never written. Throws Error(kUsage) for a
-// budget <= 0, an unknown rule or device, or an out_dir that exists and is
+// report.json} atomically (a temporary folder, then a rename); for a mesh,
+// rank<i>.onnx per rank (its block of the weights, collectives in the
+// `tessera` domain) instead of model.onnx. A plan that fails the end-to-end
+// check is never written. Throws Error(kUsage) for a budget <= 0, an unknown
+// rule or device, a bad mesh or --shard, or an out_dir that exists and is
 // not a previous plan folder.
 OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config);
 
 // The canonicalization passes and rules, one per line (--list-rules).
 std::string list_rules();
 
-// Whether path is a folder that optimize wrote (plan.json and model.onnx);
-// load() of such a folder loads its model.onnx, so `tessera run OUT_DIR` runs the plan.
+// Whether path is a folder that optimize wrote (plan.json and model.onnx,
+// or rank0.onnx for a mesh); load() of a single-device plan folder loads its
+// model.onnx, so `tessera run OUT_DIR` runs the plan.
 bool is_plan_folder(const std::string& path);
+// Whether it is a plan folder for a mesh (rank<i>.onnx files).
+bool is_sharded_plan_folder(const std::string& path);
 
 }  // namespace tessera::api

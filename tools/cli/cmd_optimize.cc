@@ -1,5 +1,6 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
 //                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--list-rules] [--dump]
+//                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
 #include <chrono>
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -54,6 +55,10 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
   cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
   cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
+  cmd->add_option("--mesh", flags->config.mesh, "Device mesh: tp=4, or dp=2,tp=4 (writes rank<i>.onnx per rank)");
+  cmd->add_option("--shard", flags->config.shards,
+                  "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
+  cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
   return [flags] {
     if (flags->list_rules) {
       std::cout << api::list_rules();
@@ -71,8 +76,14 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
     std::cout << s.report_text;
-    std::cout << "wrote " << s.out_dir << "/{model.onnx, plan.json, report.txt, report.json}\n";
-    if (flags->dump) std::cout << print_graph(api::load(s.out_dir, load_options(flags->input_shapes)));
+    std::string files;
+    for (const std::string& f : s.files) files += f + ", ";
+    std::cout << "wrote " << s.out_dir << "/{" << files << "report.txt, report.json}\n";
+    if (flags->dump) {
+      // A mesh plan has no single model: rank 0's program stands for all.
+      std::string dumped = api::is_sharded_plan_folder(s.out_dir) ? s.out_dir + "/rank0.onnx" : s.out_dir;
+      std::cout << print_graph(api::load(dumped, load_options(flags->input_shapes)));
+    }
     return 0;
   };
 }
