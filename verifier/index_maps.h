@@ -23,8 +23,10 @@ namespace tessera::verifier {
 using LinearRead = std::pair<int, std::vector<int64_t>>;
 using LinearReads = std::set<LinearRead>;
 
-// Per value of `g`, the linear parts of its reads of graph inputs. nullopt
-// for ops without a rule (the same ops split_points() declines).
+// Per value of `g`, the linear parts of its reads of graph inputs, read off
+// each op's dim map. nullopt when an op reads through an index that is no
+// affine function of the position (Gather, Trilu, reflect Pad, Resize,
+// ConvTranspose) or is a collective.
 std::optional<std::vector<LinearReads>> linear_reads(const Graph& g);
 
 // Whether two programs' reads (of one output each) use at most one linear

@@ -4,8 +4,7 @@
 
 #include "graph/error.h"
 #include "graph/interpreter.h"
-#include "graph/number.h"
-#include "verifier/split_points.h"
+#include "verifier/point_plan.h"
 
 namespace tessera::verifier {
 
@@ -16,26 +15,6 @@ struct PointEvaluator::Slot {
   bool full = false;
   std::vector<uint64_t> data;  // Zp residue or int64 bits
   std::vector<uint8_t> have;
-};
-
-// Per-element work repeats the same attribute reads and stride arithmetic;
-// reading them once per node (with the scratch index below) took the BERT
-// check from 157 to 71 ms (bench_verifier): its K and V chains run every
-// element through Split, Reshape and Transpose.
-struct PointEvaluator::Plan {
-  std::vector<int64_t> perm;                 // Transpose
-  std::vector<int64_t> start, step;          // Slice
-  std::vector<int64_t> pads;                 // Pad (begins then ends), Conv
-  uint64_t fill = 0;                         // Pad value
-  size_t axis = 0;                           // Concat, Split
-  std::vector<int64_t> offsets;              // Concat: input starts; Split: output starts
-  Shape a_batch, b_batch;                    // MatMul
-  std::vector<int64_t> a_bstr, b_bstr;
-  int64_t k = 0, cols = 0;
-  bool a1 = false, b1 = false;
-  std::vector<int64_t> ks, st, dil, xs, ws;  // Conv
-  int64_t cg = 0, mg = 0, taps = 0;
-  bool bias = false;
 };
 
 namespace {
@@ -89,9 +68,17 @@ int64_t broadcast_flat(const std::vector<int64_t>& idx, const Shape& in, const s
   return f;
 }
 
-bool is_reshape(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze;
+// The pass factors' values at output index idx.
+void factor_values(const std::vector<Digit>& digits, const std::vector<int64_t>& idx, std::vector<int64_t>& values) {
+  for (const Digit& d : digits) {
+    int64_t v = idx[d.dim] - d.offset;
+    if (d.div != 1) v /= d.div;
+    if (d.mod) v %= d.mod;
+    values[static_cast<size_t>(d.factor)] = v;
+  }
 }
+
+bool inside(const Guard& g, int64_t i) { return i >= 0 && i < g.size; }
 
 }  // namespace
 
@@ -101,27 +88,7 @@ int64_t full_evaluation_work(const Graph& g) {
     const Node& n = g.node(id);
     int64_t out = 0;
     for (ValueId v : n.outputs) out += numel_of(g, v);
-    switch (n.kind) {
-      case OpKind::kMatMul: {
-        const Shape& a = g.type(n.inputs[0]).shape;
-        w += out * (a.empty() ? 1 : a.back());
-        break;
-      }
-      case OpKind::kGemm: {
-        const Shape& a = g.type(n.inputs[0]).shape;
-        w += out * a[n.attrs.i("transA") ? 0 : 1];
-        break;
-      }
-      case OpKind::kConv: case OpKind::kConvTranspose: {
-        const Shape& ws = g.type(n.inputs[1]).shape;
-        int64_t k = 1;
-        for (size_t d = 1; d < ws.size(); ++d) k *= ws[d];
-        w += (n.kind == OpKind::kConv ? out : numel_of(g, n.inputs[0]) * ws[1]) * k;
-        break;
-      }
-      default:
-        w += out;
-    }
+    w += out * std::max<int64_t>(product_sum_work(g, n), 1);
   }
   return w;
 }
@@ -158,76 +125,24 @@ void PointEvaluator::charge(int64_t w) {
   if (*work_ > budget_) throw WorkBudgetExceeded{};
 }
 
-const PointEvaluator::Plan& PointEvaluator::plan(NodeId id) {
-  std::unique_ptr<Plan>& slot = plans_[static_cast<size_t>(id)];
-  if (slot) return *slot;
-  slot = std::make_unique<Plan>();
-  Plan& p = *slot;
-  const Node& n = g_.node(id);
-  auto axis_of = [&](int64_t a) { return static_cast<size_t>(a < 0 ? a + g_.type(n.outputs[0]).rank() : a); };
-  switch (n.kind) {
-    case OpKind::kTranspose: p.perm = n.attrs.ints("perm"); break;
-    case OpKind::kSlice: slice_geometry(n, g_.type(n.inputs[0]).shape, g_.type(n.outputs[0]).shape, p.start, p.step); break;
-    case OpKind::kPad: {
-      p.pads = n.attrs.ints("pads");
-      double value = n.attrs.f("value");
-      p.fill = is_float(g_.type(n.outputs[0]).dtype) ? num_from_double<Zp>(value).v
-                                                     : static_cast<uint64_t>(static_cast<int64_t>(value));
-      break;
-    }
-    case OpKind::kConcat: {
-      p.axis = axis_of(n.attrs.i("axis"));
-      int64_t off = 0;
-      for (ValueId in : n.inputs) {
-        p.offsets.push_back(off);
-        off += g_.type(in).shape[p.axis];
-      }
-      break;
-    }
-    case OpKind::kSplit: {
-      p.axis = axis_of(n.attrs.i("axis"));
-      int64_t off = 0;
-      for (int64_t size : n.attrs.ints("split")) {
-        p.offsets.push_back(off);
-        off += size;
-      }
-      break;
-    }
-    case OpKind::kMatMul: {
-      Shape a = g_.type(n.inputs[0]).shape, b = g_.type(n.inputs[1]).shape;
-      p.a1 = a.size() == 1;
-      p.b1 = b.size() == 1;
-      if (p.a1) a.insert(a.begin(), 1);
-      if (p.b1) b.push_back(1);
-      p.k = a.back();
-      p.cols = b.back();
-      std::vector<int64_t> as = shape_strides(a), bs = shape_strides(b);
-      p.a_batch.assign(a.begin(), a.end() - 2);
-      p.b_batch.assign(b.begin(), b.end() - 2);
-      p.a_bstr.assign(as.begin(), as.end() - 2);
-      p.b_bstr.assign(bs.begin(), bs.end() - 2);
-      break;
-    }
-    case OpKind::kConv: {
-      const Shape& x = g_.type(n.inputs[0]).shape;
-      p.ks = n.attrs.ints("kernel_shape");
-      p.st = n.attrs.ints("strides");
-      p.pads = n.attrs.ints("pads");
-      p.dil = n.attrs.ints("dilations");
-      p.xs = shape_strides(x);
-      p.ws = shape_strides(g_.type(n.inputs[1]).shape);
-      int64_t group = n.attrs.i("group");
-      p.cg = x[1] / group;
-      p.mg = g_.type(n.outputs[0]).shape[1] / group;
-      p.taps = 1;
-      for (int64_t k : p.ks) p.taps *= k;
-      p.bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-      break;
-    }
-    default:
-      break;
+// Per-element work repeats the same reads of the dim map; reading it once
+// per node (with the scratch indices) took the BERT check from 157 to 71 ms
+// (bench_verifier): its K and V chains run every element through Split,
+// Reshape and Transpose.
+const PointPlan& PointEvaluator::plan(NodeId id) {
+  std::unique_ptr<PointPlan>& p = plans_[static_cast<size_t>(id)];
+  if (!p) p = std::make_unique<PointPlan>(make_point_plan(g_, id));
+  return *p;
+}
+
+PointEvaluator::Slot& PointEvaluator::slot(ValueId v) {
+  Slot& s = *slots_[static_cast<size_t>(v)];
+  if (s.have.empty() && !s.full) {
+    auto n = static_cast<size_t>(shape_numel(s.shape));
+    s.data.assign(n, 0);
+    s.have.assign(n, 0);
   }
-  return p;
+  return s;
 }
 
 uint64_t PointEvaluator::output_at(size_t j, const std::vector<int64_t>& idx) {
@@ -241,11 +156,7 @@ uint64_t PointEvaluator::output_at(size_t j, const std::vector<int64_t>& idx) {
 uint64_t PointEvaluator::get(ValueId v, int64_t flat) {
   Slot& s = *slots_[static_cast<size_t>(v)];
   if (s.full) return s.data[static_cast<size_t>(flat)];
-  if (s.have.empty()) {
-    auto n = static_cast<size_t>(shape_numel(s.shape));
-    s.data.assign(n, 0);
-    s.have.assign(n, 0);
-  }
+  slot(v);
   if (!s.have[static_cast<size_t>(flat)]) compute(v, flat);
   return s.data[static_cast<size_t>(flat)];
 }
@@ -254,27 +165,31 @@ void PointEvaluator::compute(ValueId v, int64_t flat) {
   const Value& val = g_.value(v);
   TESSERA_CHECK(val.producer >= 0, "value " << val.name << " has no data and no producer");
   const Node& n = g_.node(val.producer);
-  const OpDef& def = op_def(n.kind);
-  bool all_num = slots_[static_cast<size_t>(v)]->num;
-  for (ValueId in : n.inputs)
-    if (in != kNoValue) all_num = all_num && slots_[static_cast<size_t>(in)]->num;
-  if (def.elementwise() && def.eval_zp) return elementwise(n, v, flat);
-  switch (n.kind) {
-    case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kConcat: case OpKind::kSplit:
-      return movement(val.producer, v, flat);
-    case OpKind::kPad:
-      if (n.attrs.s("mode") == "constant") return movement(val.producer, v, flat);
+  const PointPlan& p = plan(val.producer);
+  switch (p.mode) {
+    case PointPlan::Mode::kElementwise: return elementwise(n, v, flat);
+    case PointPlan::Mode::kView: {
+      charge(1);
+      uint64_t x = get(n.inputs[0], flat);  // row-major order is unchanged
+      Slot& out = *slots_[static_cast<size_t>(v)];
+      out.data[static_cast<size_t>(flat)] = x;
+      out.have[static_cast<size_t>(flat)] = 1;
+      return;
+    }
+    case PointPlan::Mode::kCopy: return copy(n, p, v, flat);
+    case PointPlan::Mode::kProductSum: {
+      bool all_num = slots_[static_cast<size_t>(v)]->num;
+      for (ValueId in : n.inputs)
+        if (in != kNoValue) all_num = all_num && slots_[static_cast<size_t>(in)]->num;
+      if (all_num) return product_sum(n, p, v, flat);
       break;
-    case OpKind::kMatMul:
-      if (all_num) return matmul(val.producer, v, flat);
+    }
+    case PointPlan::Mode::kRow: {
+      auto o = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
+      if (!p.row.writes[o].empty()) return row(n, p, v, flat);
       break;
-    case OpKind::kConv:
-      if (all_num) return conv(val.producer, v, flat);
-      break;
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax:
-      return softmax_row(n, v, flat);
-    default:
-      if (is_reshape(n.kind)) return movement(val.producer, v, flat);
+    }
+    case PointPlan::Mode::kWhole: break;
   }
   materialize(val.producer);
 }
@@ -307,107 +222,99 @@ void PointEvaluator::elementwise(const Node& n, ValueId v, int64_t flat) {
   out.have[static_cast<size_t>(flat)] = 1;
 }
 
-// Movement ops: the output element is one input element (or the pad value).
-void PointEvaluator::movement(NodeId id, ValueId v, int64_t flat) {
-  const Node& n = g_.node(id);
+// Copy ops: the output element is the element its piece reads, or the fill.
+void PointEvaluator::copy(const Node& n, const PointPlan& p, ValueId v, int64_t flat) {
   Slot& out = *slots_[static_cast<size_t>(v)];
-  ValueId src = n.inputs[0];
-  int64_t src_flat = -1;
-  uint64_t fill = 0;
-  if (is_reshape(n.kind)) {
-    src_flat = flat;  // row-major order is unchanged
-  } else {
-    const Plan& p = plan(id);
-    std::vector<int64_t>& idx = scratch_;  // free again before the recursive get below
-    unravel(flat, out.shape, idx);
-    auto index_in = [&](ValueId in) {
-      const std::vector<int64_t>& strides = slots_[static_cast<size_t>(in)]->strides;
-      int64_t f = 0;
-      for (size_t d = 0; d < idx.size(); ++d) f += idx[d] * strides[d];
-      return f;
-    };
-    switch (n.kind) {
-      case OpKind::kTranspose: {
-        const std::vector<int64_t>& strides = slots_[static_cast<size_t>(src)]->strides;
-        src_flat = 0;
-        for (size_t d = 0; d < idx.size(); ++d) src_flat += idx[d] * strides[static_cast<size_t>(p.perm[d])];
-        break;
+  auto o = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
+  const std::vector<CopyPiece>& pieces = p.copy.outputs[o];
+  unravel(flat, out.shape, idx_);
+  const CopyPiece* piece = &pieces[0];
+  if (pieces.size() > 1) {
+    int axis = p.copy.piece_axis[o];
+    if (axis >= 0) {
+      const std::vector<int64_t>& starts = p.copy.piece_starts[o];
+      int64_t at = idx_[static_cast<size_t>(axis)];
+      piece = &pieces[static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin() - 1)];
+    } else {
+      piece = nullptr;
+      for (const CopyPiece& c : pieces) {
+        bool in = true;
+        for (size_t d = 0; d < idx_.size() && in; ++d) in = idx_[d] >= c.lo[d] && idx_[d] < c.hi[d];
+        if (in) piece = &c;
       }
-      case OpKind::kSlice:
-        for (size_t d = 0; d < idx.size(); ++d) idx[d] = p.start[d] + idx[d] * p.step[d];
-        src_flat = index_in(src);
-        break;
-      case OpKind::kPad: {
-        const Shape& in = slots_[static_cast<size_t>(src)]->shape;
-        bool inside = true;
-        for (size_t d = 0; d < idx.size(); ++d) {
-          idx[d] -= p.pads[d];
-          inside = inside && idx[d] >= 0 && idx[d] < in[d];
-        }
-        if (inside) src_flat = index_in(src);
-        else fill = p.fill;
-        break;
-      }
-      case OpKind::kConcat: {
-        auto k = static_cast<size_t>(std::upper_bound(p.offsets.begin(), p.offsets.end(), idx[p.axis]) -
-                                     p.offsets.begin() - 1);
-        src = n.inputs[k];
-        idx[p.axis] -= p.offsets[k];
-        src_flat = index_in(src);
-        break;
-      }
-      case OpKind::kSplit: {
-        auto k = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
-        idx[p.axis] += p.offsets[k];
-        src_flat = index_in(src);
-        break;
-      }
-      default:
-        TESSERA_CHECK(false, "no position rule for " << op_name(n.kind));
+      TESSERA_CHECK(piece, op_name(n.kind) << " dim map has no piece at output position " << flat);
     }
   }
+  values_.resize(p.factors);
+  factor_values(piece->digits, idx_, values_);
+  bool fill = false;
+  for (const Guard& g : piece->guards) fill = fill || !inside(g, g.index.at(values_));
+  int64_t src = piece->read.flat.at(values_);
   charge(1);
-  out.data[static_cast<size_t>(flat)] = src_flat >= 0 ? get(src, src_flat) : fill;
+  uint64_t x = fill ? p.copy.fill : get(n.inputs[piece->read.input], src);
+  out.data[static_cast<size_t>(flat)] = x;
   out.have[static_cast<size_t>(flat)] = 1;
 }
 
-void PointEvaluator::matmul(NodeId id, ValueId v, int64_t flat) {
-  const Node& n = g_.node(id);
-  const Plan& p = plan(id);
+// MatMul, Gemm, Conv: the outer contracted factors (a Conv's taps) step an
+// odometer, checked against the guards; the inner one (K, input channels)
+// is the tight loop of the dot product.
+void PointEvaluator::product_sum(const Node& n, const PointPlan& p, ValueId v, int64_t flat) {
+  const ProductSumPlan& ps = p.product;
   Slot& out = *slots_[static_cast<size_t>(v)];
-  ValueId av = n.inputs[0], bv = n.inputs[1];
-  std::vector<int64_t>& idx = scratch_;  // free again before the recursive gets below
-  unravel(flat, out.shape, idx);
-  if (p.b1) idx.push_back(0);
-  if (p.a1) idx.insert(idx.end() - 1, 0);
-  int64_t m = idx[idx.size() - 2], col = idx.back(), k = p.k, cols = p.cols;
-  idx.resize(idx.size() - 2);
-  int64_t ao = broadcast_flat(idx, p.a_batch, p.a_bstr) + m * k;
-  int64_t bo = broadcast_flat(idx, p.b_batch, p.b_bstr) + col;
-  charge(k);
-  Dot dot;
+  unravel(flat, out.shape, idx_);
+  values_.resize(p.factors);
+  factor_values(ps.digits, idx_, values_);
+  int64_t a0 = ps.a.flat.at(values_), b0 = ps.b.flat.at(values_);
+  int64_t guard_base[ProductSumPlan::kMaxGuards], bias_at[ProductSumPlan::kMaxBias], t[ProductSumPlan::kMaxOuter] = {};
+  for (size_t k = 0; k < ps.guards.size(); ++k) guard_base[k] = ps.guards[k].index.at(values_);
+  for (size_t k = 0; k < ps.bias.size(); ++k) bias_at[k] = ps.bias[k].flat.at(values_);
+  ValueId av = n.inputs[ps.a.input], bv = n.inputs[ps.b.input];
+  charge(ps.work);
   const uint64_t* ap = dense_if_cheap(av);
   const uint64_t* bp = dense_if_cheap(bv);
-  if (ap && bp) {
-    for (int64_t t = 0; t < k; ++t) dot.add(ap[ao + t], bp[bo + t * cols]);
-  } else {
-    for (int64_t t = 0; t < k; ++t) dot.add(get(av, ao + t), get(bv, bo + t * cols));
+  const size_t outer = ps.outer.size();
+  const int64_t inner = ps.inner, sa = ps.a_inner, sb = ps.b_inner;
+  Dot dot;
+  while (true) {
+    bool in = true;
+    for (size_t k = 0; k < ps.guards.size() && in; ++k) {
+      int64_t i = guard_base[k];
+      for (size_t q = 0; q < outer; ++q) i += ps.guards[k].outer[q] * t[q];
+      in = inside(ps.guards[k], i);
+    }
+    if (in) {
+      int64_t ao = a0, bo = b0;
+      for (size_t q = 0; q < outer; ++q) {
+        ao += ps.a_outer[q] * t[q];
+        bo += ps.b_outer[q] * t[q];
+      }
+      if (ap && bp) {
+        for (int64_t i = 0; i < inner; ++i) dot.add(ap[ao + i * sa], bp[bo + i * sb]);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) dot.add(get(av, ao + i * sa), get(bv, bo + i * sb));
+      }
+    }
+    size_t q = outer;
+    while (q > 0 && ++t[q - 1] == ps.outer[q - 1]) t[--q] = 0;
+    if (q == 0) break;
   }
-  out.data[static_cast<size_t>(flat)] = dot.result();
+  uint64_t r = dot.result();
+  if (ps.scaled || !ps.bias.empty()) {
+    Zp y = ps.alpha * Zp::from_u64(r);
+    for (size_t k = 0; k < ps.bias.size(); ++k) y += ps.beta * Zp::from_u64(get(n.inputs[ps.bias[k].input], bias_at[k]));
+    r = y.v;
+  }
+  out.data[static_cast<size_t>(flat)] = r;
   out.have[static_cast<size_t>(flat)] = 1;
 }
 
-bool PointEvaluator::movement_of_held(ValueId v) const {
+bool PointEvaluator::movement_of_held(ValueId v) {
   const Slot& s = *slots_[static_cast<size_t>(v)];
   if (s.full) return true;
   const Value& val = g_.value(v);
-  if (val.producer < 0) return false;
-  const Node& n = g_.node(val.producer);
-  bool movement = is_reshape(n.kind) || n.kind == OpKind::kTranspose || n.kind == OpKind::kSlice ||
-                  n.kind == OpKind::kConcat || n.kind == OpKind::kSplit ||
-                  (n.kind == OpKind::kPad && n.attrs.s("mode") == "constant");
-  if (!movement) return false;
-  for (ValueId in : n.inputs)
+  if (val.producer < 0 || !plan(val.producer).moves_data) return false;
+  for (ValueId in : g_.node(val.producer).inputs)
     if (in != kNoValue && !movement_of_held(in)) return false;
   return true;
 }
@@ -426,75 +333,57 @@ const uint64_t* PointEvaluator::dense_if_cheap(ValueId v) {
   return s.full ? s.data.data() : nullptr;
 }
 
-void PointEvaluator::conv(NodeId id, ValueId v, int64_t flat) {
-  const Node& n = g_.node(id);
-  const Plan& p = plan(id);
-  Slot& out = *slots_[static_cast<size_t>(v)];
-  ValueId xv = n.inputs[0], wv = n.inputs[1];
-  const Shape& x = slots_[static_cast<size_t>(xv)]->shape;
-  size_t sp = p.ks.size();
-  std::vector<int64_t>& idx = scratch_;  // free again before the recursive gets below
-  unravel(flat, out.shape, idx);
-  int64_t spatial[3] = {0, 0, 0};
-  for (size_t d = 0; d < sp; ++d) spatial[d] = idx[2 + d];
-  int64_t map = idx[1], grp = map / p.mg;
-  int64_t xbase = idx[0] * p.xs[0] + grp * p.cg * p.xs[1], wbase = map * p.ws[0];
-  charge(p.cg * p.taps);
-  const uint64_t* xp = dense_if_cheap(xv);
-  const uint64_t* wp = dense_if_cheap(wv);
-  Dot dot;
-  for (int64_t t = 0; t < p.taps; ++t) {
-    int64_t rem = t, xo = 0, wo = 0;
-    bool inside = true;
-    for (size_t d = sp; d-- > 0;) {
-      int64_t tap = rem % p.ks[d];
-      rem /= p.ks[d];
-      int64_t i = spatial[d] * p.st[d] - p.pads[d] + tap * p.dil[d];
-      inside = inside && i >= 0 && i < x[2 + d];
-      xo += i * p.xs[2 + d];
-      wo += tap * p.ws[2 + d];
+// Row ops: the kernel runs on the slab the requested element reads (a
+// tensor of the same rank, size 1 on the fixed dims, so the op's axes still
+// apply) and fills every output element the slab gives.
+void PointEvaluator::row(const Node& n, const PointPlan& p, ValueId v, int64_t flat) {
+  const RowPlan& rp = p.row;
+  auto o = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin());
+  std::vector<int64_t> values(p.factors, 0), idx;
+  unravel(flat, slots_[static_cast<size_t>(v)]->shape, idx);
+  factor_values(rp.digits[o], idx, values);
+  // Element `e` of a slab as a flat position of the full tensor.
+  auto position = [&](const RowPlan::Slab& s, const std::vector<int64_t>& strides, int64_t e) {
+    int64_t f = 0;
+    for (size_t d = s.dims.size(); d-- > 0;) {
+      const SlabDim& sd = s.dims[d];
+      int64_t i = sd.full ? e % s.shape[d] : sd.factor >= 0 ? values[static_cast<size_t>(sd.factor)] : sd.index;
+      if (sd.full) e /= s.shape[d];
+      f += i * strides[d];
     }
-    if (!inside) continue;
-    int64_t xb = xbase + xo, wb = wbase + wo;
-    if (xp && wp) {
-      for (int64_t ic = 0; ic < p.cg; ++ic) dot.add(xp[xb + ic * p.xs[1]], wp[wb + ic * p.ws[1]]);
-    } else {
-      for (int64_t ic = 0; ic < p.cg; ++ic) dot.add(get(xv, xb + ic * p.xs[1]), get(wv, wb + ic * p.ws[1]));
+    return f;
+  };
+  std::vector<RefTensor<Zp>> ins(n.inputs.size());
+  EvalArgs<Zp> args{n, std::vector<const RefTensor<Zp>*>(n.inputs.size(), nullptr), nullptr, nullptr};
+  charge(rp.work);
+  for (const RowPlan::Slab& s : rp.inputs) {
+    ValueId in = n.inputs[s.slot];
+    const Slot& src = *slots_[static_cast<size_t>(in)];
+    RefTensor<Zp>& t = ins[s.slot];
+    t.type = TensorType{g_.type(in).dtype, s.shape};
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      uint64_t x = get(in, position(s, src.strides, e));
+      if (src.num) t.num.push_back(Zp::from_u64(x));
+      else t.ints.push_back(static_cast<int64_t>(x));
     }
+    args.inputs[s.slot] = &t;
   }
-  uint64_t r = dot.result();
-  if (p.bias) r = (Zp::from_u64(r) + Zp::from_u64(get(n.inputs[2], map))).v;
-  out.data[static_cast<size_t>(flat)] = r;
-  out.have[static_cast<size_t>(flat)] = 1;
-}
-
-// Softmax over one row: the kernel runs on the row alone (a tensor of the
-// same rank with every other dim 1, so the axis attribute still applies).
-void PointEvaluator::softmax_row(const Node& n, ValueId v, int64_t flat) {
-  Slot& out = *slots_[static_cast<size_t>(v)];
-  ValueId xv = n.inputs[0];
-  int64_t rank = static_cast<int64_t>(out.shape.size());
-  int64_t axis = n.attrs.i("axis");
-  if (axis < 0) axis += rank;
-  auto a = static_cast<size_t>(axis);
-  int64_t len = out.shape[a];
-  std::vector<int64_t> idx;
-  unravel(flat, out.shape, idx);
-  RefTensor<Zp> row;
-  row.type = g_.type(xv);
-  for (size_t d = 0; d < row.type.shape.size(); ++d)
-    if (d != a) row.type.shape[d] = 1;
-  int64_t base = flat - idx[a] * out.strides[a];
-  for (int64_t t = 0; t < len; ++t) row.num.push_back(Zp::from_u64(get(xv, base + t * out.strides[a])));
-  std::vector<RefTensor<Zp>> outs(1);
-  outs[0].type = TensorType{g_.type(v).dtype, row.type.shape};
-  EvalArgs<Zp> args{n, {&row}, &outs, nullptr};
-  op_def(n.kind).eval_zp(args);
-  charge(len);
-  for (int64_t t = 0; t < len; ++t) {
-    auto f = static_cast<size_t>(base + t * out.strides[a]);
-    out.data[f] = outs[0].num.at(static_cast<size_t>(t)).v;
-    out.have[f] = 1;
+  std::vector<RefTensor<Zp>> outs(n.outputs.size());
+  for (size_t k = 0; k < outs.size(); ++k) outs[k].type = TensorType{g_.type(n.outputs[k]).dtype, rp.outputs[k].shape};
+  args.outputs = &outs;
+  try {
+    op_def(n.kind).eval_zp(args);
+  } catch (const Error& e) {
+    throw e.with_context({"", n.name, op_name(n.kind)});
+  }
+  for (size_t w : rp.writes[o]) {
+    Slot& s = slot(n.outputs[w]);
+    const RefTensor<Zp>& r = outs[w];
+    for (int64_t e = 0; e < r.numel(); ++e) {
+      auto f = static_cast<size_t>(position(rp.outputs[w], s.strides, e));
+      s.data[f] = s.num ? r.num.at(static_cast<size_t>(e)).v : static_cast<uint64_t>(r.ints.at(static_cast<size_t>(e)));
+      s.have[f] = 1;
+    }
   }
 }
 

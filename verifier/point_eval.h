@@ -4,11 +4,16 @@
 // only the elements they depend on. The multilinear test uses it to check a
 // box of the output at its corners instead of evaluating the whole tensor.
 //
-// Ops with a per-position rule here: elementwise ops (any, through their
-// kernel on scalars), Transpose, the reshape family, Slice, constant Pad,
-// Concat, Split, MatMul, Conv, Softmax/LogSoftmax (one row at a time). Any
-// other op is evaluated whole by its reference kernel when first needed.
-// Results are exactly those of interpret<Zp> (same kernels, exact arithmetic).
+// The rule for each op is read off its dim map (point_plan.h): elementwise
+// ops run their kernel on scalars; views keep the flat position; copy ops
+// (map.copies with affine reads: Transpose, Slice, constant Pad, Concat,
+// Split, Expand, Tile) read the one element their map selects, or the fill;
+// MatMul, Gemm and Conv sum the products of their reads over the contracted
+// factors; ops whose reads are whole factors (Softmax, LogSoftmax, CumSum,
+// the reductions, LayerNorm, BatchNorm, global pooling) run their kernel on
+// the slab an output reads. Any other op is evaluated whole by its reference
+// kernel when first needed. Results are exactly those of interpret<Zp> (same
+// kernels, exact arithmetic).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,8 @@
 #include "graph/zp.h"
 
 namespace tessera::verifier {
+
+struct PointPlan;
 
 // Thrown when an evaluation exceeds its work budget.
 struct WorkBudgetExceeded {};
@@ -37,33 +44,33 @@ class PointEvaluator {
 
  private:
   struct Slot;
-  struct Plan;  // a node's index geometry, read from its attributes once
-  const Plan& plan(NodeId id);
+  const PointPlan& plan(NodeId id);  // read off the node's dim map once
   uint64_t get(ValueId v, int64_t flat);
   void compute(ValueId v, int64_t flat);
   void materialize(NodeId n);
   void charge(int64_t w);
+  Slot& slot(ValueId v);  // allocated for position-wise writes
   // Operands of a reduction op that are a chain of movement ops over data
   // already held are made whole first, so the reduction reads them directly.
-  bool movement_of_held(ValueId v) const;
+  bool movement_of_held(ValueId v);
   const uint64_t* dense_if_cheap(ValueId v);
 
   void elementwise(const Node& n, ValueId v, int64_t flat);
-  void matmul(NodeId id, ValueId v, int64_t flat);
-  void conv(NodeId id, ValueId v, int64_t flat);
-  void softmax_row(const Node& n, ValueId v, int64_t flat);
-  void movement(NodeId id, ValueId v, int64_t flat);
+  void copy(const Node& n, const PointPlan& p, ValueId v, int64_t flat);
+  void product_sum(const Node& n, const PointPlan& p, ValueId v, int64_t flat);
+  void row(const Node& n, const PointPlan& p, ValueId v, int64_t flat);
 
   const Graph& g_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::unique_ptr<Plan>> plans_;
+  std::vector<std::unique_ptr<PointPlan>> plans_;
   int64_t* work_;
   int64_t budget_;
-  std::vector<int64_t> scratch_;
+  std::vector<int64_t> idx_, values_;  // scratch: free again before each recursive get
 };
 
 // Multiply-adds the reference kernels spend on `g` (an estimate that counts
-// MatMul, Gemm and Conv by their reductions and other ops by their outputs).
+// MatMul, Gemm and Conv by their outputs times their contracted factors, and
+// other ops by their outputs).
 int64_t full_evaluation_work(const Graph& g);
 
 }  // namespace tessera::verifier

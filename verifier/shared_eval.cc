@@ -11,11 +11,6 @@ namespace {
 
 using TensorPtr = std::shared_ptr<const RefTensor<Zp>>;
 
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
-         k == OpKind::kAllToAll;
-}
-
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
@@ -90,7 +85,7 @@ GraphState bind(const Graph& g, const std::vector<TensorPtr>& inputs, Classes& c
 }
 
 std::vector<TensorPtr> run_kernel(const Graph& g, const Node& n, const GraphState& s) {
-  if (is_collective(n.kind))
+  if (op_def(n.kind).is_collective())
     throw Error(ErrorKind::kUsage, "collective op needs a device mesh", {"", n.name, op_name(n.kind)});
   EvalFn<Zp> fn = op_def(n.kind).eval_zp;
   if (!fn) throw Error(ErrorKind::kUnsupported, "op has no reference kernel", {"", n.name, op_name(n.kind)});
@@ -123,7 +118,7 @@ std::vector<int64_t> input_classes(const Node& n, const GraphState& s) {
 
 bool pair_evaluable(const Graph& g) {
   for (NodeId n = 0; n < g.num_nodes(); ++n)
-    if (is_collective(g.node(n).kind)) return false;
+    if (op_def(g.node(n).kind).is_collective()) return false;
   return true;
 }
 

@@ -3,13 +3,19 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/error.h"
 #include "graph/interpreter.h"
+#include "verifier/dim_geometry.h"
 
 namespace tessera::verifier {
 namespace {
 
 // Thrown inside the analysis when a program leaves what it can describe.
 struct NoRule {};
+
+// More distinct values of the contracted terms of one read dim than this
+// (taps times channels of a grouped conv's input channel dim): no rule.
+constexpr size_t kMaxRests = size_t{1} << 14;
 
 class Builder {
  public:
@@ -18,9 +24,7 @@ class Builder {
     if (p > 0 && p < shape_[d]) sets_[d].insert(p);
     if (static_cast<int64_t>(sets_[d].size()) > cap_) throw NoRule{};
   }
-  void add_all(size_t d, const std::vector<int64_t>& ps, int64_t shift = 0) {
-    for (int64_t p : ps) add(d, p + shift);
-  }
+  int64_t cap() const { return cap_; }
   DimSplits done() const {
     DimSplits out;
     for (const auto& s : sets_) out.emplace_back(s.begin(), s.end());
@@ -36,17 +40,8 @@ class Builder {
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// Numpy broadcasting: an input dim of size 1 stretched over the output has
-// one form everywhere; other dims keep their points.
-void add_broadcast(Builder& b, const Shape& out, const Shape& in, const DimSplits& s) {
-  size_t off = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    if (in[d] == out[off + d]) b.add_all(off + d, s[d]);
-}
-
 // Constant data reads as a different constant wherever its values change.
-DimSplits constant_splits(const Tensor& t, int64_t cap) {
-  RefTensor<Zp> r = to_ref<Zp>(t);
+DimSplits constant_splits(const RefTensor<Zp>& r, int64_t cap) {
   const Shape& shape = r.type.shape;
   Builder b(shape, cap);
   std::vector<int64_t> strides = shape_strides(shape);
@@ -59,268 +54,292 @@ DimSplits constant_splits(const Tensor& t, int64_t cap) {
   return b.done();
 }
 
-// Reshape: dims group into runs of equal size product. Inside a group the
-// flat index is affine in the output index, and the input index is affine in
-// the flat index only within one period of the innermost non-unit input dim.
-DimSplits reshape_splits(const Shape& in, const Shape& out, const DimSplits& s, int64_t cap) {
-  if (shape_numel(in) == 0) throw NoRule{};
-  Builder b(out, cap);
-  size_t i = 0, j = 0;
-  while (i < in.size() || j < out.size()) {
-    size_t i0 = i, j0 = j;
-    int64_t pi = 1, pj = 1;
-    if (i < in.size()) pi *= in[i++];
-    if (j < out.size()) pj *= out[j++];
-    while (pi != pj) {
-      if (pi < pj && i < in.size()) pi *= in[i++];
-      else if (pj < pi && j < out.size()) pj *= out[j++];
-      else throw NoRule{};
+// Whether e is a merge (dim_map.h) once its offset (a Concat piece's) is set aside.
+bool merge_with_offset(const DimMap& m, DimExpr e) {
+  e.offset = 0;
+  return is_merge(m, e);
+}
+
+// AveragePool with count_include_pad divides by the taps inside the input
+// and its explicit padding. The map records one guard, at the input's edges;
+// a ceil_mode window can also cross the padding's outer edge, where the
+// divisor changes (input 6, kernel 3, stride 2, dilation 3, pads (0, 2):
+// windows 0 and 1 read the same taps of the input but divide by 3 and 2).
+// The map has no place for that second pair of edges, so this one rule
+// reads the op's attributes.
+std::vector<int64_t> counted_pad_edges(const Node& n, const Shape& x, size_t d) {
+  if (n.kind != OpKind::kAveragePool || n.attrs.i("count_include_pad") == 0 || d < 2) return {};
+  const auto& pads = n.attrs.ints("pads");
+  size_t spatial = pads.size() / 2;
+  return {-pads[d - 2], x[d] + pads[spatial + d - 2]};
+}
+
+// The splits that one piece of an output adds (the rules of split_points.h).
+class PieceSplits {
+ public:
+  PieceSplits(const DimMap& m, const Piece& p, const Shape& out, Builder& b)
+      : m_(m), p_(p), out_(out), b_(b), places_(factor_places(m, p)) {}
+
+  // A merged output dim moves only its minor factor between multiples of
+  // that factor's size; a piece's range ends (Concat's seams) split too.
+  void output_dims() {
+    std::vector<int64_t> lo, hi;
+    piece_range(m_, p_, out_, lo, hi);
+    for (size_t j = 0; j < out_.size(); ++j) {
+      b_.add(j, lo[j]);
+      b_.add(j, hi[j]);
+      const DimExpr& e = p_.dims[j];
+      if (e.form != DimForm::kAffine) continue;  // a flat run's (split by flat_run)
+      for (const DimTerm& t : e.terms)
+        if (!indexes(m_, places_, t.factor)) throw NoRule{};
+      if (!merge_with_offset(m_, e)) throw NoRule{};
+      if (e.terms.size() < 2) continue;
+      int64_t period = size(e.terms.back().factor);
+      if (period == 0) continue;  // no positions
+      int64_t blocks = (hi[j] - lo[j]) / period;
+      if (blocks - 1 > b_.cap()) throw NoRule{};
+      for (int64_t k = 1; k < blocks; ++k) b_.add(j, lo[j] + k * period);
     }
-    std::set<int64_t> flat;
-    size_t inner = i;
-    for (size_t k = i; k-- > i0;)
-      if (in[k] > 1) { inner = k; break; }
-    if (inner != i) {
-      int64_t period = in[inner], periods = pi / period;
-      if (periods * static_cast<int64_t>(1 + s[inner].size()) > cap) throw NoRule{};
-      for (int64_t o = 0; o < periods; ++o) {
-        if (o > 0) flat.insert(o * period);
-        for (int64_t p : s[inner]) flat.insert(o * period + p);
+  }
+
+  // Where the read's index crosses a point of each input dim: the input's
+  // own splits, and its edges where the read is guarded.
+  void read(const Read& r, const Shape& x, const DimSplits& s, const Node& n) {
+    for (size_t d = 0; d < r.dims.size(); ++d) {
+      const DimExpr& e = r.dims[d];
+      if (e.form != DimForm::kAffine) continue;  // a flat run's (split by flat_run)
+      std::vector<int64_t> points = s[d];
+      if (e.guarded) {
+        points.insert(points.end(), {0, x[d]});
+        std::vector<int64_t> more = counted_pad_edges(n, x, d);
+        points.insert(points.end(), more.begin(), more.end());
+      }
+      if (points.empty()) continue;
+      std::vector<const DimTerm*> pass, free;
+      for (const DimTerm& t : e.terms) (indexes(m_, places_, t.factor) ? pass : free).push_back(&t);
+      if (pass.empty()) continue;  // every position reads the same indices
+      if (pass.size() == 1) {
+        one_pass_factor(e, *pass[0], free, points);
+      } else {
+        if (!free.empty() || e.guarded) throw NoRule{};
+        merged(e, points);
       }
     }
+  }
+
+  // A view op's flat run: the input's innermost run dim moves with the flat
+  // index within one of its periods; its points and period starts, as flat
+  // positions, become lexicographic splits of the run's output dims.
+  void flat_run(const FlatRun& run, const Shape& x, const DimSplits& s) {
+    size_t inner = run.in_dims.back();
+    int64_t period = x[inner], periods = size(run.factor) / period;
+    if (periods * static_cast<int64_t>(1 + s[inner].size()) > b_.cap()) throw NoRule{};
+    std::set<int64_t> flat;
+    for (int64_t o = 0; o < periods; ++o) {
+      if (o > 0) flat.insert(o * period);
+      for (int64_t p : s[inner]) flat.insert(o * period + p);
+    }
+    std::vector<int64_t> idx(run.out_dims.size());
     for (int64_t p : flat) {
-      std::vector<int64_t> idx(j - j0);
       int64_t rem = p;
-      for (size_t k = j; k-- > j0;) {
-        idx[k - j0] = rem % out[k];
-        rem /= out[k];
+      for (size_t k = idx.size(); k-- > 0;) {
+        idx[k] = rem % out_[run.out_dims[k]];
+        rem /= out_[run.out_dims[k]];
       }
       size_t last = 0;
       for (size_t k = 0; k < idx.size(); ++k)
         if (idx[k] != 0) last = k;
       for (size_t k = 0; k <= last; ++k) {
-        b.add(j0 + k, idx[k]);
-        if (k < last) b.add(j0 + k, idx[k] + 1);
+        b_.add(run.out_dims[k], idx[k]);
+        if (k < last) b_.add(run.out_dims[k], idx[k] + 1);
       }
     }
   }
-  return b.done();
-}
 
-DimSplits slice_splits(const Node& n, const Shape& in, const Shape& out, const DimSplits& s, int64_t cap) {
-  Builder b(out, cap);
-  size_t rank = in.size();
-  std::vector<int64_t> start, step;
-  slice_geometry(n, in, out, start, step);
-  for (size_t d = 0; d < rank; ++d)
-    for (int64_t p : s[d]) {
-      if (step[d] > 0) b.add(d, ceil_div(p - start[d], step[d]));
-      else b.add(d, floor_div(start[d] - p, -step[d]) + 1);
+ private:
+  int64_t size(int f) const { return m_.factors[static_cast<size_t>(f)].size; }
+
+  // The positions of output dim j where its terms [first, last], read as
+  // one mixed-radix digit, step from v - 1 to v, for every value of the
+  // dim's more-major terms.
+  void add_split(size_t j, size_t first, size_t last, int64_t v) {
+    const DimExpr& e = p_.dims[j];
+    int64_t digit = 1;
+    for (size_t t = first; t <= last; ++t) digit *= size(e.terms[t].factor);
+    if (v <= 0 || v >= digit) return;
+    int64_t base = e.offset + v * e.terms[last].coef;
+    std::vector<int64_t> major(first, 0);
+    while (true) {
+      int64_t pos = base;
+      for (size_t t = 0; t < first; ++t) pos += major[t] * e.terms[t].coef;
+      b_.add(j, pos);
+      size_t t = first;
+      while (t > 0 && ++major[t - 1] == size(e.terms[t - 1].factor)) major[--t] = 0;
+      if (t == 0) return;
     }
-  return b.done();
-}
-
-// A window op: output o reads input o*stride - pad + t*dilation for each tap
-// t; the form changes where some tap crosses an input point or an edge.
-void window_splits(Builder& b, const Node& n, const Shape& x, const DimSplits& sx) {
-  const auto& k = n.attrs.ints("kernel_shape");
-  const auto& st = n.attrs.ints("strides");
-  const auto& pads = n.attrs.ints("pads");
-  const auto& dil = n.attrs.ints("dilations");
-  size_t sp = k.size();
-  for (size_t j = 0; j < sp; ++j) {
-    std::vector<int64_t> pts = sx[2 + j];
-    int64_t in = x[2 + j];
-    pts.insert(pts.end(), {0, in, -pads[j], in + pads[sp + j]});
-    for (int64_t p : pts)
-      for (int64_t t = 0; t < k[j]; ++t) b.add(2 + j, ceil_div(p + pads[j] - t * dil[j], st[j]));
   }
-}
 
-DimSplits node_output_splits(const Graph& g, const Node& n, size_t out_index, const std::vector<DimSplits>& vs,
-                             int64_t cap) {
-  const Shape& out = g.type(n.outputs[out_index]).shape;
-  auto in_shape = [&](size_t i) -> const Shape& { return g.type(n.inputs[i]).shape; };
-  auto in_splits = [&](size_t i) -> const DimSplits& { return vs[static_cast<size_t>(n.inputs[i])]; };
-  auto present = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] != kNoValue; };
-  Builder b(out, cap);
-  const OpDef& def = op_def(n.kind);
-  if (def.elementwise()) {
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (present(i)) add_broadcast(b, out, in_shape(i), in_splits(i));
-    return b.done();
-  }
-  switch (n.kind) {
-    case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
-      return reshape_splits(in_shape(0), out, in_splits(0), cap);
-    case OpKind::kTranspose: {
-      const auto& perm = n.attrs.ints("perm");
-      for (size_t d = 0; d < out.size(); ++d) b.add_all(d, in_splits(0)[static_cast<size_t>(perm[d])]);
-      return b.done();
+  // index = c·f + rest + offset, rest over the contracted terms: for each
+  // rest, f crosses p at ceil((p - rest - offset) / c), or for c < 0 (a
+  // reversed Slice) at floor((offset + rest - p) / -c) + 1.
+  void one_pass_factor(const DimExpr& e, const DimTerm& pass, const std::vector<const DimTerm*>& free,
+                       const std::vector<int64_t>& points) {
+    std::vector<int64_t> rests{0};
+    for (const DimTerm* t : free) {
+      std::vector<int64_t> next;
+      for (int64_t r : rests)
+        for (int64_t v = 0; v < size(t->factor); ++v) next.push_back(r + t->coef * v);
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+      if (next.size() > kMaxRests) throw NoRule{};
+      rests = std::move(next);
     }
-    case OpKind::kSlice:
-      return slice_splits(n, in_shape(0), out, in_splits(0), cap);
-    case OpKind::kPad: {
-      if (n.attrs.s("mode") != "constant") throw NoRule{};
-      const auto& pads = n.attrs.ints("pads");
-      for (size_t d = 0; d < out.size(); ++d) {
-        b.add_all(d, in_splits(0)[d], pads[d]);
-        b.add(d, pads[d]);
-        b.add(d, pads[d] + in_shape(0)[d]);
-      }
-      return b.done();
-    }
-    case OpKind::kConcat: {
-      int64_t axis = n.attrs.i("axis");
-      if (axis < 0) axis += static_cast<int64_t>(out.size());
-      int64_t off = 0;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        for (size_t d = 0; d < out.size(); ++d)
-          b.add_all(d, in_splits(i)[d], static_cast<int64_t>(d) == axis ? off : 0);
-        off += in_shape(i)[static_cast<size_t>(axis)];
-        b.add(static_cast<size_t>(axis), off);
-      }
-      return b.done();
-    }
-    case OpKind::kSplit: {
-      int64_t axis = n.attrs.i("axis");
-      if (axis < 0) axis += static_cast<int64_t>(out.size());
-      const auto& sizes = n.attrs.ints("split");
-      int64_t off = 0;
-      for (size_t k = 0; k < out_index; ++k) off += sizes[k];
-      for (size_t d = 0; d < out.size(); ++d) b.add_all(d, in_splits(0)[d], static_cast<int64_t>(d) == axis ? -off : 0);
-      return b.done();
-    }
-    case OpKind::kMatMul: {
-      Shape a = in_shape(0), bs = in_shape(1);
-      DimSplits sa = in_splits(0), sb = in_splits(1);
-      bool a1 = a.size() == 1, b1 = bs.size() == 1;
-      size_t r = out.size();
-      // Batch dims broadcast; M comes from A's rows, N from B's columns.
-      size_t batch = r - (a1 ? 0 : 1) - (b1 ? 0 : 1);
-      Shape ob(out.begin(), out.begin() + static_cast<int64_t>(batch));
-      auto add_batch = [&](const Shape& s, const DimSplits& ss, size_t core) {
-        if (s.size() <= core) return;
-        Shape sbatch(s.begin(), s.end() - static_cast<int64_t>(core));
-        DimSplits spl(ss.begin(), ss.end() - static_cast<int64_t>(core));
-        Builder bb(ob, cap);
-        add_broadcast(bb, ob, sbatch, spl);
-        DimSplits got = bb.done();
-        for (size_t d = 0; d < batch; ++d) b.add_all(d, got[d]);
-      };
-      add_batch(a, sa, 2);
-      add_batch(bs, sb, 2);
-      if (!a1) b.add_all(batch, sa[a.size() - 2]);
-      if (!b1) b.add_all(r - 1, sb[bs.size() - 1]);
-      return b.done();
-    }
-    case OpKind::kGemm: {
-      bool ta = n.attrs.i("transA") != 0, tb = n.attrs.i("transB") != 0;
-      b.add_all(0, in_splits(0)[ta ? 1 : 0]);
-      b.add_all(1, in_splits(1)[tb ? 0 : 1]);
-      if (present(2)) add_broadcast(b, out, in_shape(2), in_splits(2));
-      return b.done();
-    }
-    case OpKind::kConv: {
-      int64_t group = n.attrs.i("group");
-      b.add_all(0, in_splits(0)[0]);
-      b.add_all(1, in_splits(1)[0]);
-      if (present(2)) b.add_all(1, in_splits(2)[0]);
-      for (int64_t k = 1; k < group; ++k) b.add(1, k * (out[1] / group));
-      window_splits(b, n, in_shape(0), in_splits(0));
-      return b.done();
-    }
-    case OpKind::kMaxPool: case OpKind::kAveragePool:
-      b.add_all(0, in_splits(0)[0]);
-      b.add_all(1, in_splits(0)[1]);
-      window_splits(b, n, in_shape(0), in_splits(0));
-      return b.done();
-    case OpKind::kGlobalAveragePool: case OpKind::kGlobalMaxPool:
-      b.add_all(0, in_splits(0)[0]);
-      b.add_all(1, in_splits(0)[1]);
-      return b.done();
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kCumSum:
-      for (size_t d = 0; d < out.size(); ++d) b.add_all(d, in_splits(0)[d]);
-      return b.done();
-    case OpKind::kLayerNormalization: {
-      const Shape& x = in_shape(0);
-      if (out_index == 0) {
-        add_broadcast(b, out, x, in_splits(0));
-        for (size_t i = 1; i < n.inputs.size(); ++i)
-          if (present(i)) add_broadcast(b, out, in_shape(i), in_splits(i));
+    int64_t c = pass.coef;
+    if (c == 0 || rests.empty()) return;  // an empty contracted factor reads nothing
+    auto cross = [&](int64_t p, int64_t r) {
+      return c > 0 ? ceil_div(p - r - e.offset, c) : floor_div(e.offset + r - p, -c) + 1;
+    };
+    const Place& at = places_[static_cast<size_t>(pass.factor)];
+    auto j = static_cast<size_t>(at.dim);
+    // Consecutive rests give consecutive crossings (|c| >= 1): an interval.
+    bool interval = rests.back() - rests.front() + 1 == static_cast<int64_t>(rests.size());
+    for (int64_t p : points) {
+      if (interval) {
+        int64_t a = cross(p, rests.front()), z = cross(p, rests.back());
+        int64_t lo = std::max<int64_t>(std::min(a, z), 1), hi = std::min(std::max(a, z), size(pass.factor) - 1);
+        for (int64_t v = lo; v <= hi; ++v) add_split(j, at.term, at.term, v);
       } else {
-        add_broadcast(b, out, x, in_splits(0));  // Mean, InvStdDev: reduced dims have size 1
+        for (int64_t r : rests) add_split(j, at.term, at.term, cross(p, r));
       }
-      return b.done();
     }
-    case OpKind::kBatchNormalization:
-      for (size_t d = 0; d < out.size(); ++d) b.add_all(d, in_splits(0)[d]);
-      for (size_t i = 1; i < n.inputs.size(); ++i) b.add_all(1, in_splits(i)[0]);
-      return b.done();
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
-    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare: {
-      const Shape& x = in_shape(0);
-      std::vector<int64_t> axes = n.attrs.ints("axes");
-      std::vector<bool> reduced(x.size(), axes.empty());
-      for (int64_t a : axes) reduced[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(x.size()) : a)] = true;
-      bool keep = n.attrs.i("keepdims") != 0;
-      for (size_t d = 0, o = 0; d < x.size(); ++d) {
-        if (!reduced[d]) b.add_all(o, in_splits(0)[d]);
-        if (!reduced[d] || keep) ++o;
-      }
-      return b.done();
-    }
-    case OpKind::kExpand:
-      add_broadcast(b, out, in_shape(0), in_splits(0));
-      return b.done();
-    case OpKind::kTile: {
-      const Shape& x = in_shape(0);
-      for (size_t d = 0; d < out.size(); ++d)
-        for (int64_t r = 0; r * x[d] < out[d]; ++r) {
-          b.add(d, r * x[d]);
-          b.add_all(d, in_splits(0)[d], r * x[d]);
-        }
-      return b.done();
-    }
-    case OpKind::kConstantOfShape: case OpKind::kSize:
-      return b.done();
-    default:
-      throw NoRule{};
   }
+
+  // A merge of pass factors (a reshape's input dim): the index crosses p
+  // where the factors, read lexicographically, pass p's digits v1..vm.
+  // Factors that sit next to each other in one output dim form one digit
+  // there; each digit but the last non-zero one splits at v and v + 1.
+  void merged(const DimExpr& e, const std::vector<int64_t>& points) {
+    if (!merge_with_offset(m_, e)) throw NoRule{};
+    struct Digit {
+      size_t first, last;  // terms of e
+      int64_t size = 1;
+    };
+    std::vector<Digit> digits;
+    for (size_t t = 0; t < e.terms.size(); ++t) {
+      const Place& at = places_[static_cast<size_t>(e.terms[t].factor)];
+      if (!digits.empty()) {
+        const Place& prev = places_[static_cast<size_t>(e.terms[t - 1].factor)];
+        if (prev.dim == at.dim && prev.term + 1 == at.term) {
+          digits.back().last = t;
+          digits.back().size *= size(e.terms[t].factor);
+          continue;
+        }
+      }
+      digits.push_back({t, t, size(e.terms[t].factor)});
+    }
+    int64_t total = 1;
+    for (const Digit& g : digits) total *= g.size;
+    std::vector<int64_t> value(digits.size());
+    for (int64_t p : points) {
+      int64_t q = p - e.offset;
+      if (q <= 0 || q >= total) continue;
+      for (size_t k = digits.size(); k-- > 0;) {
+        value[k] = q % digits[k].size;
+        q /= digits[k].size;
+      }
+      size_t last = 0;
+      for (size_t k = 0; k < digits.size(); ++k)
+        if (value[k] != 0) last = k;
+      for (size_t k = 0; k <= last; ++k) {
+        const Place& at = places_[static_cast<size_t>(e.terms[digits[k].first].factor)];
+        const Place& end = places_[static_cast<size_t>(e.terms[digits[k].last].factor)];
+        auto j = static_cast<size_t>(at.dim);
+        add_split(j, at.term, end.term, value[k]);
+        if (k < last) add_split(j, at.term, end.term, value[k] + 1);
+      }
+    }
+  }
+
+  const DimMap& m_;
+  const Piece& p_;
+  const Shape& out_;
+  Builder& b_;
+  std::vector<Place> places_;
+};
+
+DimSplits node_output_splits(const Graph& g, const Node& n, const DimMap& m, size_t out_index,
+                             const std::vector<DimSplits>& vs, int64_t cap) {
+  const Shape& out = g.type(n.outputs[out_index]).shape;
+  auto in_shape = [&](int slot) -> const Shape& { return g.type(n.inputs[static_cast<size_t>(slot)]).shape; };
+  auto in_splits = [&](int slot) -> const DimSplits& { return vs[static_cast<size_t>(n.inputs[static_cast<size_t>(slot)])]; };
+  Builder b(out, cap);
+  for (const Piece& p : m.outputs.at(out_index)) {
+    std::optional<std::vector<FlatRun>> runs =
+        flat_runs(n, m, p, p.reads.empty() ? Shape{} : in_shape(p.reads[0].input), out);
+    if (!runs) throw NoRule{};
+    PieceSplits ps(m, p, out, b);
+    ps.output_dims();
+    for (const Read& r : p.reads) ps.read(r, in_shape(r.input), in_splits(r.input), n);
+    for (const FlatRun& run : *runs) ps.flat_run(run, in_shape(0), in_splits(0));
+  }
+  return b.done();
+}
+
+// A node whose inputs are all known data (constants, or nodes folded
+// before) is known data too: its splits are where its values change. This
+// covers what reads no input element but is still fixed (ConstantOfShape,
+// Range), whose maps say only "positional".
+bool fold(const Graph& g, const Node& n, std::vector<std::optional<RefTensor<Zp>>>& data, std::vector<DimSplits>& vs,
+          int64_t cap) {
+  const OpDef& def = op_def(n.kind);
+  if (def.is_collective() || !def.eval_zp) return false;
+  EvalArgs<Zp> args{n, {}, nullptr, nullptr};
+  for (ValueId in : n.inputs) {
+    if (in == kNoValue) {
+      args.inputs.push_back(nullptr);
+      continue;
+    }
+    std::optional<RefTensor<Zp>>& d = data[static_cast<size_t>(in)];
+    if (!d && g.value(in).constant) d = to_ref<Zp>(*g.value(in).constant);
+    if (!d) return false;
+    args.inputs.push_back(&*d);
+  }
+  std::vector<RefTensor<Zp>> outs(n.outputs.size());
+  for (size_t o = 0; o < outs.size(); ++o) outs[o].type = g.type(n.outputs[o]);
+  args.outputs = &outs;
+  try {
+    def.eval_zp(args);
+  } catch (const Error&) {
+    return false;
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    vs[static_cast<size_t>(n.outputs[o])] = constant_splits(outs[o], cap);
+    data[static_cast<size_t>(n.outputs[o])] = std::move(outs[o]);
+  }
+  return true;
 }
 
 }  // namespace
 
-void slice_geometry(const Node& n, const Shape& in, const Shape& out, std::vector<int64_t>& start,
-                    std::vector<int64_t>& step) {
-  size_t rank = in.size();
-  start.assign(rank, 0);
-  step.assign(rank, 1);
-  const auto& starts = n.attrs.ints("starts");
-  const auto& axes = n.attrs.ints("axes");
-  const auto& steps = n.attrs.ints("steps");
-  for (size_t k = 0; k < axes.size(); ++k) {
-    auto axis = static_cast<size_t>(axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k]);
-    int64_t dim = in[axis], st = steps[k];
-    int64_t first = starts[k] < 0 ? starts[k] + dim : starts[k];
-    first = st > 0 ? std::clamp<int64_t>(first, 0, dim) : std::clamp<int64_t>(first, 0, std::max<int64_t>(dim - 1, 0));
-    start[axis] = first;
-    step[axis] = out[axis] <= 1 ? 1 : st;
-  }
-}
-
 std::optional<std::vector<DimSplits>> split_points(const Graph& g, int64_t max_per_dim) {
   std::vector<DimSplits> vs(static_cast<size_t>(g.num_values()));
+  std::vector<std::optional<RefTensor<Zp>>> data(static_cast<size_t>(g.num_values()));
   try {
     for (ValueId v = 0; v < g.num_values(); ++v) {
       const Value& val = g.value(v);
-      if (val.constant) vs[static_cast<size_t>(v)] = constant_splits(*val.constant, max_per_dim);
+      if (val.constant) vs[static_cast<size_t>(v)] = constant_splits(to_ref<Zp>(*val.constant), max_per_dim);
       else vs[static_cast<size_t>(v)].assign(val.type.shape.size(), {});
     }
     for (NodeId id : g.topo_order()) {
       const Node& n = g.node(id);
-      for (size_t o = 0; o < n.outputs.size(); ++o)
-        vs[static_cast<size_t>(n.outputs[o])] = node_output_splits(g, n, o, vs, max_per_dim);
+      try {
+        if (op_def(n.kind).is_collective()) throw NoRule{};  // reads other ranks' data
+        DimMap m = dim_map(g, n);
+        for (size_t o = 0; o < n.outputs.size(); ++o)
+          vs[static_cast<size_t>(n.outputs[o])] = node_output_splits(g, n, m, o, vs, max_per_dim);
+      } catch (const NoRule&) {
+        if (!fold(g, n, data, vs, max_per_dim)) throw;
+      }
     }
   } catch (const NoRule&) {
     return std::nullopt;

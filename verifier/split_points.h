@@ -6,6 +6,19 @@
 // the grid they cut, each element reads the inputs through the same affine
 // index maps, so one program position behaves like any other there. The
 // multilinear test uses this to check a box at a few positions only.
+//
+// The points come from each op's dim map (graph/dim_map.h), per piece of
+// each output:
+//  (a) an output dim that merges several factors splits at every multiple of
+//      its minor factor's size, so that inside a box only that factor moves;
+//  (b) a piece's range ends (Concat's seams);
+//  (c) every read dim's points (the input's own, and its edges where the read
+//      is guarded) become the output positions where the read's index crosses
+//      them: for a dim c·f + (contracted terms) + offset, where f crosses for
+//      each value of the contracted terms; for a merge of pass factors (a
+//      reshape), where its digits pass the point's, lexicographically.
+// Values with data known here (constants, and nodes over them only) split
+// where their values change.
 #pragma once
 
 #include <cstdint>
@@ -22,15 +35,11 @@ namespace tessera::verifier {
 using DimSplits = std::vector<std::vector<int64_t>>;
 
 // Splits of every value of `g` (indexed by ValueId), from no splits at the
-// graph inputs. nullopt when an op has no splitting rule here (Gather, Trilu,
-// reflect Pad, collectives, ...) or a dim gets more than `max_per_dim` points:
-// the caller then evaluates the whole program instead.
+// graph inputs. nullopt when an op's map has a dim that is no affine function
+// of the position (Gather, Trilu, reflect Pad, Resize, ConvTranspose), for
+// collectives, or when a dim gets more than `max_per_dim` points: the caller
+// then evaluates the whole program instead.
 std::optional<std::vector<DimSplits>> split_points(const Graph& g, int64_t max_per_dim = 4096);
-
-// Where a Slice node reads along each dim of its input: output j of dim d
-// reads input start[d] + j * step[d] (ONNX clamping applied, as the kernel).
-void slice_geometry(const Node& n, const Shape& in, const Shape& out, std::vector<int64_t>& start,
-                    std::vector<int64_t>& step);
 
 // The boxes of the grid cut by `splits` over `shape`, row-major order.
 std::vector<Box> grid_boxes(const Shape& shape, const DimSplits& splits);
