@@ -73,6 +73,11 @@ struct DimExpr {
   std::vector<DimTerm> terms;  // major to minor
   int64_t offset = 0;
   bool guarded = false;  // an index outside [0, size) reads the op's fill (zero padding, Pad's value)
+  // Other indices where the op's rule for an element changes as the read
+  // crosses them (an AveragePool that counts its padding divides by the taps
+  // inside [-pad_begin, size + pad_end)): a read on either side is the same
+  // index function but another formula.
+  std::vector<int64_t> edges;
   bool operator==(const DimExpr&) const = default;
 };
 
@@ -96,8 +101,14 @@ struct DimMap {
   std::vector<Factor> factors;
   std::vector<std::vector<Piece>> outputs;  // per output, its pieces
   // Each output element is the input element its single read selects, or
-  // the fill where a guarded dim falls outside (the movement ops).
+  // `fill` where a guarded dim falls outside (the movement ops).
   bool copies = false;
+  double fill = 0;
+  // Each output element is product_scale · Σ over the contracted (sum)
+  // factors of the product of the non-bias reads, plus bias_scale · the bias
+  // reads (MatMul, Gemm, Conv): the arithmetic, besides the geometry.
+  bool products = false;
+  double product_scale = 1, bias_scale = 1;
 };
 
 // What an op's dim-map function sees: the node and its inputs' and outputs'

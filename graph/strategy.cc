@@ -73,6 +73,12 @@ std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const Di
     if (dim < 0) return std::nullopt;
     s.outputs.push_back(Placement::shard(dim));
   }
+  // A pass factor no input holds is made by the op from its attributes
+  // (Expand's broadcast dims, Tile's repeats): a rank makes its block only
+  // if the op can rewrite those attributes for local shapes.
+  if (!contracted && std::all_of(in_dim.begin(), in_dim.end(), [](int64_t d) { return d < 0; }) &&
+      !op_def(n.kind).localize)
+    return std::nullopt;
   s.name = std::string(contracted ? "contract " : "shard ") + factor_kind_name(fac.kind) + " factor of size " +
            std::to_string(fac.size);
   return s;

@@ -12,17 +12,6 @@
 namespace tessera::verifier {
 namespace {
 
-// The ops whose element is alpha · Σ (product of the two non-bias reads)
-// over the contracted factors, plus beta · the bias reads. The map says what
-// they read; that each term is a product, and Gemm's scale, are the kernel's
-// arithmetic, which the op table does not record, hence this list.
-std::optional<std::pair<double, double>> product_sum_scale(const Node& n) {
-  switch (n.kind) {
-    case OpKind::kMatMul: case OpKind::kConv: return std::pair{1.0, 1.0};
-    case OpKind::kGemm: return std::pair{n.attrs.f("alpha"), n.attrs.f("beta")};
-    default: return std::nullopt;
-  }
-}
 
 const Shape& in_shape(const Graph& g, const Node& n, size_t slot) { return g.type(n.inputs.at(slot)).shape; }
 
@@ -114,14 +103,10 @@ bool plan_copy(const Graph& g, const Node& n, const DimMap& m, CopyPlan& cp) {
     cp.piece_starts.push_back(std::move(starts));
     cp.outputs.push_back(std::move(pieces));
   }
-  // The map says where a guarded copy reads the fill, not what it is: the
-  // op's `value` attribute (Pad's), zero without one; integer outputs take
-  // its integer part, as the kernel does.
-  if (guarded) {
-    double value = n.attrs.has("value") ? n.attrs.f("value") : 0.0;
-    cp.fill = is_float(g.type(n.outputs[0]).dtype) ? num_from_double<Zp>(value).v
-                                                    : static_cast<uint64_t>(static_cast<int64_t>(value));
-  }
+  // Integer outputs take the fill's integer part, as the kernel does.
+  if (guarded)
+    cp.fill = is_float(g.type(n.outputs[0]).dtype) ? num_from_double<Zp>(m.fill).v
+                                                    : static_cast<uint64_t>(static_cast<int64_t>(m.fill));
   return true;
 }
 
@@ -159,8 +144,7 @@ bool product_operand(const Graph& g, const Node& n, const DimMap& m, const Read&
 }
 
 bool plan_product_sum(const Graph& g, const Node& n, const DimMap& m, ProductSumPlan& ps) {
-  std::optional<std::pair<double, double>> scale = product_sum_scale(n);
-  if (!scale || m.outputs.size() != 1 || m.outputs[0].size() != 1) return false;
+  if (!m.products || m.outputs.size() != 1 || m.outputs[0].size() != 1) return false;
   const Piece& p = m.outputs[0][0];
   if (!all_affine(p) || !piece_digits(m, p, ps.digits)) return false;
   std::vector<bool> known = known_factors(m, ps.digits);
@@ -210,8 +194,8 @@ bool plan_product_sum(const Graph& g, const Node& n, const DimMap& m, ProductSum
     ps.bias.push_back(std::move(fr));
   }
   if (ps.bias.size() > ProductSumPlan::kMaxBias) return false;
-  ps.alpha = num_from_double<Zp>(scale->first);
-  ps.beta = num_from_double<Zp>(scale->second);
+  ps.alpha = num_from_double<Zp>(m.product_scale);
+  ps.beta = num_from_double<Zp>(m.bias_scale);
   ps.scaled = ps.alpha != Zp::from_u64(1) || ps.beta != Zp::from_u64(1);
   return true;
 }
@@ -369,8 +353,9 @@ PointPlan make_point_plan(const Graph& g, NodeId id) {
 }
 
 int64_t product_sum_work(const Graph& g, const Node& n) {
-  if (!product_sum_scale(n)) return 0;
+  if (op_def(n.kind).is_collective()) return 0;
   DimMap m = dim_map(g, n);
+  if (!m.products) return 0;
   int64_t w = 1;
   for (const Factor& f : m.factors)
     if (f.kind != FactorKind::kPass) w *= f.size;

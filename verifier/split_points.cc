@@ -60,20 +60,6 @@ bool merge_with_offset(const DimMap& m, DimExpr e) {
   return is_merge(m, e);
 }
 
-// AveragePool with count_include_pad divides by the taps inside the input
-// and its explicit padding. The map records one guard, at the input's edges;
-// a ceil_mode window can also cross the padding's outer edge, where the
-// divisor changes (input 6, kernel 3, stride 2, dilation 3, pads (0, 2):
-// windows 0 and 1 read the same taps of the input but divide by 3 and 2).
-// The map has no place for that second pair of edges, so this one rule
-// reads the op's attributes.
-std::vector<int64_t> counted_pad_edges(const Node& n, const Shape& x, size_t d) {
-  if (n.kind != OpKind::kAveragePool || n.attrs.i("count_include_pad") == 0 || d < 2) return {};
-  const auto& pads = n.attrs.ints("pads");
-  size_t spatial = pads.size() / 2;
-  return {-pads[d - 2], x[d] + pads[spatial + d - 2]};
-}
-
 // The splits that one piece of an output adds (the rules of split_points.h).
 class PieceSplits {
  public:
@@ -109,11 +95,8 @@ class PieceSplits {
       const DimExpr& e = r.dims[d];
       if (e.form != DimForm::kAffine) continue;  // a flat run's (split by flat_run)
       std::vector<int64_t> points = s[d];
-      if (e.guarded) {
-        points.insert(points.end(), {0, x[d]});
-        std::vector<int64_t> more = counted_pad_edges(n, x, d);
-        points.insert(points.end(), more.begin(), more.end());
-      }
+      if (e.guarded) points.insert(points.end(), {0, x[d]});
+      points.insert(points.end(), e.edges.begin(), e.edges.end());
       if (points.empty()) continue;
       std::vector<const DimTerm*> pass, free;
       for (const DimTerm& t : e.terms) (indexes(m_, places_, t.factor) ? pass : free).push_back(&t);

@@ -426,6 +426,7 @@ DimMap conv_dim_map(const DimMapContext& c) {
   Piece p{od, {{0, xd, false}, {1, wd, false}}};
   if (c.has_input(2)) p.reads.push_back({2, {dims::merge(m, {fg, fm})}, true});
   m.outputs.push_back({std::move(p)});
+  m.products = true;
   return m;
 }
 
@@ -462,6 +463,8 @@ DimMap pool_dim_map(const DimMapContext& c) {
   const auto& dil = n.attrs.ints("dilations");
   const auto& k = n.attrs.ints("kernel_shape");
   FactorKind kind = n.kind == OpKind::kAveragePool ? FactorKind::kMean : FactorKind::kReduce;
+  bool counts_padding = n.kind == OpKind::kAveragePool && n.attrs.i("count_include_pad") != 0;
+  size_t spatial = x.size() - 2;
   DimMap m;
   int fn = dims::add_factor(m, x[0]), fc = dims::add_factor(m, x[1]);
   std::vector<DimExpr> od{dims::factor(fn), dims::factor(fc)}, xd = od;
@@ -469,6 +472,8 @@ DimMap pool_dim_map(const DimMapContext& c) {
     int fo = dims::add_factor(m, out[i]), ft = dims::add_factor(m, k[i - 2], kind);
     od.push_back(dims::factor(fo));
     xd.push_back(window_dim(fo, ft, st[i - 2], dil[i - 2], pads[i - 2]));
+    // Counting the padding, the divisor is the taps inside the padded input.
+    if (counts_padding) xd.back().edges = {-pads[i - 2], x[i] + pads[spatial + i - 2]};
   }
   m.outputs.push_back({Piece{od, {{0, xd, false}}}});
   return m;

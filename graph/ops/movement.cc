@@ -374,13 +374,23 @@ DimMap split_dim_map(const DimMapContext& c) {
   return m;
 }
 
-// Shape, Size, Range, ConstantOfShape: outputs that read no input element;
-// each output dim is a function of its position (Range's values, Shape's
-// entries), so no shard of it is a local op of the same kind.
+// Shape, Size, Range: outputs that read no input element, each element a
+// function of its position (Range's values, Shape's entries).
 DimMap generated_dim_map(const DimMapContext& c) {
   DimMap m;
   Piece p;
   for (int64_t s : c.out[0]) p.dims.push_back(dims::positional({dims::add_factor(m, s)}));
+  m.outputs.push_back({std::move(p)});
+  return m;
+}
+
+// ConstantOfShape: one value everywhere, reading no element. (Its size is
+// an input, not an attribute, so a rank cannot make its block alone: no
+// localize hook, so no split.)
+DimMap constant_of_shape_dim_map(const DimMapContext& c) {
+  DimMap m;
+  Piece p;
+  for (int64_t s : c.out[0]) p.dims.push_back(dims::factor(dims::add_factor(m, s)));
   m.outputs.push_back({std::move(p)});
   return m;
 }
@@ -408,8 +418,8 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   def(OpKind::kTranspose).dim_map = transpose_dim_map;
   def(OpKind::kConcat).dim_map = concat_dim_map;
   def(OpKind::kSplit).dim_map = split_dim_map;
-  for (OpKind k : {OpKind::kShape, OpKind::kSize, OpKind::kConstantOfShape, OpKind::kRange})
-    def(k).dim_map = generated_dim_map;
+  for (OpKind k : {OpKind::kShape, OpKind::kSize, OpKind::kRange}) def(k).dim_map = generated_dim_map;
+  def(OpKind::kConstantOfShape).dim_map = constant_of_shape_dim_map;
 
   TESSERA_SET_KERNELS(data_op(OpKind::kReshape, infer_reshape, {{"shape", AttrType::kInts, std::nullopt}}),
                       eval_same_data);

@@ -507,6 +507,7 @@ DimMap pad_dim_map(const DimMapContext& c) {
   }
   p.reads.push_back(std::move(r));
   m.outputs.push_back({std::move(p)});
+  m.fill = c.node.attrs.f("value");
   return m;
 }
 

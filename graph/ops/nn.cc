@@ -213,6 +213,7 @@ DimMap matmul_dim_map(const DimMapContext& c) {
                                                   : std::vector<DimExpr>{dims::factor(fk), dims::factor(fn)}),
           false};
   m.outputs.push_back({Piece{std::move(out), {std::move(ra), std::move(rb)}}});
+  m.products = true;
   return m;
 }
 
@@ -228,6 +229,9 @@ DimMap gemm_dim_map(const DimMapContext& c) {
   p.reads.push_back({1, tb ? factor_dims({fn, fk}) : factor_dims({fk, fn}), false});
   if (c.has_input(2)) p.reads.push_back({2, dims::broadcast(c.in[2], out, {fm, fn}), true});
   m.outputs.push_back({std::move(p)});
+  m.products = true;
+  m.product_scale = c.node.attrs.f("alpha");
+  m.bias_scale = c.node.attrs.f("beta");
   return m;
 }
 
