@@ -45,11 +45,6 @@ EvalFn<T> eval_for(const OpDef& def) {
   return fn;
 }
 
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
-         k == OpKind::kAllToAll;
-}
-
 // Rounds results of 16-bit float dtypes, so float evaluation of an f16 graph
 // sees the values an f16 device would store.
 template <class T>
@@ -155,7 +150,7 @@ std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<
   bind_inputs(g, inputs, env);
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& node = g.node(order[k]);
-    if (is_collective(node.kind))
+    if (op_def(node.kind).is_collective())
       throw Error(ErrorKind::kUsage, "collective op needs a device mesh: use interpret_on_mesh",
                   {"", node.name, op_name(node.kind)});
     run_node(g, node, env, nullptr);
@@ -179,7 +174,7 @@ std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(const Graph& g, const D
   for (int64_t r = 0; r < ranks; ++r) bind_inputs(g, inputs[r], envs[r]);
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& node = g.node(order[k]);
-    if (!is_collective(node.kind)) {
+    if (!op_def(node.kind).is_collective()) {
       for (int64_t r = 0; r < ranks; ++r) run_node(g, node, envs[r], nullptr);
     } else {
       // Every rank reads its peers' inputs before any output is stored.

@@ -54,11 +54,6 @@ struct DeviceBuffer {
 
 enum class Home : uint8_t { kNone, kInput, kConstant, kArena, kAlias };
 
-bool is_view(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
-         k == OpKind::kIdentity;
-}
-
 // The whole device program, run by the generic plan as one kernel.
 class DeviceProgram : public Kernel {
  public:
@@ -126,7 +121,7 @@ class DeviceProgram : public Kernel {
 
 void DeviceProgram::add_group(const FusedGroup& grp) {
   const Node& root = g_.node(grp.root);
-  if (grp.post.empty() && is_view(root.kind)) {
+  if (grp.post.empty() && op_def(root.kind).is_view) {
     home_[root.outputs[0]] = Home::kAlias;
     alias_of_[root.outputs[0]] = root.inputs[0];
     return;
@@ -438,7 +433,7 @@ void compile_cuda(const Graph& g, const RunOptions& options, PlanSpec& spec) {
     TESSERA_THROW(ErrorKind::kUsage, "cannot run on the CUDA backend: " << why);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     OpKind k = g.node(n).kind;
-    if (k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll)
+    if (op_def(k).is_collective())
       throw Error(ErrorKind::kUnsupported, "the CUDA backend has no NCCL communicator yet",
                   {"", g.node(n).name, op_name(k)});
   }
