@@ -210,26 +210,17 @@ bool DeviceProgram::add_single(NodeId id) {
     push(make_copy_op({{0, 0, *c}}, {}, {n.inputs[0]}, {n.outputs[0]}), n, label);
     return true;
   };
+  if (auto parts = lower_strided_copy(g_, n)) {
+    push(make_copy_op(std::move(*parts), {}, n.inputs, n.outputs), n, label);
+    return true;
+  }
   switch (n.kind) {
-    case OpKind::kTranspose: return single_copy(lower_transpose(g_, n));
-    case OpKind::kSlice: return single_copy(lower_slice(g_, n));
-    case OpKind::kExpand: return single_copy(lower_expand(g_, n));
     case OpKind::kTile: return single_copy(lower_tile(g_, n));
     case OpKind::kPad: {
       auto p = lower_pad(g_, n);
       if (!p) return false;
       CopyFill fill{true, types_[n.outputs[0]].numel(), *elem_of(types_[n.outputs[0]].dtype), p->value};
       push(make_copy_op({{0, 0, p->copy}}, fill, {n.inputs[0]}, {n.outputs[0]}), n, label);
-      return true;
-    }
-    case OpKind::kConcat:
-    case OpKind::kSplit: {
-      bool concat = n.kind == OpKind::kConcat;
-      auto parts = concat ? lower_concat(g_, n) : lower_split(g_, n);
-      if (!parts) return false;
-      std::vector<CopyPart> cp;
-      for (size_t i = 0; i < parts->size(); ++i) cp.push_back({concat ? i : 0, concat ? 0 : i, (*parts)[i]});
-      push(make_copy_op(std::move(cp), {}, n.inputs, n.outputs), n, label);
       return true;
     }
     case OpKind::kGather: {
