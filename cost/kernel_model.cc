@@ -379,16 +379,11 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(y.numel()) * vector_ops(n, d));
     return;
   }
-  switch (n.kind) {
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
-    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare: case OpKind::kArgMax:
-    case OpKind::kArgMin: case OpKind::kCumSum: case OpKind::kSoftmax: case OpKind::kLogSoftmax:
-    case OpKind::kLayerNormalization: case OpKind::kBatchNormalization: case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool:
-      return reduce_work(g, n, d, o, cold, w);
-    default:
-      return movement_work(g, n, d, o, cold, w);
-  }
+  // The reduce family of ops.def, and the global pools, which reduce their
+  // spatial dims.
+  if (def.family == OpFamily::kReduce || n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool)
+    return reduce_work(g, n, d, o, cold, w);
+  movement_work(g, n, d, o, cold, w);
 }
 
 // A fused post-op adds its arithmetic and reads its other operand once at
