@@ -92,17 +92,6 @@ int64_t node_flops(const Graph& g, const Node& n) {
     case OpKind::kMaxPool:
     case OpKind::kAveragePool:
       return out.numel() * product(n.attrs.ints("kernel_shape"));
-    case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin:
-    case OpKind::kCumSum:
-      return in(0).numel();
     case OpKind::kReduceL2:
     case OpKind::kReduceSumSquare:
       return 2 * in(0).numel();
@@ -122,6 +111,10 @@ int64_t node_flops(const Graph& g, const Node& n) {
       break;
   }
   if (def.elementwise()) return out.numel() * elementwise_weight(n.kind);
+  // The rest of the reduce family (ops.def) and the global pools: one
+  // operation per element read.
+  if (def.family == OpFamily::kReduce || n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool)
+    return in(0).numel();
   return 0;  // data movement
 }
 

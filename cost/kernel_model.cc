@@ -344,31 +344,17 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
   }
 }
 
-bool is_alias(OpKind k) {
-  switch (k) {
-    case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
-    case OpKind::kIdentity:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll;
-}
-
 void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   const OpDef& def = op_def(n.kind);
   bool same_type_cast = n.kind == OpKind::kCast && g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype;
-  if (is_alias(n.kind) || same_type_cast) {
+  if (def.is_view || same_type_cast) {
     // The runtime makes these views of their input (a Cast to the type it
     // has is one too): no kernel runs.
     w.level_bytes.assign(d.memory.size(), 0.0);
     w.launches = false;
     return;
   }
-  if (is_collective(n.kind)) {
+  if (def.is_collective()) {
     CollectiveCost c = collective_node_cost(g, n, d, o.mesh);
     w.level_bytes.assign(d.memory.size(), 0.0);
     w.comm_s = c.time_s;
@@ -393,16 +379,11 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(y.numel()) * vector_ops(n, d));
     return;
   }
-  switch (n.kind) {
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax: case OpKind::kReduceMin:
-    case OpKind::kReduceProd: case OpKind::kReduceL2: case OpKind::kReduceSumSquare: case OpKind::kArgMax:
-    case OpKind::kArgMin: case OpKind::kCumSum: case OpKind::kSoftmax: case OpKind::kLogSoftmax:
-    case OpKind::kLayerNormalization: case OpKind::kBatchNormalization: case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool:
-      return reduce_work(g, n, d, o, cold, w);
-    default:
-      return movement_work(g, n, d, o, cold, w);
-  }
+  // The reduce family of ops.def, and the global pools, which reduce their
+  // spatial dims.
+  if (def.family == OpFamily::kReduce || n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool)
+    return reduce_work(g, n, d, o, cold, w);
+  movement_work(g, n, d, o, cold, w);
 }
 
 // A fused post-op adds its arithmetic and reads its other operand once at

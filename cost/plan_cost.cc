@@ -154,8 +154,7 @@ std::vector<RankProgram> rank_programs(const std::vector<Graph>& rank_graphs, co
       PlanStep s;
       s.name = root.name;
       s.time_s = gc.kernels[k].time_s;
-      s.collective = root.kind == OpKind::kAllReduce || root.kind == OpKind::kAllGather ||
-                     root.kind == OpKind::kReduceScatter || root.kind == OpKind::kAllToAll;
+      s.collective = op_def(root.kind).is_collective();
       if (s.collective) s.group = mesh.group(static_cast<int64_t>(r), mesh.axis_index(root.attrs.s("mesh_axis")));
       for (NodeId id : group)
         for (ValueId v : g.node(id).inputs)

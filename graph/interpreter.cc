@@ -45,11 +45,6 @@ EvalFn<T> eval_for(const OpDef& def) {
   return fn;
 }
 
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
-         k == OpKind::kAllToAll;
-}
-
 // Rounds results of 16-bit float dtypes, so float evaluation of an f16 graph
 // sees the values an f16 device would store.
 template <class T>
@@ -155,7 +150,7 @@ std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<
   bind_inputs(g, inputs, env);
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& node = g.node(order[k]);
-    if (is_collective(node.kind))
+    if (op_def(node.kind).is_collective())
       throw Error(ErrorKind::kUsage, "collective op needs a device mesh: use interpret_on_mesh",
                   {"", node.name, op_name(node.kind)});
     run_node(g, node, env, nullptr);
@@ -188,9 +183,9 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
   auto node_of = [&](int64_t r, size_t k) -> const Node& { return graphs[static_cast<size_t>(r)]->node(order[r][k]); };
   for (size_t k = 0; k < order[0].size(); ++k) {
     const Node& node = node_of(0, k);
-    bool collective = is_collective(node.kind);
+    bool collective = op_def(node.kind).is_collective();
     for (int64_t r = 1; r < ranks; ++r)
-      if (collective != is_collective(node_of(r, k).kind) ||
+      if (collective != op_def(node_of(r, k).kind).is_collective() ||
           (collective && !(node_of(r, k).kind == node.kind && node_of(r, k).attrs == node.attrs)))
         TESSERA_THROW(ErrorKind::kInvalidGraph, "the ranks' programs differ at step " << k << ": rank 0 runs "
                                                     << node.name << " (" << op_name(node.kind) << "), rank " << r

@@ -142,9 +142,7 @@ ValueId NodeImporter::add_constant(Tensor t) {
 std::optional<std::vector<ValueId>> NodeImporter::try_fold(OpKind kind, const std::vector<ValueId>& inputs,
                                                            const Attrs& attrs, const std::string& node_name,
                                                            const std::vector<std::string>& out_names) {
-  if (kind == OpKind::kAllReduce || kind == OpKind::kAllGather || kind == OpKind::kReduceScatter ||
-      kind == OpKind::kAllToAll)
-    return std::nullopt;  // needs a mesh
+  if (op_def(kind).is_collective()) return std::nullopt;  // needs a mesh
   Graph& g = state_.graph;
   int64_t in_bytes = 0;
   bool wide = false;

@@ -24,10 +24,6 @@ namespace {
 
 constexpr const char* kTesseraDomain = "tessera";
 
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll;
-}
-
 int64_t ir_version_for(int64_t opset) {
   if (opset >= 21) return 10;
   if (opset >= 19) return 9;
@@ -459,7 +455,7 @@ void Exporter::write_node(const Node& n) {
   }
 
   onnx::NodeProto* p = new_node(type, n.name);
-  if (is_collective(n.kind)) {
+  if (op_def(n.kind).is_collective()) {
     p->set_domain(kTesseraDomain);
     uses_tessera_ = true;
   }

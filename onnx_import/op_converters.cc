@@ -485,10 +485,6 @@ const std::unordered_map<std::string, Converter>& converters() {
   return table;
 }
 
-bool is_collective(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll;
-}
-
 }  // namespace
 
 void convert_node(NodeImporter& n) {
@@ -496,7 +492,7 @@ void convert_node(NodeImporter& n) {
   if (domain == "tessera") {
     // Per-rank programs that Tessera itself exported carry collectives here.
     std::optional<OpKind> k = op_from_name(n.op_type());
-    if (!k || !is_collective(*k))
+    if (!k || !op_def(*k).is_collective())
       n.fail(ErrorKind::kUnsupported, "unknown op '" + n.op_type() + "' (domain 'tessera', opset 1)");
     convert_generic(n, *k);
   } else {
@@ -504,7 +500,7 @@ void convert_node(NodeImporter& n) {
     auto it = table.find(n.op_type());
     std::optional<OpKind> k = op_from_name(n.op_type());
     if (it != table.end()) it->second(n);
-    else if (k && !is_collective(*k)) convert_generic(n, *k);
+    else if (k && !op_def(*k).is_collective()) convert_generic(n, *k);
     else
       n.fail(ErrorKind::kUnsupported, "unknown op '" + n.op_type() + "' (domain '" + domain + "', opset " +
                                           std::to_string(n.opset()) + ")");

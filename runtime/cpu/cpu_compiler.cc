@@ -26,11 +26,6 @@ using cpu::Md;
 // (runs_on_one_thread), shared with the cost model.
 bool little_work(const Graph& g, const Node& root, ValueId out) { return runs_on_one_thread(g, root, out); }
 
-bool is_view(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
-         k == OpKind::kIdentity;
-}
-
 class CpuCompiler {
  public:
   CpuCompiler(const Graph& g, const RunOptions& o, PlanSpec& spec, const std::function<void(ValueId)>& release)
@@ -144,7 +139,7 @@ class CpuCompiler {
 
   void add_group(const FusedGroup& grp) {
     const Node& root = g_.node(grp.root);
-    if (grp.post.empty() && is_view(root.kind) && !is_output_[root.outputs[0]]) {
+    if (grp.post.empty() && op_def(root.kind).is_view && !is_output_[root.outputs[0]]) {
       ValueId in = ensure_plain(root.inputs[0]);
       PlanValue& pv = spec_.values[root.outputs[0]];
       pv.kind = PlanValue::Kind::kAlias;
@@ -242,7 +237,7 @@ class CpuCompiler {
     const Node& n = g_.node(id);
     std::unique_ptr<Kernel> k;
     std::vector<ValueId> ins = plain_inputs(n);
-    if (is_view(n.kind)) {
+    if (op_def(n.kind).is_view) {
       k = cpu::make_copy_kernel(ins[0], n.outputs[0], types_[n.outputs[0]].nbytes());
       k->node = n.name;
       k->op = op_name(n.kind);

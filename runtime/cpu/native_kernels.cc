@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include "graph/dim_map.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/resize.h"
@@ -206,88 +207,34 @@ std::unique_ptr<Kernel> finish(std::unique_ptr<Kernel> k, const Node& n) {
 
 std::vector<int64_t> strides_of(const Shape& s) { return shape_strides(s); }
 
-std::unique_ptr<Kernel> make_transpose(const Graph& g, const Node& n) {
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  const auto& perm = n.attrs.ints("perm");
+// Transpose, Slice, Expand, Concat, Split (and a Pad that pads nothing): the
+// movement ops whose dim map copies through strided reads (graph/dim_map.h),
+// one StridedCopy per piece with the offsets and strides the map gives, so
+// that Slice's clamping and every other op's index geometry live once, in the
+// op table. nullptr when the map has no strided form (Tile, a real Pad).
+std::unique_ptr<Kernel> make_strided_copy(const Graph& g, const Node& n) {
+  if (op_def(n.kind).family != OpFamily::kMovement) return nullptr;
+  DimMap m = dim_map(g, n);
+  if (!m.copies) return nullptr;
+  std::vector<Shape> in;
+  for (ValueId v : n.inputs) in.push_back(v == kNoValue ? Shape{} : g.type(v).shape);
   auto k = std::make_unique<CopyKernel>();
-  StridedCopy c;
-  c.shape = g.type(n.outputs[0]).shape;
-  c.dst_strides = strides_of(c.shape);
-  std::vector<int64_t> in = strides_of(xs);
-  for (int64_t p : perm) c.src_strides.push_back(in[ops::normalize_axis(p, static_cast<int64_t>(xs.size()))]);
-  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
-  k->parts.push_back({0, 0, c});
-  return finish(std::move(k), n);
-}
-
-std::unique_ptr<Kernel> make_slice(const Graph& g, const Node& n) {
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  int64_t r = static_cast<int64_t>(xs.size());
-  StridedCopy c;
-  c.shape = g.type(n.outputs[0]).shape;
-  c.dst_strides = strides_of(c.shape);
-  c.src_strides = strides_of(xs);
-  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
-  const auto& starts = n.attrs.ints("starts");
-  const auto& axes = n.attrs.ints("axes");
-  const auto& steps = n.attrs.ints("steps");
-  std::vector<int64_t> base = c.src_strides;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = ops::normalize_axis(axes[i], r), d = xs[a], s = starts[i], step = steps[i];
-    if (s < 0) s += d;
-    s = step > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
-    c.src_offset += s * base[a];
-    c.src_strides[a] = base[a] * step;
-  }
-  auto k = std::make_unique<CopyKernel>();
-  k->parts.push_back({0, 0, c});
-  return finish(std::move(k), n);
-}
-
-std::unique_ptr<Kernel> make_concat_or_split(const Graph& g, const Node& n) {
-  bool concat = n.kind == OpKind::kConcat;
-  const Shape& big = concat ? g.type(n.outputs[0]).shape : g.type(n.inputs[0]).shape;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(big.size()));
-  std::vector<int64_t> big_strides = strides_of(big);
-  auto k = std::make_unique<CopyKernel>();
-  int64_t offset = 0;
-  const auto& pieces = concat ? n.inputs : n.outputs;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    ValueId v = pieces[i];
-    StridedCopy c;
-    c.shape = g.type(v).shape;
-    c.elem = static_cast<int64_t>(dtype_size(g.type(v).dtype));
-    std::vector<int64_t> own = strides_of(c.shape);
-    if (concat) {
-      c.dst_strides = big_strides;
-      c.dst_offset = offset * big_strides[axis];
-      c.src_strides = own;
-      k->parts.push_back({i, 0, c});
-    } else {
-      c.src_strides = big_strides;
-      c.src_offset = offset * big_strides[axis];
-      c.dst_strides = own;
-      k->parts.push_back({0, i, c});
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    const TensorType& y = g.type(n.outputs[o]);
+    std::vector<StridedRead> reads = strided_reads(m, o, y.shape, in);
+    if (reads.empty()) return nullptr;
+    std::vector<int64_t> ys = strides_of(y.shape);
+    for (const StridedRead& r : reads) {
+      StridedCopy c;
+      c.shape = r.extent;
+      c.dst_strides = ys;
+      for (size_t d = 0; d < ys.size(); ++d) c.dst_offset += r.dst_lo[d] * ys[d];
+      c.src_strides = r.src_strides;
+      c.src_offset = r.src_offset;
+      c.elem = static_cast<int64_t>(dtype_size(y.dtype));
+      k->parts.push_back({static_cast<size_t>(r.input), o, std::move(c)});
     }
-    offset += c.shape[axis];
   }
-  return finish(std::move(k), n);
-}
-
-std::unique_ptr<Kernel> make_expand(const Graph& g, const Node& n) {
-  StridedCopy c;
-  c.shape = g.type(n.outputs[0]).shape;
-  c.dst_strides = strides_of(c.shape);
-  Shape xs = g.type(n.inputs[0]).shape;
-  Shape padded(c.shape.size() - std::min(c.shape.size(), xs.size()), 1);
-  padded.insert(padded.end(), xs.begin(), xs.end());
-  if (padded.size() != c.shape.size()) return nullptr;
-  c.src_strides = strides_of(padded);
-  for (size_t i = 0; i < padded.size(); ++i)
-    if (padded[i] == 1 && c.shape[i] != 1) c.src_strides[i] = 0;
-  c.elem = static_cast<int64_t>(dtype_size(g.type(n.inputs[0]).dtype));
-  auto k = std::make_unique<CopyKernel>();
-  k->parts.push_back({0, 0, c});
   return finish(std::move(k), n);
 }
 
@@ -680,14 +627,10 @@ std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes
 
 std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
+  if (auto k = make_strided_copy(g, n)) return k;
   switch (n.kind) {
-    case OpKind::kTranspose: return make_transpose(g, n);
-    case OpKind::kSlice: return make_slice(g, n);
     case OpKind::kPad: return make_pad(g, n);
     case OpKind::kResize: return make_resize(g, n);
-    case OpKind::kConcat:
-    case OpKind::kSplit: return make_concat_or_split(g, n);
-    case OpKind::kExpand: return make_expand(g, n);
     case OpKind::kGather: return make_gather(g, n);
     case OpKind::kWhere: return make_where(g, n);
     case OpKind::kErf: case OpKind::kHardSigmoid: case OpKind::kSin: case OpKind::kCos: case OpKind::kFloor:

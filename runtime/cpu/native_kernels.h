@@ -1,7 +1,9 @@
 // Kernels of our own for what oneDNN has no primitive for: data movement
 // (transpose, slice, concat, split, expand, gather, where, copies) and a few
 // element-wise functions. Row-major buffers only; OpenMP across the outer
-// dimensions, contiguous inner runs as memcpy or vectorizable loops.
+// dimensions, contiguous inner runs as memcpy or vectorizable loops. The
+// strided copies take their offsets and strides from the ops' dim maps
+// (graph/dim_map.h's strided_reads), not from their attributes.
 #pragma once
 
 #include <memory>

@@ -54,11 +54,6 @@ struct DeviceBuffer {
 
 enum class Home : uint8_t { kNone, kInput, kConstant, kArena, kAlias };
 
-bool is_view(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
-         k == OpKind::kIdentity;
-}
-
 // The whole device program, run by the generic plan as one kernel.
 class DeviceProgram : public Kernel {
  public:
@@ -126,7 +121,7 @@ class DeviceProgram : public Kernel {
 
 void DeviceProgram::add_group(const FusedGroup& grp) {
   const Node& root = g_.node(grp.root);
-  if (grp.post.empty() && is_view(root.kind)) {
+  if (grp.post.empty() && op_def(root.kind).is_view) {
     home_[root.outputs[0]] = Home::kAlias;
     alias_of_[root.outputs[0]] = root.inputs[0];
     return;
@@ -215,26 +210,17 @@ bool DeviceProgram::add_single(NodeId id) {
     push(make_copy_op({{0, 0, *c}}, {}, {n.inputs[0]}, {n.outputs[0]}), n, label);
     return true;
   };
+  if (auto parts = lower_strided_copy(g_, n)) {
+    push(make_copy_op(std::move(*parts), {}, n.inputs, n.outputs), n, label);
+    return true;
+  }
   switch (n.kind) {
-    case OpKind::kTranspose: return single_copy(lower_transpose(g_, n));
-    case OpKind::kSlice: return single_copy(lower_slice(g_, n));
-    case OpKind::kExpand: return single_copy(lower_expand(g_, n));
     case OpKind::kTile: return single_copy(lower_tile(g_, n));
     case OpKind::kPad: {
       auto p = lower_pad(g_, n);
       if (!p) return false;
       CopyFill fill{true, types_[n.outputs[0]].numel(), *elem_of(types_[n.outputs[0]].dtype), p->value};
       push(make_copy_op({{0, 0, p->copy}}, fill, {n.inputs[0]}, {n.outputs[0]}), n, label);
-      return true;
-    }
-    case OpKind::kConcat:
-    case OpKind::kSplit: {
-      bool concat = n.kind == OpKind::kConcat;
-      auto parts = concat ? lower_concat(g_, n) : lower_split(g_, n);
-      if (!parts) return false;
-      std::vector<CopyPart> cp;
-      for (size_t i = 0; i < parts->size(); ++i) cp.push_back({concat ? i : 0, concat ? 0 : i, (*parts)[i]});
-      push(make_copy_op(std::move(cp), {}, n.inputs, n.outputs), n, label);
       return true;
     }
     case OpKind::kGather: {
@@ -438,7 +424,7 @@ void compile_cuda(const Graph& g, const RunOptions& options, PlanSpec& spec) {
     TESSERA_THROW(ErrorKind::kUsage, "cannot run on the CUDA backend: " << why);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     OpKind k = g.node(n).kind;
-    if (k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll)
+    if (op_def(k).is_collective())
       throw Error(ErrorKind::kUnsupported, "the CUDA backend has no NCCL communicator yet",
                   {"", g.node(n).name, op_name(k)});
   }

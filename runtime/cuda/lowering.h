@@ -61,19 +61,25 @@ std::optional<EwLowering> lower_epilogue(const Graph& g, const FusedGroup& grp, 
 
 // ---- Data movement as strided copies ----
 
+struct CopyPart {
+  size_t src = 0, dst = 0;  // positions in the op's reads / writes
+  CopyDesc desc;
+};
+
+// A movement op whose dim map copies through strided reads (graph/dim_map.h):
+// one part per piece, src and dst the node's input and output slots
+// (Transpose, Slice, Expand: one; Concat: one per input; Split: one per
+// output), offsets and strides as the map gives them. nullopt for other
+// kinds, and where the map has no strided form or the rank exceeds kMaxRank.
+std::optional<std::vector<CopyPart>> lower_strided_copy(const Graph& g, const Node& n);
+
 struct PadLowering {
   CopyDesc copy;     // the input into the interior of the output
   float value = 0;   // what the rest of the output holds
 };
 
-std::optional<CopyDesc> lower_transpose(const Graph& g, const Node& n);
-std::optional<CopyDesc> lower_slice(const Graph& g, const Node& n);
-std::optional<CopyDesc> lower_expand(const Graph& g, const Node& n);
 std::optional<CopyDesc> lower_tile(const Graph& g, const Node& n);
 std::optional<PadLowering> lower_pad(const Graph& g, const Node& n);  // mode "constant" only
-// Concat: one copy per input (into the output); Split: one per output.
-std::optional<std::vector<CopyDesc>> lower_concat(const Graph& g, const Node& n);
-std::optional<std::vector<CopyDesc>> lower_split(const Graph& g, const Node& n);
 // Copies value `from` (numpy-broadcast) into a buffer of type `to`.
 std::optional<CopyDesc> broadcast_copy(const TensorType& from, const TensorType& to);
 

@@ -1,8 +1,8 @@
 // Element-wise programs and strided copies (lowering.h).
 #include <algorithm>
 
+#include "graph/dim_map.h"
 #include "graph/error.h"
-#include "graph/ops/op_util.h"
 #include "runtime/cuda/lowering.h"
 
 namespace tessera::runtime::cuda {
@@ -268,35 +268,28 @@ bool fits(const Shape& s) { return static_cast<int>(s.size()) <= kMaxRank; }
 
 }  // namespace
 
-std::optional<CopyDesc> lower_transpose(const Graph& g, const Node& n) {
-  const TensorType& x = g.type(n.inputs[0]);
-  const Shape& out = g.type(n.outputs[0]).shape;
-  if (!fits(out)) return std::nullopt;
-  CopyDesc c = plain_copy(out, x.dtype);
-  auto in = shape_strides(x.shape);
-  const auto& perm = n.attrs.ints("perm");
-  for (size_t d = 0; d < perm.size(); ++d) c.src_strides[d] = in[ops::normalize_axis(perm[d], x.rank())];
-  return c;
-}
-
-std::optional<CopyDesc> lower_slice(const Graph& g, const Node& n) {
-  const TensorType& x = g.type(n.inputs[0]);
-  const Shape& out = g.type(n.outputs[0]).shape;
-  if (!fits(out)) return std::nullopt;
-  CopyDesc c = plain_copy(out, x.dtype);
-  auto base = shape_strides(x.shape);
-  std::copy(base.begin(), base.end(), c.src_strides);
-  const auto& starts = n.attrs.ints("starts");
-  const auto& axes = n.attrs.ints("axes");
-  const auto& steps = n.attrs.ints("steps");
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = ops::normalize_axis(axes[i], x.rank()), d = x.shape[a], s = starts[i], step = steps[i];
-    if (s < 0) s += d;
-    s = step > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
-    c.src_offset += s * base[a];
-    c.src_strides[a] = base[a] * step;
+std::optional<std::vector<CopyPart>> lower_strided_copy(const Graph& g, const Node& n) {
+  if (op_def(n.kind).family != OpFamily::kMovement) return std::nullopt;
+  DimMap m = dim_map(g, n);
+  if (!m.copies) return std::nullopt;
+  std::vector<Shape> in;
+  for (ValueId v : n.inputs) in.push_back(v == kNoValue ? Shape{} : g.type(v).shape);
+  std::vector<CopyPart> parts;
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    const TensorType& y = g.type(n.outputs[o]);
+    std::vector<StridedRead> reads = strided_reads(m, o, y.shape, in);
+    if (reads.empty() || !fits(y.shape)) return std::nullopt;
+    auto ys = shape_strides(y.shape);
+    for (const StridedRead& r : reads) {
+      CopyDesc c = plain_copy(r.extent, y.dtype);
+      std::copy(r.src_strides.begin(), r.src_strides.end(), c.src_strides);
+      std::copy(ys.begin(), ys.end(), c.dst_strides);
+      c.src_offset = r.src_offset;
+      for (size_t d = 0; d < ys.size(); ++d) c.dst_offset += r.dst_lo[d] * ys[d];
+      parts.push_back({static_cast<size_t>(r.input), o, c});
+    }
   }
-  return c;
+  return parts;
 }
 
 std::optional<CopyDesc> broadcast_copy(const TensorType& from, const TensorType& to) {
@@ -305,10 +298,6 @@ std::optional<CopyDesc> broadcast_copy(const TensorType& from, const TensorType&
   CopyDesc c = plain_copy(to.shape, to.dtype);
   std::copy(st->begin(), st->end(), c.src_strides);
   return c;
-}
-
-std::optional<CopyDesc> lower_expand(const Graph& g, const Node& n) {
-  return broadcast_copy(g.type(n.inputs[0]), g.type(n.outputs[0]));
 }
 
 std::optional<CopyDesc> lower_tile(const Graph& g, const Node& n) {
@@ -355,42 +344,6 @@ std::optional<PadLowering> lower_pad(const Graph& g, const Node& n) {
   p.copy.numel = 1;
   for (int d = 0; d < p.copy.rank; ++d) p.copy.numel *= p.copy.shape[d];
   return p;
-}
-
-std::optional<std::vector<CopyDesc>> lower_concat(const Graph& g, const Node& n) {
-  const TensorType& out = g.type(n.outputs[0]);
-  if (!fits(out.shape)) return std::nullopt;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), out.rank());
-  auto os = shape_strides(out.shape);
-  std::vector<CopyDesc> parts;
-  int64_t at = 0;
-  for (ValueId v : n.inputs) {
-    const TensorType& t = g.type(v);
-    CopyDesc c = plain_copy(t.shape, t.dtype);
-    std::copy(os.begin(), os.end(), c.dst_strides);
-    c.dst_offset = at * os[axis];
-    at += t.shape[axis];
-    parts.push_back(c);
-  }
-  return parts;
-}
-
-std::optional<std::vector<CopyDesc>> lower_split(const Graph& g, const Node& n) {
-  const TensorType& x = g.type(n.inputs[0]);
-  if (!fits(x.shape)) return std::nullopt;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), x.rank());
-  auto is = shape_strides(x.shape);
-  std::vector<CopyDesc> parts;
-  int64_t at = 0;
-  for (ValueId v : n.outputs) {
-    const TensorType& t = g.type(v);
-    CopyDesc c = plain_copy(t.shape, t.dtype);
-    std::copy(is.begin(), is.end(), c.src_strides);
-    c.src_offset = at * is[axis];
-    at += t.shape[axis];
-    parts.push_back(c);
-  }
-  return parts;
 }
 
 }  // namespace tessera::runtime::cuda

@@ -12,10 +12,6 @@ namespace tessera::runtime::cuda {
 
 std::unique_ptr<DeviceOp> make_ew_op(const EwLowering& l, ValueId out);
 
-struct CopyPart {
-  size_t src = 0, dst = 0;  // positions in reads / writes
-  CopyDesc desc;
-};
 // Optional fill of writes[0] (n elements of `fill_elem`) before the parts.
 struct CopyFill {
   bool enabled = false;

@@ -5,6 +5,7 @@
 // (number storage).
 #include <gtest/gtest.h>
 
+#include "graph/dim_map.h"
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
@@ -144,6 +145,57 @@ TEST(SliceTest, NegativeStepsClamp) {
   // A start past the end with a negative step clamps to the last element.
   check_both(OpKind::kSlice, iota_i64({5}), {}, slice_attrs({100}, {INT64_MIN}, {0}, {INT64_MIN}), {1}, {4});
   check_both(OpKind::kSlice, iota_i64({5}), {}, slice_attrs({3}, {3}, {0}, {1}), {0}, {});
+}
+
+// Empty dims are accepted and give empty pieces: a Slice of a dim of size 0
+// (its starts, even negative or past the end with a negative step, read
+// nothing), a Slice with start == end, Concat and Split with empty pieces.
+// The dim maps of these ops, which the runtimes' copies read, give one
+// strided read per piece, empty where the piece is.
+TEST(SliceTest, EmptyDims) {
+  Tensor empty = iota_i64({2, 0, 3});
+  check_both(OpKind::kSlice, empty, {}, slice_attrs({-1, 1}, {-100, 3}, {1, 2}, {-1, 1}), {2, 0, 2}, {});
+  check_both(OpKind::kSlice, empty, {}, slice_attrs({5}, {7}, {1}, {1}), {2, 0, 3}, {});
+  check_both(OpKind::kSlice, iota_i64({2, 4}), {}, slice_attrs({1}, {1}, {1}, {1}), {2, 0}, {});
+  check_both(OpKind::kSlice, iota_i64({2, 4}), {}, slice_attrs({-2}, {2}, {1}, {-1}), {2, 0}, {});
+  check_both(OpKind::kSlice, empty, {}, slice_attrs({1}, {2}, {0}, {1}), {1, 0, 3}, {});
+}
+
+TEST(MovementTest, ConcatAndSplitWithEmptyPieces) {
+  for (DType dt : {DType::kI64, DType::kF32}) {
+    Tensor cat = run_op(OpKind::kConcat, {{iota_i64({2, 0}).cast(dt)}, {iota_i64({2, 2}).cast(dt)},
+                                          {iota_i64({2, 0}).cast(dt)}, {iota_i64({2, 1}, 4).cast(dt)}},
+                        make_attrs({{"axis", int64_t{1}}}));
+    EXPECT_EQ(cat.shape(), (Shape{2, 3}));
+    EXPECT_EQ(cat.to_ints(), (Ints{0, 1, 4, 2, 3, 5}));
+    EXPECT_EQ(run_op(OpKind::kConcat, {{iota_i64({0, 3}).cast(dt)}, {iota_i64({0, 3}).cast(dt)}},
+                     make_attrs({{"axis", int64_t{1}}}))
+                  .shape(),
+              (Shape{0, 6}));
+    std::vector<Tensor> parts = run_node(OpKind::kSplit, {{iota_i64({2, 3}).cast(dt)}},
+                                         make_attrs({{"axis", int64_t{1}}, {"split", Ints{0, 2, 0, 1}}}));
+    ASSERT_EQ(parts.size(), 4u);
+    EXPECT_EQ(parts[0].shape(), (Shape{2, 0}));
+    EXPECT_EQ(parts[1].to_ints(), (Ints{0, 1, 3, 4}));
+    EXPECT_EQ(parts[2].shape(), (Shape{2, 0}));
+    EXPECT_EQ(parts[3].to_ints(), (Ints{2, 5}));
+  }
+  Graph g;
+  ValueId a = g.add_input("a", {DType::kF32, {2, 0}});
+  ValueId b = g.add_input("b", {DType::kF32, {2, 3}});
+  const Node& cat = g.node(g.add_node(OpKind::kConcat, {a, b, a}, make_attrs({{"axis", int64_t{1}}})));
+  std::vector<StridedRead> reads = strided_reads(dim_map(g, cat), 0, {2, 3}, {{2, 0}, {2, 3}, {2, 0}});
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_EQ(reads[0].extent, (Shape{2, 0}));
+  EXPECT_EQ(reads[1].extent, (Shape{2, 3}));
+  EXPECT_EQ(reads[1].dst_lo, (Ints{0, 0}));
+  EXPECT_EQ(reads[2].extent, (Shape{2, 0}));
+  EXPECT_EQ(reads[2].dst_lo, (Ints{0, 3}));
+  const Node& slice = g.node(g.add_node(OpKind::kSlice, {a}, slice_attrs({-1}, {-100}, {1}, {-1})));
+  reads = strided_reads(dim_map(g, slice), 0, {2, 0}, {{2, 0}});
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0].extent, (Shape{2, 0}));
+  EXPECT_EQ(reads[0].src_offset, 0);
 }
 
 TEST(SliceTest, Errors) {

@@ -22,11 +22,6 @@ using testing::attrs;
 using testing::Ints;
 using testing::random_tensor;
 
-bool is_view(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
-         k == OpKind::kIdentity;
-}
-
 // Runs g the way the CUDA compiler lowers it, with every descriptor evaluated
 // on the host. A node without a device form fails the test.
 std::vector<Tensor> emulate(const Graph& g, const std::vector<Tensor>& inputs) {
@@ -46,7 +41,7 @@ std::vector<Tensor> emulate(const Graph& g, const std::vector<Tensor>& inputs) {
   for (const FusedGroup& grp : form_groups(g, g.topo_order(), true)) {
     const Node& n = g.node(grp.root);
     SCOPED_TRACE(grp.label(g));
-    if (grp.post.empty() && is_view(n.kind)) {
+    if (grp.post.empty() && op_def(n.kind).is_view) {
       val[n.outputs[0]] = val.at(n.inputs[0]).reshaped(g.type(n.outputs[0]).shape);
       continue;
     }
@@ -73,29 +68,19 @@ std::vector<Tensor> emulate(const Graph& g, const std::vector<Tensor>& inputs) {
     }
     EXPECT_TRUE(grp.post.empty()) << "a fused group with no device form";
     ValueId x = n.inputs[0], y = n.outputs[0];
-    std::optional<CopyDesc> c;
-    switch (n.kind) {
-      case OpKind::kTranspose: c = lower_transpose(g, n); break;
-      case OpKind::kSlice: c = lower_slice(g, n); break;
-      case OpKind::kExpand: c = lower_expand(g, n); break;
-      case OpKind::kTile: c = lower_tile(g, n); break;
-      default: break;
-    }
-    if (c) {
-      copy_on_host(*c, val.at(x).data(), out(y).mutable_data());
+    if (auto parts = lower_strided_copy(g, n)) {
+      for (const CopyPart& p : *parts)
+        copy_on_host(p.desc, val.at(n.inputs[p.src]).data(), out(n.outputs[p.dst]).mutable_data());
+    } else if (n.kind == OpKind::kTile) {
+      auto c = lower_tile(g, n);
+      EXPECT_TRUE(c.has_value());
+      if (c) copy_on_host(*c, val.at(x).data(), out(y).mutable_data());
     } else if (n.kind == OpKind::kPad) {
       auto p = lower_pad(g, n);
       EXPECT_TRUE(p.has_value());
       Tensor& t = out(y);
       for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, p->value);
       copy_on_host(p->copy, val.at(x).data(), t.mutable_data());
-    } else if (n.kind == OpKind::kConcat || n.kind == OpKind::kSplit) {
-      bool concat = n.kind == OpKind::kConcat;
-      auto parts = concat ? lower_concat(g, n) : lower_split(g, n);
-      EXPECT_TRUE(parts.has_value());
-      for (size_t i = 0; parts && i < parts->size(); ++i)
-        copy_on_host((*parts)[i], val.at(concat ? n.inputs[i] : x).data(),
-                     out(concat ? y : n.outputs[i]).mutable_data());
     } else if (n.kind == OpKind::kGather) {
       auto d = lower_gather(g, n);
       EXPECT_TRUE(d.has_value());
@@ -236,6 +221,24 @@ TEST(CudaLoweringTest, DataMovementMatchesReference) {
   ValueId r = g.add(OpKind::kReshape, {t}, attrs({{"shape", Ints{8, 3}}}));
   g.set_outputs({t, s, cat, g.node(split).outputs[0], g.node(split).outputs[1], e, tile, pad, r});
   expect_lowering_matches(g, 0.0);
+}
+
+// Copies with empty dims: every piece has a strided form (an empty one
+// copies nothing), and the pieces that hold elements land where the
+// reference puts them.
+TEST(CudaLoweringTest, EmptyDimsMatchReference) {
+  for (DType dt : {DType::kF32, DType::kI64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g = testing::empty_dims_graph(dt);
+    int64_t empty_parts = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      auto parts = lower_strided_copy(g, g.node(id));
+      ASSERT_TRUE(parts.has_value()) << g.node(id).name;
+      for (const CopyPart& p : *parts) empty_parts += p.desc.numel == 0;
+    }
+    EXPECT_EQ(empty_parts, 10);  // 4 slices, 2 + 2 concat inputs, 2 split outputs
+    expect_lowering_matches(g, 0.0);
+  }
 }
 
 TEST(CudaLoweringTest, ReductionsGatherAndLayerNormMatchReference) {
@@ -443,6 +446,14 @@ TEST(CudaBackendTest, ConvolutionForms) {
                                                       {"pads", c.pads}, {"dilations", c.dil}, {"group", c.group}}));
     g.set_outputs({g.add(OpKind::kRelu, {y})});
     expect_gpu_matches(g);
+  }
+}
+
+TEST(CudaBackendTest, EmptyDims) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::kF32, DType::kI64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    expect_gpu_matches(testing::empty_dims_graph(dt), 0.0);
   }
 }
 

@@ -40,6 +40,18 @@ TEST(MovementTest, GatherWhereExpand) {
   expect_matches_reference(g);
 }
 
+// Copies with empty dims (testing::empty_dims_graph) match the reference and
+// run as native copies, not the reference kernel.
+TEST(MovementTest, EmptyDimsRunNative) {
+  for (DType dt : {DType::kF32, DType::kI64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g = testing::empty_dims_graph(dt);
+    EXPECT_EQ(g.type(g.outputs()[0]).shape, (Shape{2, 0, 2}));
+    expect_matches_reference(g);
+    for (const std::string& op : testing::kernel_ops(g)) EXPECT_NE(op.back(), '!') << op << " runs the reference kernel";
+  }
+}
+
 // Reshapes share their input's buffer; one that is a graph output is copied.
 TEST(PlanTest, ReshapesAliasExceptAtOutputs) {
   Graph g;

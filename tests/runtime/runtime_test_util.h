@@ -75,4 +75,29 @@ inline std::vector<std::string> kernel_ops(const Graph& g, RunOptions options = 
   return ops;
 }
 
+// Copies with an empty dim, for every backend: Slices of an input with a dim
+// of size 0 (a negative step and out-of-range starts, which clamp to [0, -1]
+// without slice_plan's `dim == 0` guard), Slices that select nothing
+// (start == end), and Concat / Split with empty pieces. Non-empty outputs
+// are kept beside them so that a misplaced empty piece shows.
+inline Graph empty_dims_graph(DType dt) {
+  Graph g;
+  ValueId e = g.add_input("e", {dt, {2, 0, 3}});
+  ValueId x = g.add_input("x", {dt, {2, 4, 3}});
+  auto slice = [&](ValueId v, Ints starts, Ints ends, Ints axes, Ints steps) {
+    return g.add(OpKind::kSlice, {v}, attrs({{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}}));
+  };
+  ValueId reversed = slice(e, {-1, 1}, {-100, 3}, {1, 2}, {-1, 1});  // 2x0x2
+  ValueId past_end = slice(e, {5}, {7}, {1}, {1});                   // 2x0x3
+  ValueId nothing = slice(x, {1}, {1}, {1}, {1});                    // 2x0x3
+  ValueId nothing_back = slice(x, {-2}, {2}, {1}, {-1});             // 2x0x3
+  ValueId cat = g.add(OpKind::kConcat, {e, x, nothing}, attrs({{"axis", int64_t{1}}}));  // 2x4x3
+  ValueId all_empty = g.add(OpKind::kConcat, {e, past_end}, attrs({{"axis", int64_t{0}}}));  // 4x0x3
+  NodeId split = g.add_node(OpKind::kSplit, {x}, attrs({{"axis", int64_t{1}}, {"split", Ints{0, 3, 0, 1}}}));
+  std::vector<ValueId> outs = {reversed, past_end, nothing, nothing_back, cat, all_empty};
+  for (ValueId v : g.node(split).outputs) outs.push_back(v);
+  g.set_outputs(outs);
+  return g;
+}
+
 }  // namespace tessera::runtime::testing
