@@ -203,7 +203,13 @@ int add_factor(DimMap& m, int64_t size, FactorKind kind) {
   return static_cast<int>(m.factors.size()) - 1;
 }
 
-DimExpr factor(int f) { return DimExpr{DimForm::kAffine, {{f, 1}}, 0, false}; }
+DimExpr factor(int f) { return DimExpr{DimForm::kAffine, {{f, 1}}, 0, false, {}}; }
+
+std::vector<DimExpr> factors(const std::vector<int>& fs) {
+  std::vector<DimExpr> v;
+  for (int f : fs) v.push_back(factor(f));
+  return v;
+}
 
 DimExpr merge(const DimMap& m, const std::vector<int>& factors, int64_t offset) {
   DimExpr e;
@@ -217,7 +223,7 @@ DimExpr merge(const DimMap& m, const std::vector<int>& factors, int64_t offset) 
 }
 
 DimExpr affine(std::vector<DimTerm> terms, int64_t offset, bool guarded) {
-  return DimExpr{DimForm::kAffine, std::move(terms), offset, guarded};
+  return DimExpr{DimForm::kAffine, std::move(terms), offset, guarded, {}};
 }
 
 DimExpr constant_zero() { return DimExpr{}; }
@@ -245,11 +251,7 @@ DimMap elementwise(const DimMapContext& c) {
   const Shape& out = c.out.at(0);
   std::vector<int> f;
   for (int64_t s : out) f.push_back(add_factor(m, s));
-  Piece p;
-  for (int64_t s : out) {
-    (void)s;
-    p.dims.push_back(factor(f[p.dims.size()]));
-  }
+  Piece p{factors(f), {}};
   for (size_t i = 0; i < c.in.size(); ++i)
     if (c.has_input(i)) p.reads.push_back({static_cast<int>(i), broadcast(c.in[i], out, f), false});
   m.outputs.push_back({std::move(p)});

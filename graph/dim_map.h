@@ -167,8 +167,8 @@ namespace dims {
 // One factor per dim of `out`; each input broadcast (numpy, right-aligned)
 // onto it: element-wise ops.
 DimMap elementwise(const DimMapContext& c);
-// x read whole by the same factors as the output (shape-preserving ops).
 DimExpr factor(int f);
+std::vector<DimExpr> factors(const std::vector<int>& fs);  // one single-factor dim each
 DimExpr merge(const DimMap& m, const std::vector<int>& factors, int64_t offset = 0);
 DimExpr affine(std::vector<DimTerm> terms, int64_t offset, bool guarded);
 DimExpr constant_zero();

@@ -16,6 +16,9 @@
 
 namespace tessera::mutator {
 
+// Written into every plan.json.
+inline constexpr const char* kTesseraVersion = "0.1.0";
+
 struct OptimizeOptions {
   std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
   double budget_s = 30;

@@ -8,10 +8,6 @@
 #include "mutator/optimize.h"
 #include "mutator/rules/rule.h"
 
-#ifndef TESSERA_VERSION
-#define TESSERA_VERSION "0.1.0"
-#endif
-
 namespace tessera::mutator {
 
 namespace {
@@ -73,7 +69,7 @@ std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
   json j = {{"format_version", Plan::kFormatVersion},
-            {"tessera_version", TESSERA_VERSION},
+            {"tessera_version", kTesseraVersion},
             {"device", p.device},
             {"seed", p.seed},
             {"input_shapes", shapes},

@@ -426,12 +426,6 @@ DimMap slice_dim_map(const DimMapContext& c) {
   return m;
 }
 
-std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
-  std::vector<DimExpr> v;
-  for (int x : f) v.push_back(dims::factor(x));
-  return v;
-}
-
 // out[o.., j.., i..] = data[o.., indices[j..], i..].
 DimMap gather_dim_map(const DimMapContext& c) {
   const Shape &data = c.in[0], &idx = c.in[1];
@@ -444,10 +438,10 @@ DimMap gather_dim_map(const DimMapContext& c) {
   std::vector<int> all = outer;
   all.insert(all.end(), index.begin(), index.end());
   all.insert(all.end(), inner.begin(), inner.end());
-  std::vector<DimExpr> dd = factor_dims(outer);
+  std::vector<DimExpr> dd = dims::factors(outer);
   dd.push_back(dims::positional({}, DimForm::kGathered));
   for (int f : inner) dd.push_back(dims::factor(f));
-  m.outputs.push_back({Piece{factor_dims(all), {{0, dd, false}, {1, factor_dims(index), false}}}});
+  m.outputs.push_back({Piece{dims::factors(all), {{0, dd, false}, {1, dims::factors(index), false}}}});
   return m;
 }
 
@@ -459,9 +453,9 @@ DimMap gather_elements_dim_map(const DimMapContext& c) {
   DimMap m;
   std::vector<int> f;
   for (int64_t s : idx) f.push_back(dims::add_factor(m, s));
-  std::vector<DimExpr> dd = factor_dims(f);
+  std::vector<DimExpr> dd = dims::factors(f);
   dd[axis] = dims::positional({}, DimForm::kGathered);
-  m.outputs.push_back({Piece{factor_dims(f), {{0, dd, false}, {1, factor_dims(f), false}}}});
+  m.outputs.push_back({Piece{dims::factors(f), {{0, dd, false}, {1, dims::factors(f), false}}}});
   return m;
 }
 
@@ -480,10 +474,10 @@ DimMap scatter_nd_dim_map(const DimMapContext& c) {
   Piece p;
   for (size_t d = 0; d < data.size(); ++d)
     p.dims.push_back(d < k ? dims::positional({f[d]}, DimForm::kGathered) : dims::factor(f[d]));
-  std::vector<DimExpr> ud = factor_dims(u), id = factor_dims(u);
+  std::vector<DimExpr> ud = dims::factors(u), id = dims::factors(u);
   for (size_t d = k; d < data.size(); ++d) ud.push_back(dims::factor(f[d]));
   id.push_back(dims::factor(fk));
-  p.reads = {{0, factor_dims(f), false}, {1, id, false}, {2, ud, false}};
+  p.reads = {{0, dims::factors(f), false}, {1, id, false}, {2, ud, false}};
   m.outputs.push_back({std::move(p)});
   return m;
 }

@@ -182,12 +182,6 @@ void eval_global_average_pool(const EvalArgs<T>& a) { eval_global_pool<T, false>
 template <class T>
 void eval_global_max_pool(const EvalArgs<T>& a) { eval_global_pool<T, true>(a); }
 
-std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
-  std::vector<DimExpr> v;
-  for (int x : f) v.push_back(dims::factor(x));
-  return v;
-}
-
 // out [batch.., m, n] = Σ_k A[batch.., m, k] · B[batch.., k, n]; batch dims
 // broadcast, 1-D operands have no m (or n).
 DimMap matmul_dim_map(const DimMapContext& c) {
@@ -197,7 +191,7 @@ DimMap matmul_dim_map(const DimMapContext& c) {
   std::vector<int> batch;
   for (int64_t s : g.batch) batch.push_back(dims::add_factor(m, s));
   int fm = dims::add_factor(m, g.m), fn = dims::add_factor(m, g.n), fk = dims::add_factor(m, g.k, FactorKind::kSum);
-  std::vector<DimExpr> out = factor_dims(batch);
+  std::vector<DimExpr> out = dims::factors(batch);
   if (a.size() > 1) out.push_back(dims::factor(fm));
   if (b.size() > 1) out.push_back(dims::factor(fn));
   auto operand = [&](const Shape& s, const Shape& core_batch, std::vector<DimExpr> core) {
@@ -225,8 +219,8 @@ DimMap gemm_dim_map(const DimMapContext& c) {
   int fm = dims::add_factor(m, out[0]), fn = dims::add_factor(m, out[1]);
   int fk = dims::add_factor(m, ta ? a[0] : a[1], FactorKind::kSum);
   Piece p{{dims::factor(fm), dims::factor(fn)}, {}};
-  p.reads.push_back({0, ta ? factor_dims({fk, fm}) : factor_dims({fm, fk}), false});
-  p.reads.push_back({1, tb ? factor_dims({fn, fk}) : factor_dims({fk, fn}), false});
+  p.reads.push_back({0, ta ? dims::factors({fk, fm}) : dims::factors({fm, fk}), false});
+  p.reads.push_back({1, tb ? dims::factors({fn, fk}) : dims::factors({fk, fn}), false});
   if (c.has_input(2)) p.reads.push_back({2, dims::broadcast(c.in[2], out, {fm, fn}), true});
   m.outputs.push_back({std::move(p)});
   m.products = true;

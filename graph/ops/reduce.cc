@@ -439,12 +439,6 @@ Read row_read(const std::vector<int>& f, const std::vector<int>& row) {
   return r;
 }
 
-std::vector<DimExpr> factor_dims(const std::vector<int>& f) {
-  std::vector<DimExpr> v;
-  for (int x : f) v.push_back(dims::factor(x));
-  return v;
-}
-
 // Softmax, LogSoftmax, CumSum: along one axis.
 DimMap axis_row_dim_map(const DimMapContext& c) {
   const Shape& x = c.in[0];
@@ -453,7 +447,7 @@ DimMap axis_row_dim_map(const DimMapContext& c) {
   std::vector<int> row;
   std::vector<int> f = row_factors(m, x, axis, row);
   for (size_t d = axis + 1; d < x.size(); ++d) row[d] = -1;  // only the axis is a row
-  Piece p{factor_dims(f), {Read{0, factor_dims(f), false}, row_read(f, row)}};
+  Piece p{dims::factors(f), {Read{0, dims::factors(f), false}, row_read(f, row)}};
   m.outputs.push_back({std::move(p)});
   return m;
 }
@@ -464,7 +458,7 @@ DimMap layer_norm_dim_map(const DimMapContext& c) {
   DimMap m;
   std::vector<int> row;
   std::vector<int> f = row_factors(m, x, axis, row);
-  Piece y{factor_dims(f), {Read{0, factor_dims(f), false}, row_read(f, row)}};
+  Piece y{dims::factors(f), {Read{0, dims::factors(f), false}, row_read(f, row)}};
   for (size_t i = 1; i < 3; ++i)
     if (c.has_input(i)) y.reads.push_back({static_cast<int>(i), dims::broadcast(c.in[i], x, f), false});
   Piece stat{{}, {row_read(f, row)}};
@@ -478,7 +472,7 @@ DimMap batch_norm_dim_map(const DimMapContext& c) {
   DimMap m;
   std::vector<int> f;
   for (int64_t s : x) f.push_back(dims::add_factor(m, s));
-  Piece p{factor_dims(f), {Read{0, factor_dims(f), false}}};
+  Piece p{dims::factors(f), {Read{0, dims::factors(f), false}}};
   for (int i = 1; i < 5; ++i) p.reads.push_back({i, {dims::factor(f[1])}, false});
   m.outputs.push_back({std::move(p)});
   return m;

@@ -10,11 +10,8 @@
 #include "cost/graph_cost.h"
 #include "cost/plan_cost.h"
 #include "graph/error.h"
+#include "mutator/optimize.h"
 #include "mutator/sharding/annotations.h"
-
-#ifndef TESSERA_VERSION
-#define TESSERA_VERSION "0.1.0"
-#endif
 
 namespace tessera::mutator {
 namespace {
@@ -156,7 +153,7 @@ std::string sharded_plan_json(const ShardedPlan& p) {
   for (const ShardConstraint& c : p.constraints)
     annotations.push_back({{"spec", c.origin}, {"tensor", p.global.value(c.value).name}, {"sharding", c.sharding.str()}});
   json j = {{"format_version", ShardedPlan::kFormatVersion},
-            {"tessera_version", TESSERA_VERSION},
+            {"tessera_version", kTesseraVersion},
             {"device", p.device},
             {"mesh", p.sharding.mesh.str()},
             {"seed", p.seed},
