@@ -180,26 +180,32 @@ z3::expr partial_op(Enc& e, int n, PartialOp op) {
   return e.ctx().bool_val(false);
 }
 
-// Megatron MLP: W1 [K, H] column-parallel, W2 [H, N] row-parallel (H = n * S),
-// X replicated, one AllReduce:
-//   AllReduce(Relu(X @ W1_r) @ W2_r) = Relu(X @ W1) @ W2.
+// Megatron MLP: W1 [K, H] and its bias b1 [H] column-parallel, W2 [H, N]
+// row-parallel (H = n * S), X replicated, one AllReduce:
+//   AllReduce(Relu(X @ W1_r + b1_r) @ W2_r) = Relu(X @ W1 + b1) @ W2.
 // The hidden sum over H splits into the ranks' blocks; on each, the inner
 // sum over K meets rank r's by a sum-ext instance at the hidden index h,
 // which the outer block's ext then uses.
-z3::expr megatron_mlp(Enc& e, int n) {
+// `bias_unsliced`: b1 kept whole and read at the local hidden index; only
+// rank 0's instances stay true.
+z3::expr megatron_mlp(Enc& e, int n, bool bias_unsliced) {
   e.sums_as_atoms();
   z3::expr K = e.dim("K"), S = e.dim("S");
-  z3::func_decl X = e.tensor("X", 2), W1 = e.tensor("W1", 2), W2 = e.tensor("W2", 2);
+  z3::func_decl X = e.tensor("X", 2), W1 = e.tensor("W1", 2), W2 = e.tensor("W2", 2), b1 = e.tensor("b1", 1);
   z3::func_decl relu = e.real_fn("relu", 1);
-  auto W1s = blocks(e, W1, "W1", 1, n, S), W2s = blocks(e, W2, "W2", 0, n, S);
+  auto W1s = blocks(e, W1, "W1", 1, n, S), W2s = blocks(e, W2, "W2", 0, n, S), b1s = blocks(e, b1, "b1", 0, n, S);
   z3::expr i = e.index("i"), j = e.index("j");
   auto hidden = [&](const z3::func_decl& w1, const z3::expr& h) {
     return e.sum(K, [&](const z3::expr& k) { return X(i, k) * w1(k, h); });
   };
-  Fn global = [&](const z3::expr& h) { return relu(hidden(W1, h)) * W2(h, j); };
-  auto local = [&](int r) { return Fn([&, r](const z3::expr& h) { return relu(hidden(W1s[r], h)) * W2s[r](h, j); }); };
+  Fn global = [&](const z3::expr& h) { return relu(hidden(W1, h) + b1(h)) * W2(h, j); };
+  auto local = [&](int r) {
+    return Fn([&, r](const z3::expr& h) {
+      return relu(hidden(W1s[r], h) + (bias_unsliced ? b1(h) : b1s[r](h))) * W2s[r](h, j);
+    });
+  };
   e.assume_blocks(n, S, global);
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < (bias_unsliced ? 1 : n); ++r) {
     z3::expr h = e.index("h!" + std::to_string(r));
     z3::expr g = r == 0 ? h : rank_offset(e, r, S) + h;
     e.assume_ext(
@@ -237,8 +243,9 @@ std::vector<Obligation> sharding_obligations() {
                      [](Enc& e, int n) { return partial_op(e, n, PartialOp::kMulReplicated); });
   add_per_rank_count(v, "shard-partial-transpose", 1, "AllReduce(Transpose(P_r)) = Transpose(P) for Partial P",
                      [](Enc& e, int n) { return partial_op(e, n, PartialOp::kTranspose); });
-  add_per_rank_count(v, "shard-megatron-mlp", 2, "AllReduce(Relu(X @ W1[:, block r]) @ W2[block r, :]) = Relu(X @ W1) @ W2",
-                     megatron_mlp);
+  add_per_rank_count(v, "shard-megatron-mlp", 3,
+                     "AllReduce(Relu(X @ W1[:, block r] + b1[block r]) @ W2[block r, :]) = Relu(X @ W1 + b1) @ W2",
+                     [](Enc& e, int n) { return megatron_mlp(e, n, false); });
   return v;
 }
 
@@ -265,6 +272,9 @@ std::vector<Obligation> wrong_sharding_obligations() {
             [](Enc& e) { return partial_op(e, 2, PartialOp::kAddReplicated); }),
       wrong("wrong-partial-mul-partial", "AllReduce(P_r * Q_r) = P * Q for Partial P, Q",
             [](Enc& e) { return partial_op(e, 2, PartialOp::kMulPartial); }),
+      wrong("wrong-megatron-mlp-bias-unsliced",
+            "AllReduce(Relu(X @ W1[:, block r] + b1[local]) @ W2[block r, :]) = Relu(X @ W1 + b1) @ W2",
+            [](Enc& e) { return megatron_mlp(e, 2, true); }),
       wrong("wrong-partial-relu", "AllReduce(Relu(P_r)) = Relu(P) for Partial P",
             [](Enc& e) { return partial_op(e, 2, PartialOp::kRelu); }),
   };

@@ -89,6 +89,26 @@ z3::func_decl Enc::block(const z3::func_decl& global, const std::string& name, i
       [&](const Index& idx) { return in_range(idx[dim], size); });
 }
 
+z3::func_decl Enc::rank_blocks(const z3::func_decl& global, const std::string& name, int dim, const z3::expr& n,
+                               const z3::expr& S) {
+  z3::sort_vector domain(c_);
+  z3::expr_vector vars(c_), source(c_);
+  z3::expr r = c_.int_const((name + "!r").c_str());
+  domain.push_back(c_.int_sort());
+  vars.push_back(r);
+  for (unsigned i = 0; i < global.arity(); ++i) {
+    domain.push_back(global.domain(i));
+    z3::expr v = c_.int_const((name + "!" + std::to_string(i)).c_str());
+    vars.push_back(v);
+    source.push_back(static_cast<int>(i) == dim ? r * S + v : v);
+  }
+  z3::func_decl local = c_.function(name.c_str(), domain, global.range());
+  z3::expr app = local(vars);
+  z3::expr in_domain = in_range(r, n) && in_range(vars[dim + 1], S);
+  guards_.push_back(forall_on(c_, vars, app, z3::implies(in_domain, app == global(source))));
+  return local;
+}
+
 std::vector<z3::func_decl> Enc::partial(const z3::func_decl& global, const std::string& name, int n) {
   z3::sort_vector domain(c_);
   z3::expr_vector vars(c_);
@@ -225,6 +245,11 @@ z3::expr all_gather(Enc& e, int n, const z3::expr& size, const z3::expr& p,
   return out;
 }
 
+z3::expr all_gather_ranks(const z3::expr& size, const z3::expr& p,
+                          const std::function<z3::expr(const z3::expr& r, const z3::expr& local)>& part) {
+  return part(p / size, p % size);
+}
+
 z3::expr all_reduce(Enc& e, int n, const std::function<z3::expr(int r)>& part) {
   z3::expr out = part(0);
   for (int r = 1; r < n; ++r) out = out + part(r);
@@ -293,7 +318,7 @@ std::vector<Obligation> collect(std::initializer_list<std::vector<Obligation> (*
 const std::vector<Obligation>& registry() {
   static const std::vector<Obligation> all =
       collect({&z3enc::rule_obligations, &z3enc::sharding_obligations, &z3enc::op_sharding_obligations,
-               &z3enc::reshard_obligations, &z3enc::correction_obligations});
+               &z3enc::reshard_obligations, &z3enc::any_rank_count_obligations, &z3enc::correction_obligations});
   return all;
 }
 
@@ -301,7 +326,7 @@ const std::vector<Obligation>& wrong_registry() {
   static const std::vector<Obligation> all =
       collect({&z3enc::wrong_rule_obligations, &z3enc::wrong_sharding_obligations,
                &z3enc::wrong_op_sharding_obligations, &z3enc::wrong_reshard_obligations,
-               &z3enc::wrong_correction_obligations});
+               &z3enc::wrong_any_rank_count_obligations, &z3enc::wrong_correction_obligations});
   return all;
 }
 

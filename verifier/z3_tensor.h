@@ -61,6 +61,11 @@ class Enc {
   // The block [offset, offset + size) of `global` along `dim` (a Shard).
   z3::func_decl block(const z3::func_decl& global, const std::string& name, int dim, const z3::expr& offset,
                       const z3::expr& size);
+  // The blocks of `global` along `dim` of a symbolic number n of ranks: one
+  // tensor `name` with the rank as an extra first index,
+  // name(r, .., j, ..) = global(.., r * S + j, ..) for r in [0, n), j in [0, S).
+  z3::func_decl rank_blocks(const z3::func_decl& global, const std::string& name, int dim, const z3::expr& n,
+                            const z3::expr& S);
   // A Partial(sum) tensor of n ranks: n new tensors `name0`.. whose sum at
   // every index is `global` there (their split among the ranks is free).
   std::vector<z3::func_decl> partial(const z3::func_decl& global, const std::string& name, int n);
@@ -150,6 +155,9 @@ z3::expr local_index(Enc& e, int r, const z3::expr& S, const z3::expr& p);
 // reads rank r = p / size at p - r * size, as an ite chain over the blocks.
 z3::expr all_gather(Enc& e, int n, const z3::expr& size, const z3::expr& p,
                     const std::function<z3::expr(int r, const z3::expr& local)>& part);
+// The same over a symbolic rank count: p reads rank p / size at p % size.
+z3::expr all_gather_ranks(const z3::expr& size, const z3::expr& p,
+                          const std::function<z3::expr(const z3::expr& r, const z3::expr& local)>& part);
 // AllReduce(sum): the sum of the ranks' values.
 z3::expr all_reduce(Enc& e, int n, const std::function<z3::expr(int r)>& part);
 
@@ -172,7 +180,8 @@ std::function<z3::expr(const z3::expr&)> conv3_term(Enc& e, const Fn2& w, const 
 z3::expr conv3(Enc& e, const z3::expr& C, const Fn2& w, const z3::expr& o, const z3::expr& len, const Fn2& x);
 
 // The rank counts every sharding strategy is proven for: concrete, so that
-// r * S stays linear in a symbolic block size S.
+// r * S stays linear in a symbolic block size S. Strategies without a
+// reduction over ranks are also proven for a symbolic count (`-n`).
 inline constexpr int kRankCounts[] = {2, 4, 8};
 
 // The ranks' blocks of `global` along `dim`, block r = [r * S, (r + 1) * S),
@@ -197,9 +206,11 @@ std::vector<Obligation> correction_obligations();
 std::vector<Obligation> wrong_rule_obligations();
 std::vector<Obligation> op_sharding_obligations();  // reshape, softmax, gather, conv
 std::vector<Obligation> reshard_obligations();       // collective identities
+std::vector<Obligation> any_rank_count_obligations();  // pass-through, symbolic rank count
 std::vector<Obligation> wrong_sharding_obligations();
 std::vector<Obligation> wrong_op_sharding_obligations();
 std::vector<Obligation> wrong_reshard_obligations();
+std::vector<Obligation> wrong_any_rank_count_obligations();
 std::vector<Obligation> wrong_correction_obligations();
 
 }  // namespace tessera::verifier::z3enc
