@@ -31,27 +31,29 @@ z3::expr elementwise(Enc& e, int n, bool unsliced_broadcast) {
   return z3::implies(e.in_range(i, R) && e.in_range(p, e.num(n) * S), gathered == f(X(i, p), Y(i, p), B(p), V(i)));
 }
 
-// Row-parallel (batch) MatMul: A [M, K] sharded on M (M = n * S), W replicated:
+// Batch MatMul: A [M, K] sharded on M (M = n * S), W [K, N] replicated:
 //   AllGather_0(A_r @ W)[p, j] = (A @ W)[p, j].
-// `w_sharded`: W sharded on N as well, on the same ranks (both free dims on
-// one mesh axis): rank r only computes its diagonal block.
+// `w_sharded`: W sharded on N as well (N = n * T), on the same ranks (both
+// free dims on one mesh axis): rank r computes the block (r, r) only, yet
+// its rows are claimed for the columns of block 0. Rank 0's instance stays true.
 z3::expr matmul_batch(Enc& e, int n, bool w_sharded) {
   e.sums_as_atoms();
-  z3::expr K = e.dim("K"), S = e.dim("S"), T = e.dim("T");
+  z3::expr K = e.dim("K"), S = e.dim("S"), N = e.dim(w_sharded ? "T" : "N");
   z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2);
-  auto As = blocks(e, A, "A", 0, n, S), Ws = blocks(e, W, "W", 1, n, T);
+  auto As = blocks(e, A, "A", 0, n, S);
+  std::vector<z3::func_decl> Ws(n, W);  // replicated: every rank reads W
+  if (w_sharded) Ws = blocks(e, W, "W", 1, n, N);
   z3::expr p = e.index("p"), j = e.index("j");
   auto local = [&](int r, const z3::expr& il) {
-    return e.sum(K, [&](const z3::expr& k) { return As[r](il, k) * (w_sharded ? Ws[r](k, j) : W(k, j)); });
+    return e.sum(K, [&](const z3::expr& k) { return As[r](il, k) * Ws[r](k, j); });
   };
   Fn global = [&](const z3::expr& k) { return A(p, k) * W(k, j); };
-  for (int r = 0; r < n && !w_sharded; ++r)
+  for (int r = 0; r < (w_sharded ? 1 : n); ++r)
     e.assume_ext(
-        K, [&](const z3::expr& k) { return As[r](local_index(e, r, S, p), k) * W(k, j); }, global,
-        in_block(e, r, S, p));
+        K, [&](const z3::expr& k) { return As[r](local_index(e, r, S, p), k) * Ws[r](k, j); }, global,
+        in_block(e, r, S, p) && e.in_range(j, N));
   z3::expr gathered = all_gather(e, n, S, p, local);
-  z3::expr cols = w_sharded ? T : e.dim("N");
-  return z3::implies(e.in_range(p, e.num(n) * S) && e.in_range(j, cols), gathered == e.sum(K, global));
+  return z3::implies(e.in_range(p, e.num(n) * S) && e.in_range(j, N), gathered == e.sum(K, global));
 }
 
 // Column-parallel MatMul: A replicated, W [K, N] sharded on N (N = n * S):
