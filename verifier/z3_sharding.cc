@@ -1,6 +1,12 @@
-// Proof obligations of sharding strategies (the local computation on each
-// rank plus the collective equals the global op) and of the correction boxes
-// of partially equivalent mutants (outside the boxes the mutant is exact).
+// Proof obligations of the sharding strategies of contractions and
+// element-wise ops: pass-through dims, column- and row-parallel MatMul,
+// reductions over a sharded axis, a bias after a contraction, and the
+// algebra of Partial values. Each compares the ranks' local programs (their
+// own input tensors, tied to the global ones by the placement) plus the
+// collective with the global op at a global index.
+//
+// A wrong twin keeps the axiom instances of its correct twin that stay true,
+// so that Z3 refutes the claim itself, not a side goal.
 #include "verifier/z3_tensor.h"
 
 namespace tessera::verifier::z3enc {
@@ -8,187 +14,271 @@ namespace {
 
 using Fn = std::function<z3::expr(const z3::expr&)>;
 
-// Column parallel: rank r holds W[:, r*S:(r+1)*S]; AllGather(axis=1) of the
-// local MatMuls at global column r*S + jj is the global MatMul there.
-z3::expr matmul_column_parallel(Enc& e) {
-  z3::expr K = e.dim("K"), S = e.dim("S"), n = e.dim("n");
-  z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2);
-  z3::expr i = e.index("i"), r = e.index("r"), jj = e.index("jj");
-  z3::expr local = e.sum(K, [&](const z3::expr& k) { return A(i, k) * W(k, r * S + jj); });
-  z3::expr global = e.sum(K, [&](const z3::expr& k) { return A(i, k) * W(k, r * S + jj); });
-  return z3::implies(e.in_range(r, n) && e.in_range(jj, S), local == global);
+// Pass-through: X, Y [R, C] sharded on C (C = n * S), B [C] broadcast along
+// R and so sharded with C, V [R] broadcast along C and so replicated:
+//   AllGather_1(f(X_r, Y_r, B_r, V))[i, p] = f(X, Y, B, V)[i, p].
+// `unsliced_broadcast`: B kept whole on every rank and read at the local
+// column (the broadcast operand's shard forgotten).
+z3::expr elementwise(Enc& e, int n, bool unsliced_broadcast) {
+  z3::expr R = e.dim("R"), S = e.dim("S");
+  z3::func_decl X = e.tensor("X", 2), Y = e.tensor("Y", 2), B = e.tensor("B", 1), V = e.tensor("V", 1);
+  z3::func_decl f = e.real_fn("f", 4);
+  auto Xs = blocks(e, X, "X", 1, n, S), Ys = blocks(e, Y, "Y", 1, n, S), Bs = blocks(e, B, "B", 0, n, S);
+  z3::expr i = e.index("i"), p = e.index("p");
+  z3::expr gathered = all_gather(e, n, S, p, [&](int r, const z3::expr& j) {
+    return f(Xs[r](i, j), Ys[r](i, j), unsliced_broadcast ? B(j) : Bs[r](j), V(i));
+  });
+  return z3::implies(e.in_range(i, R) && e.in_range(p, e.num(n) * S), gathered == f(X(i, p), Y(i, p), B(p), V(i)));
 }
 
-// Row parallel on n ranks (2 and 4 registered; 4 needs the claim and the
-// side goals checked separately, see run_proof; with 8 blocks the claim alone
-// did not finish within 60 s in Z3 4.8.12, measured): rank r holds A[:, r*S:(r+1)*S] and W[r*S:(r+1)*S, :];
-// AllReduce of the local MatMuls = the global MatMul (K = n*S). `missing_allreduce`
-// claims rank 0's partial result alone is the answer.
+// Batch MatMul: A [M, K] sharded on M (M = n * S), W [K, N] replicated:
+//   AllGather_0(A_r @ W)[p, j] = (A @ W)[p, j].
+// `w_sharded`: W sharded on N as well (N = n * T), on the same ranks (both
+// free dims on one mesh axis): rank r computes the block (r, r) only, yet
+// its rows are claimed for the columns of block 0. Rank 0's instance stays true.
+z3::expr matmul_batch(Enc& e, int n, bool w_sharded) {
+  e.sums_as_atoms();
+  z3::expr K = e.dim("K"), S = e.dim("S"), N = e.dim(w_sharded ? "T" : "N");
+  z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2);
+  auto As = blocks(e, A, "A", 0, n, S);
+  std::vector<z3::func_decl> Ws(n, W);  // replicated: every rank reads W
+  if (w_sharded) Ws = blocks(e, W, "W", 1, n, N);
+  z3::expr p = e.index("p"), j = e.index("j");
+  auto local = [&](int r, const z3::expr& il) {
+    return e.sum(K, [&](const z3::expr& k) { return As[r](il, k) * Ws[r](k, j); });
+  };
+  Fn global = [&](const z3::expr& k) { return A(p, k) * W(k, j); };
+  for (int r = 0; r < (w_sharded ? 1 : n); ++r)
+    e.assume_ext(
+        K, [&](const z3::expr& k) { return As[r](local_index(e, r, S, p), k) * Ws[r](k, j); }, global,
+        in_block(e, r, S, p) && e.in_range(j, N));
+  z3::expr gathered = all_gather(e, n, S, p, local);
+  return z3::implies(e.in_range(p, e.num(n) * S) && e.in_range(j, N), gathered == e.sum(K, global));
+}
+
+// Column-parallel MatMul: A replicated, W [K, N] sharded on N (N = n * S):
+//   AllGather_1(A @ W_r)[i, p] = (A @ W)[i, p].
+// `strided`: rank r holds the interleaved columns r, r + n, ... (a strided
+// shard, as a minor-dim reshape leaves it) but the gather concatenates blocks.
+z3::expr matmul_column_parallel(Enc& e, int n, bool strided) {
+  e.sums_as_atoms();
+  z3::expr K = e.dim("K"), S = e.dim("S");
+  z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2);
+  std::vector<z3::func_decl> Ws = blocks(e, W, "W", 1, n, S);
+  if (strided)
+    for (int r = 0; r < n; ++r)
+      Ws[r] = e.view(
+          W, "Wstrided_" + std::to_string(r),
+          [&](const Enc::Index& x) { return Enc::Index{x[0], x[1] * n + r}; },
+          [&](const Enc::Index& x) { return e.in_range(x[1], S); });
+  z3::expr i = e.index("i"), p = e.index("p");
+  auto local = [&](int r, const z3::expr& jl) {
+    return e.sum(K, [&](const z3::expr& k) { return A(i, k) * Ws[r](k, jl); });
+  };
+  Fn global = [&](const z3::expr& k) { return A(i, k) * W(k, p); };
+  for (int r = 0; r < n && !strided; ++r)
+    e.assume_ext(
+        K, [&](const z3::expr& k) { return A(i, k) * Ws[r](k, local_index(e, r, S, p)); }, global,
+        in_block(e, r, S, p));
+  return z3::implies(e.in_range(p, e.num(n) * S), all_gather(e, n, S, p, local) == e.sum(K, global));
+}
+
+// Contracted dim -> Partial: A [M, K] sharded on K, W [K, N] sharded on K
+// (K = n * S); the local products are Partial and the AllReduce sums them:
+//   AllReduce(A_r @ W_r) = A @ W.
+// `missing_allreduce`: rank 0's partial product claimed as the result.
 z3::expr matmul_row_parallel(Enc& e, int n, bool missing_allreduce) {
+  e.sums_as_atoms();
   z3::expr S = e.dim("S");
   z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2);
+  auto As = blocks(e, A, "A", 1, n, S), Ws = blocks(e, W, "W", 0, n, S);
   z3::expr i = e.index("i"), j = e.index("j");
-  Fn global_term = [&](const z3::expr& k) { return A(i, k) * W(k, j); };
+  Fn global = [&](const z3::expr& k) { return A(i, k) * W(k, j); };
+  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return As[r](i, k) * Ws[r](k, j); }); };
+  assume_rank_blocks(e, n, S, global, local);
+  z3::expr reduced = missing_allreduce ? e.sum(S, local(0)) : all_reduce(e, n, [&](int r) { return e.sum(S, local(r)); });
+  return reduced == e.sum(e.num(n) * S, global);
+}
+
+// Gemm with its bias after a row-parallel contraction: the bias [N] enters
+// as a Partial (rank 0 holds it, the others zeros), so that the AllReduce
+// counts it once:  AllReduce(A_r @ W_r + b_r) = A @ W + b.
+// `bias_everywhere`: every rank adds b (counted n times).
+z3::expr gemm_bias(Enc& e, int n, bool bias_everywhere) {
+  e.sums_as_atoms();
+  z3::expr S = e.dim("S");
+  z3::func_decl A = e.tensor("A", 2), W = e.tensor("W", 2), b = e.tensor("b", 1);
+  auto As = blocks(e, A, "A", 1, n, S), Ws = blocks(e, W, "W", 0, n, S);
+  z3::expr i = e.index("i"), j = e.index("j");
+  Fn global = [&](const z3::expr& k) { return A(i, k) * W(k, j); };
+  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return As[r](i, k) * Ws[r](k, j); }); };
+  assume_rank_blocks(e, n, S, global, local);
+  z3::expr reduced = all_reduce(e, n, [&](int r) {
+    return e.sum(S, local(r)) + (r == 0 || bias_everywhere ? b(j) : e.ctx().real_val(0));
+  });
+  return reduced == e.sum(e.num(n) * S, global) + b(j);
+}
+
+// ReduceSum over a sharded axis: X [R, C] sharded on C (C = n * S):
+//   AllReduce(ReduceSum_1(X_r)) = ReduceSum_1(X).
+// `average`: the AllReduce averages (Partial(avg) taken for Partial(sum)).
+z3::expr reduce_sum(Enc& e, int n, bool average) {
+  e.sums_as_atoms();
+  z3::expr S = e.dim("S");
+  z3::func_decl X = e.tensor("X", 2);
+  auto Xs = blocks(e, X, "X", 1, n, S);
+  z3::expr i = e.index("i");
+  Fn global = [&](const z3::expr& k) { return X(i, k); };
+  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return Xs[r](i, k); }); };
+  assume_rank_blocks(e, n, S, global, local);
+  z3::expr reduced = all_reduce(e, n, [&](int r) { return e.sum(S, local(r)); });
+  if (average) reduced = reduced * e.ctx().real_val(1, n);
+  return reduced == e.sum(e.num(n) * S, global);
+}
+
+// ReduceMean over a sharded axis: each rank's local mean scaled by 1/n is a
+// Partial whose AllReduce is the global mean:
+//   AllReduce(ReduceMean_1(X_r) / n) = ReduceMean_1(X).
+// `unscaled`: the local means summed without the 1/n (n times the mean).
+z3::expr reduce_mean(Enc& e, int n, bool unscaled) {
+  e.sums_as_atoms();
+  z3::expr S = e.dim("S");
+  z3::func_decl X = e.tensor("X", 2);
+  auto Xs = blocks(e, X, "X", 1, n, S);
+  z3::expr i = e.index("i");
+  Fn global = [&](const z3::expr& k) { return X(i, k); };
+  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return Xs[r](i, k); }); };
+  assume_rank_blocks(e, n, S, global, local);
+  z3::expr scale = unscaled ? e.ctx().real_val(1) : e.ctx().real_val(1, n);
+  z3::expr reduced = all_reduce(e, n, [&](int r) { return e.sum(S, local(r)) / z3::to_real(S) * scale; });
+  return reduced == e.sum(e.num(n) * S, global) / z3::to_real(e.num(n) * S);
+}
+
+// The Partial algebra: an op that is linear in its Partial inputs commutes
+// with the AllReduce. P, Q Partial(sum) over n ranks, R replicated.
+enum class PartialOp { kAdd, kMulReplicated, kTranspose, kRelu, kAddReplicated, kMulPartial };
+
+//   kAdd:            AllReduce(P_r + Q_r) = P + Q
+//   kMulReplicated:  AllReduce(P_r * R) = P * R
+//   kTranspose:      AllReduce(Transpose(P_r)) = Transpose(P)
+// and the wrong ones, non-linear in the Partial input:
+//   kRelu:           AllReduce(Relu(P_r)) = Relu(P)
+//   kAddReplicated:  AllReduce(P_r + R) = P + R (R added on every rank)
+//   kMulPartial:     AllReduce(P_r * Q_r) = P * Q
+z3::expr partial_op(Enc& e, int n, PartialOp op) {
+  z3::func_decl P = e.tensor("P", 2), Q = e.tensor("Q", 2), R = e.tensor("R", 2);
+  z3::func_decl relu = e.real_fn("relu", 1);
+  std::vector<z3::func_decl> Ps = e.partial(P, "P", n), Qs = e.partial(Q, "Q", n);
+  z3::expr i = e.index("i"), j = e.index("j");
+  auto reduce = [&](const std::function<z3::expr(int)>& f) { return all_reduce(e, n, f); };
+  switch (op) {
+    case PartialOp::kAdd: return reduce([&](int r) { return Ps[r](i, j) + Qs[r](i, j); }) == P(i, j) + Q(i, j);
+    case PartialOp::kMulReplicated: return reduce([&](int r) { return Ps[r](i, j) * R(i, j); }) == P(i, j) * R(i, j);
+    case PartialOp::kTranspose: return reduce([&](int r) { return Ps[r](j, i); }) == P(j, i);
+    case PartialOp::kRelu: return reduce([&](int r) { return relu(Ps[r](i, j)); }) == relu(P(i, j));
+    case PartialOp::kAddReplicated: return reduce([&](int r) { return Ps[r](i, j) + R(i, j); }) == P(i, j) + R(i, j);
+    case PartialOp::kMulPartial: return reduce([&](int r) { return Ps[r](i, j) * Qs[r](i, j); }) == P(i, j) * Q(i, j);
+  }
+  return e.ctx().bool_val(false);
+}
+
+// Megatron MLP: W1 [K, H] and its bias b1 [H] column-parallel, W2 [H, N]
+// row-parallel (H = n * S), X replicated, one AllReduce:
+//   AllReduce(Relu(X @ W1_r + b1_r) @ W2_r) = Relu(X @ W1 + b1) @ W2.
+// The hidden sum over H splits into the ranks' blocks; on each, the inner
+// sum over K meets rank r's by a sum-ext instance at the hidden index h,
+// which the outer block's ext then uses.
+// `bias_unsliced`: b1 kept whole and read at the local hidden index; only
+// rank 0's instances stay true.
+z3::expr megatron_mlp(Enc& e, int n, bool bias_unsliced) {
+  e.sums_as_atoms();
+  z3::expr K = e.dim("K"), S = e.dim("S");
+  z3::func_decl X = e.tensor("X", 2), W1 = e.tensor("W1", 2), W2 = e.tensor("W2", 2), b1 = e.tensor("b1", 1);
+  z3::func_decl relu = e.real_fn("relu", 1);
+  auto W1s = blocks(e, W1, "W1", 1, n, S), W2s = blocks(e, W2, "W2", 0, n, S), b1s = blocks(e, b1, "b1", 0, n, S);
+  z3::expr i = e.index("i"), j = e.index("j");
+  auto hidden = [&](const z3::func_decl& w1, const z3::expr& h) {
+    return e.sum(K, [&](const z3::expr& k) { return X(i, k) * w1(k, h); });
+  };
+  Fn global = [&](const z3::expr& h) { return relu(hidden(W1, h) + b1(h)) * W2(h, j); };
   auto local = [&](int r) {
-    return e.sum(S, [&](const z3::expr& k) {
-      z3::expr g = r == 0 ? k : e.num(r) * S + k;
-      return A(i, g) * W(g, j);
+    return Fn([&, r](const z3::expr& h) {
+      return relu(hidden(W1s[r], h) + (bias_unsliced ? b1(h) : b1s[r](h))) * W2s[r](h, j);
     });
   };
-  // Sum over [0, n*S) splits into n blocks: peel one block of S at a time,
-  // each tail written in the block form the local sums use.
-  auto block = [&](int r) {
-    return [&, r](const z3::expr& k) { return r == 0 ? global_term(k) : global_term(e.num(r) * S + k); };
-  };
-  // Lengths written S + (S + ...) so that each split's tail is the next split's whole.
-  std::function<z3::expr(int)> blocks = [&](int m) { return m == 1 ? S : S + blocks(m - 1); };
-  for (int r = 0; r + 1 < n; ++r) {
-    e.assume_split(S, blocks(n - r - 1), block(r), block(r + 1));
+  e.assume_blocks(n, S, global);
+  for (int r = 0; r < (bias_unsliced ? 1 : n); ++r) {
+    z3::expr h = e.index("h!" + std::to_string(r));
+    z3::expr g = r == 0 ? h : rank_offset(e, r, S) + h;
+    e.assume_ext(
+        K, [&](const z3::expr& k) { return X(i, k) * W1(k, g); },
+        [&](const z3::expr& k) { return X(i, k) * W1s[r](k, h); }, e.in_range(h, S));
+    Fn leaf = r == 0 ? global : Fn([&, r](const z3::expr& hh) { return global(rank_offset(e, r, S) + hh); });
+    e.assume_ext(S, leaf, local(r), e.ctx().bool_val(true), h);
   }
-  z3::expr reduced = local(0);
-  if (!missing_allreduce)
-    for (int r = 1; r < n; ++r) reduced = reduced + local(r);
-  // The blocks' lengths, S + (n-1)*S + ..., are the global length n*S.
-  return reduced == e.sum(blocks(n), global_term);
-}
-
-// Megatron MLP on 2 ranks: Relu(X@W1[:, block r])@W2[block r, :], AllReduce
-// = Relu(X@W1)@W2 (column then row parallel, one all-reduce). The hidden
-// block of rank r is the global hidden block r by shard-matmul-column-parallel
-// and shard-elementwise; here it is the pre-activation tensor P.
-z3::expr megatron_mlp(Enc& e) {
-  z3::expr S = e.dim("S");
-  z3::func_decl P = e.tensor("P", 2), W2 = e.tensor("W2", 2);
-  z3::func_decl relu = e.real_fn("relu", 1);
-  z3::expr i = e.index("i"), j = e.index("j");
-  Fn global_term = [&](const z3::expr& h) { return relu(P(i, h)) * W2(h, j); };
-  auto block = [&](int r) { return [&, r](const z3::expr& h) { return global_term(r == 0 ? h : S + h); }; };
-  e.assume_split(S, S, block(0), block(1));
-  return e.sum(S, block(0)) + e.sum(S, block(1)) == e.sum(S + S, global_term);
-}
-
-// Element-wise op on a tensor sharded along dim 0: f(X)[r*S + j] = f(X_r)[j].
-z3::expr elementwise_sharded(Enc& e) {
-  z3::expr S = e.dim("S"), n = e.dim("n");
-  z3::func_decl X = e.tensor("X", 1), Y = e.tensor("Y", 1);
-  z3::func_decl f = e.real_fn("f", 2);
-  z3::expr r = e.index("r"), j = e.index("j");
-  auto shard = [&](z3::func_decl t, const z3::expr& idx) { return t(r * S + idx); };
-  z3::expr local = f(shard(X, j), shard(Y, j));
-  return z3::implies(e.in_range(r, n) && e.in_range(j, S), local == f(X(r * S + j), Y(r * S + j)));
-}
-
-// AllGather(ReduceScatter(x)) = AllReduce(x) on 4 ranks: rank q's scatter
-// block is block q of the sum, and the gather puts it back at q*S + jj.
-z3::expr rs_ag_is_ar(Enc& e) {
-  const int n = 4;
-  z3::expr S = e.dim("S");
-  std::vector<z3::func_decl> x;
-  for (int r = 0; r < n; ++r) {
-    std::string name = "x";
-    name += std::to_string(r);  // not "x" + ...: GCC 12 warns -Wrestrict on that
-    x.push_back(e.tensor(name, 1));
-  }
-  z3::expr q = e.index("q"), jj = e.index("jj");
-  z3::expr scattered = e.ctx().real_val(0), reduced = e.ctx().real_val(0);
-  for (int r = 0; r < n; ++r) scattered = scattered + x[r](q * S + jj);
-  z3::expr g = q * S + jj;
-  for (int r = 0; r < n; ++r) reduced = reduced + x[r](g);
-  return z3::implies(e.in_range(q, e.num(n)) && e.in_range(jj, S), scattered == reduced);
-}
-
-// 1-D convolution, kernel 3, stride 1, pad 1, along H of input `x`
-// (valid on [0, len)), reduction over (c, k) flattened.
-z3::expr conv3(Enc& e, const z3::expr& C, z3::func_decl W, const z3::expr& m, const z3::expr& o,
-               const z3::expr& len, const std::function<z3::expr(const z3::expr&, const z3::expr&)>& x) {
-  return e.sum(C * 3, [&](const z3::expr& r) {
-    z3::expr c = r / 3, k = r % 3, pos = o - 1 + k;
-    return e.guarded(pos, len, x(c, pos)) * W(m, c, k);
-  });
-}
-
-// Batching two images along H: Conv(Concat(X0, X1, H)) equals the separate
-// convolutions except on rows [H - 1, H + 1), the correction box. The claimed
-// box starts at H - 1 + box_shrink (0 is right; 1 is the wrong mutant).
-z3::expr batch_along_h(Enc& e, int box_shrink) {
-  z3::expr C = e.dim("C"), H = e.dim("H");
-  z3::func_decl X0 = e.tensor("X0", 2), X1 = e.tensor("X1", 2), W = e.tensor("W", 3);
-  z3::expr m = e.index("m"), o = e.index("o");
-  auto stacked = [&](const z3::expr& c, const z3::expr& h) { return z3::ite(h < H, X0(c, h), X1(c, h - H)); };
-  z3::expr big = conv3(e, C, W, m, o, H + H, stacked);
-  z3::expr box_lo = H - 1 + e.num(box_shrink);
-  z3::expr sep0 = conv3(e, C, W, m, o, H, [&](const z3::expr& c, const z3::expr& h) { return X0(c, h); });
-  z3::expr sep1 = conv3(e, C, W, m, o - H, H, [&](const z3::expr& c, const z3::expr& h) { return X1(c, h); });
-  return z3::implies(o >= 0 && o < box_lo, big == sep0) && z3::implies(o >= H + 1 && o < H + H, big == sep1);
-}
-
-// Dilation 2 <-> space-to-batch: a kernel-3, dilation-2, pad-2 convolution of
-// X (length L) at o = 2q + ph equals a plain kernel-3, pad-1 convolution of
-// the phase X_ph(t) = X(2t + ph). Even L = 2H: the phases have length H.
-// Odd L = 2H + 1 (`odd`): X is zero-padded to 2H + 2 first and the output
-// sliced back to L, the pad/slice mutant for odd sizes. `wrong_phase` reads
-// the other phase (the wrong-dilation mutant).
-z3::expr dilation_phases(Enc& e, bool odd, bool wrong_phase) {
-  z3::expr C = e.dim("C"), H = e.dim("H");
-  z3::func_decl X = e.tensor("X", 2), W = e.tensor("W", 3);
-  z3::expr m = e.index("m"), q = e.index("q"), ph = e.index("ph");
-  z3::expr L = odd ? H + H + 1 : H + H;
-  z3::expr Lpad = H + H + (odd ? 2 : 0);
-  z3::expr o = q + q + ph;
-  z3::expr dilated = e.sum(C * 3, [&](const z3::expr& r) {
-    z3::expr c = r / 3, k = r % 3, pos = o - 2 + k * 2;
-    return e.guarded(pos, L, X(c, pos)) * W(m, c, k);
-  });
-  z3::expr src_ph = wrong_phase ? 1 - ph : ph;
-  z3::expr padded_len = odd ? Lpad : L;
-  auto phase = [&](const z3::expr& c, const z3::expr& t) {
-    z3::expr pos = t + t + src_ph;
-    return e.guarded(pos, L, X(c, pos));  // zero beyond L: the pad of the odd case
-  };
-  z3::expr plain = conv3(e, C, W, m, q, padded_len / 2, phase);
-  return z3::implies((ph == 0 || ph == 1) && o >= 0 && o < L, dilated == plain);
+  return all_reduce(e, n, [&](int r) { return e.sum(S, local(r)); }) == e.sum(e.num(n) * S, global);
 }
 
 }  // namespace
 
 std::vector<Obligation> sharding_obligations() {
-  return {
-      {{"shard-matmul-column-parallel", 1, "sharding", "AllGather_1(A @ W[:, block r]) = A @ W"},
-       matmul_column_parallel},
-      {{"shard-matmul-row-parallel-2", 1, "sharding", "AllReduce(A[:, block r] @ W[block r, :]) = A @ W on 2 ranks"},
-       [](Enc& e) { return matmul_row_parallel(e, 2, false); }},
-      {{"shard-matmul-row-parallel-4", 1, "sharding", "AllReduce(A[:, block r] @ W[block r, :]) = A @ W on 4 ranks"},
-       [](Enc& e) { return matmul_row_parallel(e, 4, false); }},
-      {{"shard-megatron-mlp", 1, "sharding", "AllReduce(Relu(X @ W1[:, r]) @ W2[r, :]) = Relu(X @ W1) @ W2"},
-       megatron_mlp},
-      {{"shard-elementwise", 1, "sharding", "f(X, Y)[block r] = f(X[block r], Y[block r])"}, elementwise_sharded},
-      {{"reduce-scatter-all-gather-is-all-reduce", 1, "sharding", "AllGather(ReduceScatter(x)) = AllReduce(x)"},
-       rs_ag_is_ar},
-  };
-}
-
-std::vector<Obligation> correction_obligations() {
-  return {
-      {{"correction-batch-along-h", 1, "correction",
-        "Conv(Concat_H(X0, X1)) = Concat_H(Conv(X0), Conv(X1)) outside rows [H-1, H+1)"},
-       [](Enc& e) { return batch_along_h(e, 0); }},
-      {{"dilation-space-to-batch-even", 1, "correction",
-        "DilatedConv_2(X)[2q+ph] = Conv(X[ph::2])[q] for even length"},
-       [](Enc& e) { return dilation_phases(e, false, false); }},
-      {{"dilation-space-to-batch-odd-pad-slice", 1, "correction",
-        "Slice(Interleave(Conv(Pad(X)[ph::2])), L) = DilatedConv_2(X) for odd length L"},
-       [](Enc& e) { return dilation_phases(e, true, false); }},
-  };
+  std::vector<Obligation> v;
+  add_per_rank_count(v, "shard-elementwise", 2,
+                     "AllGather_1(f(X_r, Y_r, B_r, V)) = f(X, Y, B, V), X, Y, B sharded on C, V replicated",
+                     [](Enc& e, int n) { return elementwise(e, n, false); });
+  add_per_rank_count(v, "shard-matmul-batch", 1, "AllGather_0(A[block r, :] @ W) = A @ W",
+                     [](Enc& e, int n) { return matmul_batch(e, n, false); });
+  add_per_rank_count(v, "shard-matmul-column-parallel", 2, "AllGather_1(A @ W[:, block r]) = A @ W",
+                     [](Enc& e, int n) { return matmul_column_parallel(e, n, false); });
+  add_per_rank_count(v, "shard-matmul-row-parallel", 2, "AllReduce(A[:, block r] @ W[block r, :]) = A @ W",
+                     [](Enc& e, int n) { return matmul_row_parallel(e, n, false); });
+  add_per_rank_count(v, "shard-gemm-bias-partial", 1,
+                     "AllReduce(A[:, block r] @ W[block r, :] + (r == 0 ? b : 0)) = A @ W + b",
+                     [](Enc& e, int n) { return gemm_bias(e, n, false); });
+  add_per_rank_count(v, "shard-reduce-sum", 1, "AllReduce(ReduceSum_1(X[:, block r])) = ReduceSum_1(X)",
+                     [](Enc& e, int n) { return reduce_sum(e, n, false); });
+  add_per_rank_count(v, "shard-reduce-mean", 1, "AllReduce(ReduceMean_1(X[:, block r]) / n) = ReduceMean_1(X)",
+                     [](Enc& e, int n) { return reduce_mean(e, n, false); });
+  add_per_rank_count(v, "shard-partial-add", 1, "AllReduce(P_r + Q_r) = P + Q for Partial P, Q",
+                     [](Enc& e, int n) { return partial_op(e, n, PartialOp::kAdd); });
+  add_per_rank_count(v, "shard-partial-mul-replicated", 1, "AllReduce(P_r * R) = P * R for Partial P, replicated R",
+                     [](Enc& e, int n) { return partial_op(e, n, PartialOp::kMulReplicated); });
+  add_per_rank_count(v, "shard-partial-transpose", 1, "AllReduce(Transpose(P_r)) = Transpose(P) for Partial P",
+                     [](Enc& e, int n) { return partial_op(e, n, PartialOp::kTranspose); });
+  add_per_rank_count(v, "shard-megatron-mlp", 3,
+                     "AllReduce(Relu(X @ W1[:, block r] + b1[block r]) @ W2[block r, :]) = Relu(X @ W1 + b1) @ W2",
+                     [](Enc& e, int n) { return megatron_mlp(e, n, false); });
+  return v;
 }
 
 std::vector<Obligation> wrong_sharding_obligations() {
+  auto wrong = [](std::string name, std::string statement, std::function<z3::expr(Enc&)> claim) {
+    return Obligation{{std::move(name), 2, "sharding", std::move(statement)}, std::move(claim)};
+  };
   return {
-      {{"wrong-missing-allreduce", 1, "sharding", "A[:, block 0] @ W[block 0, :] = A @ W (no AllReduce)"},
-       [](Enc& e) { return matmul_row_parallel(e, 2, true); }},
-      {{"wrong-correction-box", 1, "correction", "batch along H with correction rows [H, H+1) only"},
-       [](Enc& e) { return batch_along_h(e, 1); }},
-      {{"wrong-dilation-phase", 1, "correction", "DilatedConv_2(X)[2q+ph] = Conv(X[(1-ph)::2])[q]"},
-       [](Enc& e) { return dilation_phases(e, false, true); }},
+      wrong("wrong-elementwise-broadcast-unsliced", "AllGather_1(f(X_r, Y_r, B, V)) = f(X, Y, B, V), B not sharded",
+            [](Enc& e) { return elementwise(e, 2, true); }),
+      wrong("wrong-matmul-batch-both-free-dims", "AllGather_0(A[block r, :] @ W[:, block r]) = A @ W",
+            [](Enc& e) { return matmul_batch(e, 2, true); }),
+      wrong("wrong-matmul-column-strided", "AllGather_1(A @ W[:, r::n]) = A @ W (strided shard, block gather)",
+            [](Enc& e) { return matmul_column_parallel(e, 4, true); }),
+      wrong("wrong-missing-allreduce", "A[:, block 0] @ W[block 0, :] = A @ W (no AllReduce)",
+            [](Enc& e) { return matmul_row_parallel(e, 2, true); }),
+      wrong("wrong-gemm-bias-every-rank", "AllReduce(A[:, block r] @ W[block r, :] + b) = A @ W + b (b counted n times)",
+            [](Enc& e) { return gemm_bias(e, 4, true); }),
+      wrong("wrong-reduce-sum-average", "AllReduce_avg(ReduceSum_1(X[:, block r])) = ReduceSum_1(X)",
+            [](Enc& e) { return reduce_sum(e, 2, true); }),
+      wrong("wrong-reduce-mean-unscaled", "AllReduce(ReduceMean_1(X[:, block r])) = ReduceMean_1(X) (no 1/n)",
+            [](Enc& e) { return reduce_mean(e, 2, true); }),
+      wrong("wrong-partial-add-replicated", "AllReduce(P_r + R) = P + R (R added on every rank)",
+            [](Enc& e) { return partial_op(e, 2, PartialOp::kAddReplicated); }),
+      wrong("wrong-partial-mul-partial", "AllReduce(P_r * Q_r) = P * Q for Partial P, Q",
+            [](Enc& e) { return partial_op(e, 2, PartialOp::kMulPartial); }),
+      wrong("wrong-megatron-mlp-bias-unsliced",
+            "AllReduce(Relu(X @ W1[:, block r] + b1[local]) @ W2[block r, :]) = Relu(X @ W1 + b1) @ W2",
+            [](Enc& e) { return megatron_mlp(e, 2, true); }),
+      wrong("wrong-partial-relu", "AllReduce(Relu(P_r)) = Relu(P) for Partial P",
+            [](Enc& e) { return partial_op(e, 2, PartialOp::kRelu); }),
   };
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "graph/error.h"
@@ -29,6 +30,28 @@ TEST(Proofs, ObligationsHaveUniqueKebabNamesAndCoverAllCategories) {
     categories.insert(o.category);
   }
   EXPECT_EQ(categories, (std::set<std::string>{"rule", "sharding", "correction"}));
+}
+
+// Every sharding strategy is proven for each rank count: a family
+// `shard-x` has the obligations shard-x-2, shard-x-4 and shard-x-8, and
+// may have shard-x-n for a symbolic count.
+TEST(Proofs, EveryShardingStrategyCoversEachRankCount) {
+  std::map<std::string, std::set<std::string>> counts;  // family -> rank counts
+  for (const ObligationInfo& o : proof_obligations()) {
+    if (o.category != "sharding") continue;
+    size_t dash = o.name.rfind('-');
+    ASSERT_NE(dash, std::string::npos) << o.name;
+    counts[o.name.substr(0, dash)].insert(o.name.substr(dash + 1));
+    EXPECT_EQ(o.name.rfind("shard-", 0), 0u) << o.name;
+    EXPECT_NE(o.statement.find("on " + o.name.substr(dash + 1) + " ranks"), std::string::npos) << o.statement;
+  }
+  EXPECT_GE(counts.size(), 22u);
+  int symbolic = 0;
+  for (auto [family, ns] : counts) {
+    symbolic += ns.erase("n") > 0;
+    EXPECT_EQ(ns, (std::set<std::string>{"2", "4", "8"})) << family;
+  }
+  EXPECT_GE(symbolic, 5);
 }
 
 TEST(Proofs, AllObligationsAreProvenAndCached) {
@@ -68,7 +91,7 @@ TEST(Proofs, CacheIsKeyedByVersion) {
 TEST(Proofs, TimeoutIsReportedNotCached) {
   // A resource limit of 1 stops Z3 before it decides anything, whatever the
   // machine's speed (a clock timeout would make the test timing-dependent).
-  ProofResult r = prove("shard-megatron-mlp", 20000, 1);
+  ProofResult r = prove("shard-megatron-mlp-2", 20000, 1);
   EXPECT_EQ(r.status, ProofStatus::kTimeout) << r.detail;
   ProofCache cache(temp_cache_path());
   cache.store(r);
