@@ -207,6 +207,28 @@ TEST(Propagate, MegatronMlp) {
   expect_partition_matches(g, s);
 }
 
+// The partitioned MLP, rank 1's program in the text form: its inputs whole,
+// its blocks of the weights sliced by the program (they are graph inputs
+// here), the local products, one AllReduce for the Partial output.
+TEST(Spmd, MegatronMlpRankProgram) {
+  Graph g = parse_graph(kMlp);
+  ShardedGraph s = propagate(g, DeviceMesh::parse("tp=2"), fix(g, {{"w1", "[S(1)]"}, {"w2", "[S(0)]"}}), h100());
+  RankPrograms p = partition(g, s);
+  EXPECT_EQ(print_graph(p.ranks[1]),
+            "graph mlp_rank1 {\n"
+            "  input x: f32[4x8]\n"
+            "  input w1: f32[8x16]\n"
+            "  input w2: f32[16x8]\n"
+            "  w1/slice0:0 = Slice[w1/slice0](w1) {axes=[1], ends=[16], starts=[8], steps=[1]}\n"
+            "  w2/slice0:0 = Slice[w2/slice0](w2) {axes=[0], ends=[16], starts=[8], steps=[1]}\n"
+            "  h = MatMul[fc1](x, w1/slice0:0)\n"
+            "  a = Relu[act](h)\n"
+            "  y/local = MatMul[fc2](a, w2/slice0:0)\n"
+            "  y = AllReduce[y/all_reduce0](y/local) {group_size=2, mesh_axis=\"tp\"}\n"
+            "  output y\n"
+            "}\n");
+}
+
 // Only the first weight annotated: the second, a constant, is split for free
 // to keep the hidden activation split, which costs less than gathering it
 // (the shipped CPU profile: 5 GB/s between ranks).
