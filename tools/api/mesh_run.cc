@@ -80,10 +80,14 @@ double collective_ms(const runtime::ExecutablePlan& plan) {
   return ms;
 }
 
-void require_nccl(const runtime::RunOptions& options) {
+// NCCL puts one rank on each GPU (it refuses two ranks on one device).
+void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
   if (options.backend != runtime::Backend::kCuda) return;
   if (std::string why = runtime::nccl_unavailable_reason(); !why.empty())
     TESSERA_THROW(ErrorKind::kUsage, "the CUDA backend runs a mesh plan's collectives over NCCL: " << why);
+  if (int gpus = runtime::cuda_device_count(); gpus < ranks_here)
+    TESSERA_THROW(ErrorKind::kUsage, "NCCL needs one GPU per rank: " << ranks_here << " ranks on this machine and "
+                                                                     << gpus << " GPU" << (gpus == 1 ? "" : "s"));
 }
 
 // Every rank of the plan as a thread of this process.
@@ -91,7 +95,7 @@ MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const In
                           const RunConfig& config, const LoadOptions& load) {
   runtime::RunOptions options = detail::run_options(config);
   options.threads = threads_per_rank(config, plan.ranks);
-  require_nccl(options);
+  require_nccl(options, plan.ranks);
   std::vector<Graph> graphs;
   for (int64_t r = 0; r < plan.ranks; ++r) graphs.push_back(load_rank(plan, r, load));
   std::vector<Tensor> inputs = inputs_of(graphs[0]);
@@ -182,7 +186,7 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
   std::optional<Graph> g;
   std::vector<Tensor> inputs;
   agree(session, attempt([&] {
-          require_nccl(options);
+          require_nccl(options, session.local_size());
           g = load_rank(plan, rank, load);
           inputs = inputs_of(*g);
         }));
