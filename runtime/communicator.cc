@@ -67,6 +67,14 @@ std::string signature_difference(const std::string& mine, const std::string& the
 
 namespace {
 
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 size_t sum_elem_size(DType dtype) {
   switch (dtype) {
     case DType::kF32: case DType::kI32: return 4;
@@ -160,6 +168,7 @@ class InProcessWorld::Rank : public Communicator {
 
 InProcessWorld::InProcessWorld(DeviceMesh mesh) : mesh_(std::move(mesh)) {
   int64_t n = mesh_.num_devices();
+  spins_ = n <= static_cast<int64_t>(std::thread::hardware_concurrency()) ? 4096 : 0;
   posted_.assign(static_cast<size_t>(n), nullptr);
   for (int64_t r = 0; r < n; ++r) ranks_.push_back(std::make_unique<Rank>(*this, r));
 }
@@ -204,6 +213,17 @@ void InProcessWorld::barrier(int64_t rank) {
     cv_.notify_all();
     return;
   }
+  // Spin a little before sleeping when every rank has a core: the peers of
+  // a collective usually arrive within microseconds, and a wake-up through
+  // the condition variable costs more than that. Measured on 2 cores, the
+  // tiny transformer's plans as threads, --repeat 50 medians: tp=2 (5
+  // collectives a run) 0.11-0.14 ms sleeping, 0.06-0.07 ms spinning 4096
+  // pauses first; tp=4 (4 ranks on 2 cores) 0.31 ms sleeping, 1.15 ms
+  // spinning, as a spinning rank holds the core its peer needs.
+  lock.unlock();
+  for (int i = 0; i < spins_ && generation_.load() == gen && failed_.load() < 0; ++i) spin_pause();
+  if (generation_.load() != gen) return;
+  lock.lock();
   cv_.wait(lock, [&] { return generation_ != gen || failed_ >= 0; });
   if (generation_ == gen) throw_aborted(rank);
 }

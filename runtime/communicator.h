@@ -9,6 +9,7 @@
 // mpi_communicator.h) and NcclCommunicator (GPU ranks, cuda/).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -111,9 +112,11 @@ class InProcessWorld {
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t waiting_ = 0;
-  uint64_t generation_ = 0;
+  int spins_ = 0;  // pauses in a barrier before sleeping (0 when ranks outnumber cores)
+  // Written under mu_; read without it by ranks spinning in a barrier.
+  std::atomic<uint64_t> generation_{0};
   int64_t left_ = -1;    // a rank whose body returned, or -1
-  int64_t failed_ = -1;  // the rank that failed, or -1
+  std::atomic<int64_t> failed_{-1};  // the rank that failed, or -1 (as generation_)
   ErrorKind failed_kind_ = ErrorKind::kInternal;
   std::string failed_why_;
 };
