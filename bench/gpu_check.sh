@@ -4,7 +4,11 @@
 # then for each model (the suite cache when present, else the bundled
 # examples) runs the CLI on the CUDA and CPU backends, compares their outputs
 # and prints the median latencies. Between the two, fits the cost model's GPU
-# profile (tessera cost --calibrate --device a100|h100|h200). Prints a summary; exit 1 if anything failed.
+# profile (tessera cost --calibrate --device a100|h100|h200). Then mesh plans
+# (tessera optimize --mesh tp=2 of the tiny transformer) on several ranks: on
+# the CPU as threads and under mpirun, and on the GPUs over NCCL, one GPU per
+# rank, where there are two (with one, it says so and skips: NCCL refuses two
+# ranks on one device). Prints a summary; exit 1 if anything failed.
 # Usage: bench/gpu_check.sh [BUILD_DIR]   (default build-gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +20,7 @@ note() { summary+=("$1"); echo "gpu_check: $1"; }
 fail() { note "FAIL $1"; status=1; }
 
 # Debian packages (the set tools/setup.sh installs, without its full build).
-deb=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3-dev libdnnl-dev libopenmpi-dev
+deb=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3-dev libdnnl-dev libopenmpi-dev openmpi-bin
      libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${deb[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -64,6 +68,23 @@ else
   note "cost calibration skipped: no builtin profile for '${gpu_name:-no GPU}'"
 fi
 
+# Compares the output_*.pb of two folders: prints "max rel err E OK|MISMATCH".
+compare() {
+  python3 - "$1" "$2" <<'PY' 2>&1
+import glob, os, sys
+import numpy as np
+from onnx import TensorProto, numpy_helper
+worst = 0.0
+files = sorted(glob.glob(os.path.join(sys.argv[1], "output_*.pb")))
+for f in files:
+    a, b = (numpy_helper.to_array(TensorProto.FromString(open(p, "rb").read())).astype(np.float64)
+            for p in (f, os.path.join(sys.argv[2], os.path.basename(f))))
+    worst = max(worst, float(np.max(np.abs(a - b) / (np.abs(b) + 1.0))) if a.size else 0.0)
+print(f"max rel err {worst:.2e}" + (" OK" if files and worst <= 1e-3 else " MISMATCH"))
+PY
+}
+median() { echo "$1" | grep -oiE "median[^0-9]*[0-9.]+" | grep -oE "[0-9.]+$" | head -1; }
+
 # Models: the suite cache is not shipped to the GPU machine; the examples are.
 models=()
 for m in bench/models/cache/*/model.onnx; do [ -f "$m" ] && models+=("$m"); done
@@ -75,20 +96,9 @@ for m in "${models[@]}"; do
   cu=$(timeout 120 "$build/bin/tessera" run "$m" --backend cuda --repeat 50 --output-dir "$tmp/cuda" 2>&1); rc1=$?
   cp=$(timeout 120 "$build/bin/tessera" run "$m" --backend cpu --repeat 10 --output-dir "$tmp/cpu" 2>&1); rc2=$?
   if [ $rc1 -ne 0 ]; then fail "$name on cuda: $(echo "$cu" | tail -1)"; continue; fi
-  ms_cu=$(echo "$cu" | grep -oiE "median[^0-9]*[0-9.]+" | grep -oE "[0-9.]+$" | head -1)
-  ms_cp=$(echo "$cp" | grep -oiE "median[^0-9]*[0-9.]+" | grep -oE "[0-9.]+$" | head -1)
-  cmp=$(python3 - "$tmp/cuda" "$tmp/cpu" <<'PY' 2>&1
-import glob, os, sys
-import numpy as np
-from onnx import TensorProto, numpy_helper
-worst = 0.0
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "output_*.pb"))):
-    a, b = (numpy_helper.to_array(TensorProto.FromString(open(p, "rb").read())).astype(np.float64)
-            for p in (f, os.path.join(sys.argv[2], os.path.basename(f))))
-    worst = max(worst, float(np.max(np.abs(a - b) / (np.abs(b) + 1.0))) if a.size else 0.0)
-print(f"max rel err {worst:.2e}" + (" OK" if worst <= 1e-3 else " MISMATCH"))
-PY
-)
+  ms_cu=$(median "$cu")
+  ms_cp=$(median "$cp")
+  cmp=$(compare "$tmp/cuda" "$tmp/cpu")
   [ $rc2 -ne 0 ] && cmp="cpu run failed"
   echo "$cmp" | grep -q "OK" || fail "$name: cuda vs cpu: $cmp"
   speed=$(python3 -c "print(f'{float(\"${ms_cp:-nan}\")/float(\"${ms_cu:-nan}\"):.2f}x')" 2>/dev/null || echo "?")
@@ -96,6 +106,52 @@ PY
   note "$name: cuda ${ms_cu:-?} ms, cpu ${ms_cp:-?} ms, $cmp"
   rm -rf "$tmp/cuda" "$tmp/cpu"
 done
+
+# Mesh plans: the tiny transformer split Megatron-style over tp=2, against
+# its single-device CPU run on the same inputs.
+mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
+plan="$tmp/tt_tp2"
+if ! timeout 120 "$build/bin/tessera" optimize examples/tiny_transformer.onnx -o "$plan" --mesh tp=2 \
+     --shard 'qkv_w_5=[S(1)]' --shard 'fc1_w_131=[S(1)]' --shard 'fc2_w_150=[S(0)]' --shard 'proj_w_101=[S(0)]' \
+     >"$tmp/optimize.log" 2>&1; then
+  fail "tessera optimize --mesh tp=2: $(tail -1 "$tmp/optimize.log")"
+else
+  one=$(timeout 120 "$build/bin/tessera" run examples/tiny_transformer.onnx --repeat 50 --output-dir "$tmp/single" 2>&1)
+  note "tiny_transformer, 1 rank on the CPU: $(median "$one") ms"
+  mesh_run() {  # label, launcher ("" or mpirun), flags
+    local label=$1 launcher=$2; shift 2
+    local out; out=$(timeout 180 $launcher "$build/bin/tessera" run "$plan" --repeat 50 --output-dir "$tmp/mesh" "$@" 2>&1)
+    local rc=$?
+    if [ $rc -ne 0 ]; then fail "$label (rc $rc): $(echo "$out" | grep -m1 error)"; return; fi
+    local c; c=$(compare "$tmp/mesh" "$tmp/single")
+    echo "$c" | grep -q OK || fail "$label: against 1 rank: $c"
+    note "$label: $(median "$out") ms, $c"
+    rm -rf "$tmp/mesh"
+  }
+  mesh_run "tiny_transformer tp=2 on the CPU, threads" ""
+  if command -v mpirun >/dev/null; then
+    mesh_run "tiny_transformer tp=2 on the CPU, mpirun" "$mpi"
+  else
+    note "mpirun not found: the MPI runs are skipped"
+  fi
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  log=$(timeout 240 "$build/bin/runtime_tests" --gtest_filter='NcclMultiGpu*' 2>&1); rc=$?
+  if echo "$log" | grep -q "^\[  SKIPPED \]"; then
+    note "NCCL multi-GPU test skipped: $(echo "$log" | grep -A1 "Skipped" | tail -1)"
+  elif [ $rc -eq 0 ]; then note "NCCL multi-GPU test passed"; else fail "NCCL multi-GPU test (rc $rc)"; fi
+  if [ "$gpus" -ge 2 ]; then
+    mesh_run "tiny_transformer tp=2 on 2 GPUs (NCCL), threads" "" --backend cuda
+    if command -v mpirun >/dev/null; then mesh_run "tiny_transformer tp=2 on 2 GPUs (NCCL), mpirun" "$mpi" --backend cuda; fi
+  else
+    # One GPU: tessera must say that NCCL wants one per rank, not hang.
+    out=$(timeout 120 "$build/bin/tessera" run "$plan" --backend cuda 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "one GPU per rank"; then
+      note "multi-rank CUDA skipped: $gpus GPU, and NCCL needs one per rank ($(echo "$out" | grep -m1 error))"
+    else
+      fail "tp=2 plan on $gpus GPU: expected the one-GPU-per-rank error, got rc $rc: $(echo "$out" | tail -1)"
+    fi
+  fi
+fi
 rm -rf "$tmp"
 
 echo "==== gpu_check summary ($(( $(date +%s) - t0 ))s) ===="

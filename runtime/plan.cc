@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "runtime/communicator.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/memory_planner.h"
 #include "runtime/plan_spec.h"
@@ -324,6 +325,8 @@ void compile_spec(const Graph& g, const RunOptions& options, const std::function
                   PlanSpec& spec) {
   if (options.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "thread count must be >= 0, got " << options.threads);
   g.validate();
+  // Before any kernel is built: a graph with collectives needs the ranks.
+  check_collectives(g, options.communicator);
   ThreadScope threads(options.threads);
   switch (options.backend) {
     case Backend::kCpu:

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "graph/error.h"
+#include "runtime/cpu/collective_kernels.h"
 #include "runtime/cpu/native_kernels.h"
 #include "runtime/cpu/onednn_ops.h"
 #include "runtime/fusion.h"
@@ -147,7 +148,8 @@ class CpuCompiler {
       pv.bytes = types_[in].nbytes();
       return;
     }
-    if (try_onednn(grp, false) || try_onednn(grp, true)) return;
+    bool collective = op_def(root.kind).is_collective();
+    if (!collective && (try_onednn(grp, false) || try_onednn(grp, true))) return;
     if (!grp.post.empty()) {
       // oneDNN rejected the fused form: run the links one by one.
       add_group(FusedGroup{grp.root, {}});
@@ -241,6 +243,9 @@ class CpuCompiler {
       k = cpu::make_copy_kernel(ins[0], n.outputs[0], types_[n.outputs[0]].nbytes());
       k->node = n.name;
       k->op = op_name(n.kind);
+    } else if (op_def(n.kind).is_collective()) {
+      k = cpu::make_collective_kernel(g_, id, opt_.communicator);
+      k->inputs = ins;
     } else {
       k = cpu::make_native_kernel(g_, id);
       if (!k) k = make_reference_kernel(g_, id);
@@ -251,9 +256,13 @@ class CpuCompiler {
     spec_.kernels.push_back(std::move(k));
   }
 
+  // Collectives run the communicator's kernel here too: the reference
+  // kernel of a collective reads the peers' tensors, which only the
+  // communicator has.
   void add_reference(NodeId id) {
     const Node& n = g_.node(id);
-    auto k = make_reference_kernel(g_, id);
+    std::unique_ptr<Kernel> k = op_def(n.kind).is_collective() ? cpu::make_collective_kernel(g_, id, opt_.communicator)
+                                                               : make_reference_kernel(g_, id);
     for (ValueId v : n.outputs) produced(v, std::nullopt);
     spec_.kernels.push_back(std::move(k));
   }

@@ -9,12 +9,16 @@
 #include <algorithm>
 
 #include "graph/error.h"
+#include "runtime/communicator.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/library_ops.h"
 #include "runtime/cuda/own_ops.h"
 #include "runtime/fusion.h"
 #include "runtime/memory_planner.h"
+#ifdef TESSERA_WITH_NCCL
+#include "runtime/cuda/nccl_device.h"
+#endif
 
 namespace tessera::runtime {
 namespace cuda {
@@ -57,7 +61,8 @@ enum class Home : uint8_t { kNone, kInput, kConstant, kArena, kAlias };
 // The whole device program, run by the generic plan as one kernel.
 class DeviceProgram : public Kernel {
  public:
-  DeviceProgram(const Graph& g, const RunOptions& opt) : g_(g), handles_(std::make_unique<Handles>(opt.allow_tf32)) {
+  DeviceProgram(const Graph& g, const RunOptions& opt)
+      : g_(g), comm_(opt.communicator), handles_(std::make_unique<Handles>(opt.allow_tf32)) {
     for (ValueId v = 0; v < g.num_values(); ++v) types_.push_back(g.type(v));
     home_.assign(types_.size(), Home::kNone);
     alias_of_.assign(types_.size(), kNoValue);
@@ -87,17 +92,19 @@ class DeviceProgram : public Kernel {
   void push(std::unique_ptr<DeviceOp> op, const Node& n, const std::string& label) {
     op->node = n.name;
     op->op = label;
-    if (op->on_host()) capturable_ = false;
+    if (!op->capturable()) capturable_ = false;
     ops_.push_back(std::move(op));
   }
 
   void add_group(const FusedGroup& grp);
   bool add_root_with_epilogue(const FusedGroup& grp);
   bool add_single(NodeId id);
+  void add_collective(NodeId id);
   void layout();
   void launch_all();
 
   const Graph& g_;
+  const Communicator* comm_;  // NCCL's (compile_cuda checks) when the graph has collectives
   std::unique_ptr<Handles> handles_;
   std::vector<TensorType> types_;
   std::vector<Home> home_;
@@ -121,6 +128,11 @@ class DeviceProgram : public Kernel {
 
 void DeviceProgram::add_group(const FusedGroup& grp) {
   const Node& root = g_.node(grp.root);
+  if (op_def(root.kind).is_collective()) {
+    add_collective(grp.root);
+    for (const PostOp& p : grp.post) add_group(FusedGroup{p.node, {}});
+    return;
+  }
   if (grp.post.empty() && op_def(root.kind).is_view) {
     home_[root.outputs[0]] = Home::kAlias;
     alias_of_[root.outputs[0]] = root.inputs[0];
@@ -260,6 +272,52 @@ bool DeviceProgram::add_single(NodeId id) {
     return true;
   }
   return false;
+}
+
+// pack? -> widen? -> NCCL -> narrow? -> unpack? (lower_collective), the
+// steps between over values of the program's own.
+void DeviceProgram::add_collective(NodeId id) {
+  const Node& n = g_.node(id);
+  std::string label = op_name(n.kind);
+#ifdef TESSERA_WITH_NCCL
+  std::optional<CollectiveLowering> l = lower_collective(g_, n);
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(comm_);
+  TESSERA_CHECK(nccl != nullptr, "compile_cuda let a collective through without an NCCL communicator");
+  if (!l) throw Error(ErrorKind::kUnsupported, "no NCCL form for this collective", {"", n.name, label});
+  const TensorType& x = types_[n.inputs[0]];
+  const TensorType& y = types_[n.outputs[0]];
+  auto flat = [](DType t, int64_t numel) { return TensorType{t, {numel}}; };
+  auto cast = [&](ValueId from, const TensorType& from_t, ValueId to, const TensorType& to_t, const char* step) {
+    EwBuilder b(g_, to_t);
+    auto ew = b.finish(b.emit(EwCode::kCopy, b.input(from, from_t)));
+    if (!ew) throw Error(ErrorKind::kUnsupported, std::string("no device ") + step, {"", n.name, label});
+    push(make_ew_op(*ew, to), n, label + ":" + step);
+  };
+  ValueId src = n.inputs[0];
+  TensorType src_t = x;
+  if (l->pack) {
+    ValueId p = new_value(flat(x.dtype, x.numel()));
+    push(make_copy_op({{0, 0, *l->pack}}, {}, {src}, {p}), n, label + ":pack");
+    src = p;
+    src_t = types_[p];
+  }
+  if (l->widen) {
+    ValueId w = new_value(flat(DType::kF32, x.numel()));
+    cast(src, flat(x.dtype, x.numel()), w, types_[w], "widen");
+    src = w;
+    src_t = types_[w];
+  }
+  bool after = l->widen || l->unpack;
+  ValueId dst = after ? new_value(flat(l->widen ? DType::kF32 : y.dtype, y.numel())) : n.outputs[0];
+  ncclDataType_t type = ncclUint8;
+  if (n.kind == OpKind::kAllReduce || n.kind == OpKind::kReduceScatter)
+    nccl_type(l->widen ? DType::kF32 : x.dtype, type);
+  push(make_nccl_op(n.kind, *nccl, collective_axis(n, comm_), type, static_cast<size_t>(l->count), src, dst), n, label);
+  if (l->widen) cast(dst, types_[dst], n.outputs[0], y, "narrow");
+  if (l->unpack) push(make_copy_op({{0, 0, *l->unpack}}, {}, {dst}, {n.outputs[0]}), n, label + ":unpack");
+#else
+  throw Error(ErrorKind::kUsage, "this build has no NCCL for the CUDA backend's collectives", {"", n.name, label});
+#endif
 }
 
 void DeviceProgram::layout() {
@@ -422,11 +480,24 @@ std::string cuda_unavailable_reason() {
 void compile_cuda(const Graph& g, const RunOptions& options, PlanSpec& spec) {
   if (std::string why = cuda_unavailable_reason(); !why.empty())
     TESSERA_THROW(ErrorKind::kUsage, "cannot run on the CUDA backend: " << why);
+  // Collectives run over NCCL on the program's stream (check_collectives
+  // has checked their axes against the communicator).
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    OpKind k = g.node(n).kind;
-    if (op_def(k).is_collective())
-      throw Error(ErrorKind::kUnsupported, "the CUDA backend has no NCCL communicator yet",
-                  {"", g.node(n).name, op_name(k)});
+    const Node& node = g.node(n);
+    if (!op_def(node.kind).is_collective()) continue;
+#ifdef TESSERA_WITH_NCCL
+    const auto* nccl = dynamic_cast<const cuda::NcclCommunicator*>(options.communicator);
+    if (!nccl)
+      throw Error(ErrorKind::kUsage,
+                  "the CUDA backend runs collectives over NCCL, and this plan's communicator is '" +
+                      options.communicator->name() + "'",
+                  {"", node.name, op_name(node.kind)});
+    TESSERA_CUDA(cudaSetDevice(nccl->device()));  // the plan's buffers on the rank's device
+    break;
+#else
+    throw Error(ErrorKind::kUsage, "this build has no NCCL for the CUDA backend's collectives",
+                {"", node.name, op_name(node.kind)});
+#endif
   }
   bind_graph_values(g, spec);
   auto program = std::make_unique<cuda::DeviceProgram>(g, options);

@@ -3,7 +3,8 @@
 // values in one device arena with the liveness planner and captures the
 // launches in a CUDA graph, so launch() must only enqueue work on the
 // context's stream with the pointers it is given (no host synchronization),
-// except for ops that run on the host (on_host()), which disable capture.
+// except for ops that run on the host (on_host()) or are not capturable(),
+// which disable capture.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,6 +37,8 @@ class DeviceOp {
   virtual std::string impl() const = 0;
   virtual int64_t workspace_bytes() const { return 0; }
   virtual bool on_host() const { return false; }
+  // Whether the program may record it in its CUDA graph.
+  virtual bool capturable() const { return !on_host(); }
 
   std::vector<ValueId> reads, writes;  // kNoValue entries are skipped
   // Position in `reads` whose buffer writes[0] may take over when that value

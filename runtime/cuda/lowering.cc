@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
+#include "runtime/cpu/strided_copy.h"
 
 namespace tessera::runtime::cuda {
 namespace {
@@ -18,7 +19,60 @@ int64_t prod(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
+// The CPU's block permutation (4-D) as the device copy kernel's descriptor.
+CopyDesc block_copy(const Shape& shape, int64_t axis, int64_t n, int64_t elem, bool to_blocks) {
+  cpu::StridedCopy c = cpu::block_permutation(shape, axis, n, elem, to_blocks);
+  CopyDesc d;
+  d.rank = static_cast<int>(c.shape.size());
+  for (size_t i = 0; i < c.shape.size(); ++i) {
+    d.shape[i] = c.shape[i];
+    d.src_strides[i] = c.src_strides[i];
+    d.dst_strides[i] = c.dst_strides[i];
+    d.numel *= c.shape[i];
+  }
+  d.elem_bytes = static_cast<int>(elem);
+  return d;
+}
+
 }  // namespace
+
+std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n) {
+  if (!op_def(n.kind).is_collective()) return std::nullopt;
+  const TensorType& x = g.type(n.inputs[0]);
+  const TensorType& y = g.type(n.outputs[0]);
+  if (x.rank() > kMaxRank) return std::nullopt;
+  int64_t group = n.attrs.i("group_size");
+  int64_t elem = static_cast<int64_t>(dtype_size(x.dtype));
+  auto axis = [&](const char* name) { return ops::normalize_axis(n.attrs.i(name), x.rank()); };
+  CollectiveLowering l;
+  switch (n.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter: {
+      DType t = x.dtype;
+      if (t != DType::kF32 && t != DType::kF64 && t != DType::kF16 && t != DType::kBF16 && t != DType::kI32 &&
+          t != DType::kI64)
+        return std::nullopt;
+      l.widen = t == DType::kF16 || t == DType::kBF16;
+      l.count = y.numel();
+      if (n.kind == OpKind::kReduceScatter && !cpu::blocks_are_contiguous(x.shape, axis("axis")))
+        l.pack = block_copy(x.shape, axis("axis"), group, elem, /*to_blocks=*/true);
+      return l;
+    }
+    case OpKind::kAllGather:
+      l.count = x.nbytes();
+      if (!cpu::blocks_are_contiguous(y.shape, axis("axis")))
+        l.unpack = block_copy(y.shape, axis("axis"), group, elem, /*to_blocks=*/false);
+      return l;
+    case OpKind::kAllToAll:
+      l.count = x.nbytes() / group;
+      if (!cpu::blocks_are_contiguous(x.shape, axis("split_axis")))
+        l.pack = block_copy(x.shape, axis("split_axis"), group, elem, /*to_blocks=*/true);
+      if (!cpu::blocks_are_contiguous(y.shape, axis("concat_axis")))
+        l.unpack = block_copy(y.shape, axis("concat_axis"), group, elem, /*to_blocks=*/false);
+      return l;
+    default: return std::nullopt;
+  }
+}
 
 std::optional<ReduceDesc> lower_reduce(const Graph& g, const Node& n) {
   const TensorType& x = g.type(n.inputs[0]);

@@ -83,6 +83,26 @@ std::optional<PadLowering> lower_pad(const Graph& g, const Node& n);  // mode "c
 // Copies value `from` (numpy-broadcast) into a buffer of type `to`.
 std::optional<CopyDesc> broadcast_copy(const TensorType& from, const TensorType& to);
 
+// ---- Collectives (the CUDA backend runs them over NCCL) ----
+
+// What a collective node becomes around NCCL's call, as the CPU kernel does
+// it (cpu/collective_kernels.h): a pack of the input's blocks along the
+// op's axis before a reduce-scatter or all-to-all, an unpack after an
+// all-gather or all-to-all (the geometry of cpu::block_permutation), and
+// f16/bf16 sums widened to f32 and narrowed back, so that they accumulate
+// in f32 as on the CPU.
+struct CollectiveLowering {
+  std::optional<CopyDesc> pack, unpack;
+  bool widen = false;
+  // As NCCL counts: elements of a sum's result (the received block of a
+  // reduce-scatter), bytes of a move (the sent block of an all-gather, one
+  // peer's block of an all-to-all).
+  int64_t count = 0;
+};
+// nullopt for a node that is not a collective, a rank over kMaxRank, or a
+// sum of a dtype NCCL does not sum (f64 sums are NCCL's own).
+std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n);
+
 // ---- Reductions, gather, normalizations ----
 
 std::optional<ReduceDesc> lower_reduce(const Graph& g, const Node& n);  // Reduce*, GlobalAverage/MaxPool

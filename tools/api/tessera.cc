@@ -9,6 +9,7 @@
 #include "onnx_import/onnx_export.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/runtime.h"
+#include "tools/api/run_detail.h"
 
 namespace tessera::api {
 
@@ -53,14 +54,19 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
   return out;
 }
 
-RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig& config) {
+namespace detail {
+
+runtime::RunOptions run_options(const RunConfig& config) {
   if (config.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "--threads must be >= 0, got " << config.threads);
   if (config.repeat < 0) TESSERA_THROW(ErrorKind::kUsage, "--repeat must be >= 0, got " << config.repeat);
   runtime::RunOptions options;
   options.backend = runtime::backend_from_name(config.backend);
   options.threads = config.threads;
   options.profile = config.profile;
-  runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, options);
+  return options;
+}
+
+RunResult run_compiled(runtime::ExecutablePlan& plan, const std::vector<Tensor>& inputs, const RunConfig& config) {
   RunResult r;
   r.outputs = plan.run(inputs);  // the warm-up when timing
   for (int i = 0; i < config.repeat; ++i) {
@@ -81,6 +87,13 @@ RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig
   r.weight_bytes = m.weight_bytes;
   r.peak_bytes = m.peak_bytes;
   return r;
+}
+
+}  // namespace detail
+
+RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig& config) {
+  runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, detail::run_options(config));
+  return detail::run_compiled(plan, inputs, config);
 }
 
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {

@@ -129,4 +129,47 @@ bool is_plan_folder(const std::string& path);
 // Whether it is a plan folder for a mesh (rank<i>.onnx files).
 bool is_sharded_plan_folder(const std::string& path);
 
+// --- Mesh plans (tessera optimize --mesh): one program per rank ---
+
+struct MeshPlan {
+  std::string dir;
+  std::string mesh;  // as plan.json gives it: "tp=2", "dp=2,tp=2"
+  int64_t ranks = 0;
+};
+
+// Reads the plan.json of a plan folder for a mesh. Throws Error(kUsage) for
+// a folder that is not one, Error(kParse) for a plan.json without a valid
+// mesh or with a rank list that is not the mesh's size.
+MeshPlan read_mesh_plan(const std::string& dir);
+// Rank r's program (rank<r>.onnx): it takes the global inputs whole, holds
+// its block of the weights and ends with the global outputs.
+Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options = {});
+
+// Whether this process was started by mpirun as one rank of a job (then
+// run_mesh runs that rank here, with the MPI communicator).
+bool launched_by_mpi();
+
+struct MeshRunResult : RunResult {
+  bool mpi = false;          // one rank of an mpirun job; else every rank ran here, as threads
+  int64_t rank = 0;          // this process's rank under mpirun (its outputs are the global ones too)
+  int threads_per_rank = 0;  // CPU threads each rank ran with
+  // profile: rank 0's time per run in its collective kernels (part of
+  // median_ms); 0 where the backend does not time kernels one by one (CUDA).
+  double collective_ms = 0;
+};
+
+// Runs every rank of a mesh plan, with outputs and timings as run() gives
+// them for one device: rank 0's outputs (every rank's outputs are the
+// global ones), its median over config.repeat timed runs, its profile.
+// config.threads is per rank; 0: the cores shared among the ranks on this
+// machine. Without mpirun the ranks are threads of this process; under
+// mpirun every process calls it and runs its own rank. inputs(g) gives the
+// global inputs for a rank's program. Errors name the rank that failed:
+// under mpirun an mpirun -np that is not the plan's rank count is
+// Error(kResource) on every rank, a rank failing before the first run makes
+// every rank throw, and a rank failing during the runs prints its error and
+// ends the job (MPI_Abort), since its peers wait in a collective.
+MeshRunResult run_mesh(const MeshPlan& plan, const std::function<std::vector<Tensor>(const Graph&)>& inputs,
+                       const RunConfig& config, const LoadOptions& load = {});
+
 }  // namespace tessera::api

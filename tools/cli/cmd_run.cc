@@ -1,5 +1,7 @@
-// tessera run MODEL [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]
+// tessera run MODEL|PLAN_DIR [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]
 //                   [--backend cpu|cuda|reference] [--threads N] [--repeat N] [--profile]
+// A plan folder for a mesh runs every rank: as threads of this process, or
+// one rank per process under `mpirun -np N`.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -60,7 +62,7 @@ std::vector<Tensor> gather_inputs(const Graph& g, const RunFlags& flags) {
   return inputs;
 }
 
-void write_outputs(const Graph& g, const std::vector<Tensor>& outputs, const std::string& dir) {
+void write_outputs(const std::vector<std::string>& names, const std::vector<Tensor>& outputs, const std::string& dir) {
   std::filesystem::path root(dir);
   std::error_code ec;
   bool created = !std::filesystem::exists(root) && std::filesystem::create_directories(root, ec);
@@ -69,7 +71,7 @@ void write_outputs(const Graph& g, const std::vector<Tensor>& outputs, const std
   try {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::filesystem::path p = root / ("output_" + std::to_string(i) + ".pb");
-      write_tensor_file(outputs[i], g.value(g.outputs()[i]).name, p.string());
+      write_tensor_file(outputs[i], names[i], p.string());
       written.push_back(p);
     }
   } catch (...) {
@@ -80,53 +82,86 @@ void write_outputs(const Graph& g, const std::vector<Tensor>& outputs, const std
   }
 }
 
+std::vector<std::string> output_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (ValueId v : g.outputs()) names.push_back(g.value(v).name);
+  return names;
+}
+
+// Outputs (written and summarized), then the timing line `how` describes
+// and the profile.
+void report(const std::vector<std::string>& names, const api::RunResult& result, const RunFlags& flags,
+            const std::string& how) {
+  const std::vector<Tensor>& outputs = result.outputs;
+  if (!flags.output_dir.empty()) write_outputs(names, outputs, flags.output_dir);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    double sum = 0, abs_sum = 0;
+    for (int64_t k = 0; k < outputs[i].numel(); ++k) {
+      double v = outputs[i].get_double(k);
+      sum += v;
+      abs_sum += std::fabs(v);
+    }
+    std::printf("output %zu '%s': %s sum=%.9g abs_sum=%.9g\n", i, names[i].c_str(), type_str(outputs[i].type()).c_str(),
+                sum, abs_sum);
+  }
+  if (!result.run_ms.empty())
+    std::printf("median latency: %.3f ms over %zu runs (%s)\n", result.median_ms, result.run_ms.size(), how.c_str());
+  if (flags.config.profile) {
+    std::printf("%s", result.profile_table.c_str());
+    auto mb = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+    std::printf("memory: arena %.1f MiB for %.1f MiB of intermediates, weights %.1f MiB, peak %.1f MiB\n",
+                mb(result.arena_bytes), mb(result.intermediate_bytes), mb(result.weight_bytes), mb(result.peak_bytes));
+  }
+}
+
+int run_model(const RunFlags& flags) {
+  Graph g = api::load(flags.model, load_options(flags.input_shapes));
+  std::vector<Tensor> inputs = gather_inputs(g, flags);
+  api::RunResult result = api::run(g, inputs, flags.config);
+  int threads = flags.config.threads > 0 ? flags.config.threads : static_cast<int>(std::thread::hardware_concurrency());
+  report(output_names(g), result, flags, "backend " + flags.config.backend + ", threads " + std::to_string(threads));
+  return 0;
+}
+
+// A plan folder for a mesh: every rank, as threads here or one per process
+// under mpirun; rank 0 reports (every rank's outputs are the global ones).
+int run_mesh_plan(const RunFlags& flags) {
+  api::MeshPlan plan = api::read_mesh_plan(flags.model);
+  std::vector<std::string> names;
+  auto inputs = [&](const Graph& g) {
+    names = output_names(g);
+    return gather_inputs(g, flags);
+  };
+  api::MeshRunResult result = api::run_mesh(plan, inputs, flags.config, load_options(flags.input_shapes));
+  if (result.rank != 0) return 0;
+  std::string how = "backend " + flags.config.backend + ", mesh " + plan.mesh + ", " + std::to_string(plan.ranks) +
+                    (result.mpi ? " MPI processes" : " ranks as threads") + ", threads " +
+                    std::to_string(result.threads_per_rank) + " per rank; rank 0's";
+  report(names, result, flags, how);
+  if (flags.config.profile && result.collective_ms > 0)
+    std::printf("collectives: %.3f ms per run on rank 0 (the kernels marked 'collective' above)\n",
+                result.collective_ms);
+  return 0;
+}
+
 }  // namespace
 
 Action add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model on given or seeded random inputs");
-  cmd->add_option("model", flags->model, "ONNX model file")->required();
+  cmd->add_option("model", flags->model, "ONNX model file, or a plan folder (for a mesh: every rank, or this process's under mpirun)")->required();
   cmd->add_option("--input", flags->inputs, "Input tensor: NAME=FILE.pb or FILE.pb (TensorProto; repeatable)");
   cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
   cmd->add_option("--output-dir", flags->output_dir, "Write outputs as output_0.pb, output_1.pb, ...");
   cmd->add_option("--seed", flags->seed, "Seed for random inputs (default 0)");
   cmd->add_option("--backend", flags->config.backend, "Backend: cpu (default), cuda or reference")
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
-  cmd->add_option("--threads", flags->config.threads, "CPU threads (default: one per core)")
+  cmd->add_option("--threads", flags->config.threads, "CPU threads (per rank for a mesh plan; default: the cores, shared among the ranks here)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeat", flags->config.repeat, "Time N runs after one warm-up and print the median latency")
+  cmd->add_option("--repeat", flags->config.repeat, "Time N runs after one warm-up and print the median latency (rank 0's for a mesh plan)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--profile", flags->config.profile, "Print a per-kernel time table, slowest first");
-  return [flags] {
-    Graph g = api::load(flags->model, load_options(flags->input_shapes));
-    std::vector<Tensor> inputs = gather_inputs(g, *flags);
-    api::RunResult result = api::run(g, inputs, flags->config);
-    const std::vector<Tensor>& outputs = result.outputs;
-    if (!flags->output_dir.empty()) write_outputs(g, outputs, flags->output_dir);
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      double sum = 0, abs_sum = 0;
-      for (int64_t k = 0; k < outputs[i].numel(); ++k) {
-        double v = outputs[i].get_double(k);
-        sum += v;
-        abs_sum += std::fabs(v);
-      }
-      std::printf("output %zu '%s': %s sum=%.9g abs_sum=%.9g\n", i, g.value(g.outputs()[i]).name.c_str(),
-                  type_str(outputs[i].type()).c_str(), sum, abs_sum);
-    }
-    if (!result.run_ms.empty())
-      std::printf("median latency: %.3f ms over %zu runs (backend %s, threads %d)\n", result.median_ms,
-                  result.run_ms.size(), flags->config.backend.c_str(),
-                  flags->config.threads > 0 ? flags->config.threads
-                                            : static_cast<int>(std::thread::hardware_concurrency()));
-    if (flags->config.profile) {
-      std::printf("%s", result.profile_table.c_str());
-      auto mb = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
-      std::printf("memory: arena %.1f MiB for %.1f MiB of intermediates, weights %.1f MiB, peak %.1f MiB\n",
-                  mb(result.arena_bytes), mb(result.intermediate_bytes), mb(result.weight_bytes),
-                  mb(result.peak_bytes));
-    }
-    return 0;
-  };
+  cmd->add_flag("--profile", flags->config.profile, "Print a per-kernel time table, slowest first (rank 0's, with its time in collectives)");
+  return [flags] { return api::is_sharded_plan_folder(flags->model) ? run_mesh_plan(*flags) : run_model(*flags); };
 }
 
 }  // namespace tessera::cli

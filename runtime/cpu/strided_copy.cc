@@ -1,0 +1,196 @@
+#include "runtime/cpu/strided_copy.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace tessera::runtime::cpu {
+namespace {
+
+// The loops of StridedCopy::run.
+class CopyLoops {
+ public:
+  struct Dims {
+    std::vector<int64_t> n, ds, ss;  // outermost first
+    int64_t numel() const {
+      int64_t t = 1;
+      for (int64_t v : n) t *= v;
+      return t;
+    }
+  };
+  static constexpr int64_t kTile = 16;
+  static constexpr int64_t kParallelElements = 32768;
+
+  static Dims simplified(const StridedCopy& c) {
+    Dims d;
+    for (size_t i = 0; i < c.shape.size(); ++i) {
+      if (c.shape[i] == 1) continue;
+      if (!d.n.empty() && d.ds.back() == c.dst_strides[i] * c.shape[i] && d.ss.back() == c.src_strides[i] * c.shape[i]) {
+        d.n.back() *= c.shape[i];
+        d.ds.back() = c.dst_strides[i];
+        d.ss.back() = c.src_strides[i];
+        continue;
+      }
+      d.n.push_back(c.shape[i]);
+      d.ds.push_back(c.dst_strides[i]);
+      d.ss.push_back(c.src_strides[i]);
+    }
+    if (d.n.empty()) d = Dims{{1}, {1}, {1}};
+    return d;
+  }
+
+  // Offsets of the multi-index over the dims `outer` (outermost first),
+  // started at flat index `start` and advanced one step at a time.
+  struct Odometer {
+    const Dims& d;
+    const std::vector<size_t>& outer;
+    std::vector<int64_t> idx;
+    int64_t doff = 0, soff = 0;
+    Odometer(const Dims& dims, const std::vector<size_t>& axes, int64_t start)
+        : d(dims), outer(axes), idx(axes.size(), 0) {
+      for (size_t k = outer.size(); k-- > 0;) {
+        size_t i = outer[k];
+        idx[k] = start % d.n[i];
+        start /= d.n[i];
+        doff += idx[k] * d.ds[i];
+        soff += idx[k] * d.ss[i];
+      }
+    }
+    void next() {
+      for (size_t k = outer.size(); k-- > 0;) {
+        size_t i = outer[k];
+        doff += d.ds[i];
+        soff += d.ss[i];
+        if (++idx[k] < d.n[i]) return;
+        doff -= d.n[i] * d.ds[i];
+        soff -= d.n[i] * d.ss[i];
+        idx[k] = 0;
+      }
+    }
+  };
+
+  // body(odometer) for each of `count` steps, split in contiguous ranges
+  // over the threads (each range walks its own odometer).
+  template <typename Body>
+  static void for_each_index(const Dims& d, const std::vector<size_t>& outer, int64_t count, bool parallel,
+                             const Body& body) {
+#pragma omp parallel if (parallel)
+    {
+      int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+      int64_t begin = count * me / threads, end = count * (me + 1) / threads;
+      if (begin < end) {
+        Odometer od(d, outer, begin);
+        for (int64_t i = begin; i < end; ++i, od.next()) body(od);
+      }
+    }
+  }
+
+  template <typename T>
+  static void copy(const Dims& d, uint8_t* dst8, const uint8_t* src8) {
+    auto* dst = reinterpret_cast<T*>(dst8);
+    const auto* src = reinterpret_cast<const T*>(src8);
+    size_t r = d.n.size(), last = r - 1;
+    int64_t inner = d.n[last], ds = d.ds[last], ss = d.ss[last];
+    bool parallel = d.numel() > kParallelElements;
+    // The dim the source is contiguous along, when it is not the innermost.
+    size_t t = r;
+    if (ds == 1 && ss != 1)
+      for (size_t i = 0; i < last; ++i)
+        if (d.ss[i] == 1) t = i;
+    std::vector<size_t> outer;
+    for (size_t i = 0; i < last; ++i)
+      if (i != t) outer.push_back(i);
+    if (t == r) {
+      for_each_index(d, outer, d.numel() / inner, parallel, [&](const Odometer& o) {
+        if (ds == 1 && ss == 1) {
+          std::memcpy(dst + o.doff, src + o.soff, static_cast<size_t>(inner) * sizeof(T));
+        } else {
+          for (int64_t j = 0; j < inner; ++j) dst[o.doff + j * ds] = src[o.soff + j * ss];
+        }
+      });
+      return;
+    }
+    // Tiled: rows of the source along dim t, columns of the destination
+    // along the innermost dim.
+    int64_t nt = d.n[t], dt = d.ds[t];
+    for_each_index(d, outer, d.numel() / (nt * inner), parallel, [&](const Odometer& o) {
+      if (inner < kTile) {
+        // A few destination columns (a Winograd tile's m outputs): one
+        // contiguous read per column, the writes interleave in few lines.
+        for (int64_t b = 0; b < inner; ++b) {
+          T* out = dst + o.doff + b;
+          const T* in = src + o.soff + b * ss;
+          for (int64_t a = 0; a < nt; ++a) out[a * dt] = in[a];
+        }
+        return;
+      }
+      for (int64_t a0 = 0; a0 < nt; a0 += kTile) {
+        int64_t a1 = std::min(a0 + kTile, nt);
+        for (int64_t b0 = 0; b0 < inner; b0 += kTile) {
+          int64_t b1 = std::min(b0 + kTile, inner);
+          for (int64_t a = a0; a < a1; ++a) {
+            T* out = dst + o.doff + a * dt;
+            const T* in = src + o.soff + a;
+            for (int64_t b = b0; b < b1; ++b) out[b] = in[b * ss];
+          }
+        }
+      }
+    });
+  }
+
+  static void copy_bytes(const Dims& d, uint8_t* dst, const uint8_t* src, int64_t elem) {
+    std::vector<size_t> outer;
+    for (size_t i = 0; i < d.n.size(); ++i) outer.push_back(i);
+    size_t e = static_cast<size_t>(elem);
+    for_each_index(d, outer, d.numel(), d.numel() > kParallelElements, [&](const Odometer& o) {
+      std::memcpy(dst + o.doff * elem, src + o.soff * elem, e);
+    });
+  }
+
+};
+
+}  // namespace
+
+void StridedCopy::run(uint8_t* dst, const uint8_t* src) const {
+  for (int64_t v : shape)
+    if (v == 0) return;
+  CopyLoops::Dims d = CopyLoops::simplified(*this);
+  dst += dst_offset * elem;
+  src += src_offset * elem;
+  switch (elem) {
+    case 1: return CopyLoops::copy<uint8_t>(d, dst, src);
+    case 2: return CopyLoops::copy<uint16_t>(d, dst, src);
+    case 4: return CopyLoops::copy<uint32_t>(d, dst, src);
+    case 8: return CopyLoops::copy<uint64_t>(d, dst, src);
+    default: return CopyLoops::copy_bytes(d, dst, src, elem);
+  }
+}
+
+StridedCopy block_permutation(const Shape& shape, int64_t axis, int64_t n, int64_t elem, bool to_blocks) {
+  TESSERA_CHECK(axis >= 0 && axis < static_cast<int64_t>(shape.size()) && n > 0 && shape[axis] % n == 0,
+                "block_permutation of " << shape_str(shape) << " along " << axis << " into " << n << " blocks");
+  int64_t outer = 1, inner = 1, block = shape[axis] / n;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  // Iterated over [outer, n, block, inner]; row-major strides of that view
+  // and of the blocked [n, outer, block, inner] order.
+  std::vector<int64_t> plain = {n * block * inner, block * inner, inner, 1};
+  std::vector<int64_t> blocked = {block * inner, outer * block * inner, inner, 1};
+  StridedCopy c;
+  c.shape = {outer, n, block, inner};
+  c.dst_strides = to_blocks ? blocked : plain;
+  c.src_strides = to_blocks ? plain : blocked;
+  c.elem = elem;
+  return c;
+}
+
+bool blocks_are_contiguous(const Shape& shape, int64_t axis) {
+  for (int64_t d = 0; d < axis; ++d)
+    if (shape[d] != 1) return false;
+  return true;
+}
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,219 @@
+#include <cstring>
+
+#include "graph/error.h"
+#include "runtime/cuda/cuda_util.h"
+#include "runtime/cuda/nccl_device.h"
+
+namespace tessera::runtime {
+namespace cuda {
+
+void throw_nccl(ncclResult_t r, const char* call) {
+  TESSERA_THROW(ErrorKind::kInternal, call << " failed: " << ncclGetErrorString(r));
+}
+
+bool nccl_type(DType dtype, ncclDataType_t& out) {
+  switch (dtype) {
+    case DType::kF32: out = ncclFloat32; return true;
+    case DType::kF64: out = ncclFloat64; return true;
+    case DType::kF16: out = ncclFloat16; return true;
+    case DType::kBF16: out = ncclBfloat16; return true;
+    case DType::kI32: out = ncclInt32; return true;
+    case DType::kI64: out = ncclInt64; return true;
+    case DType::kI8: out = ncclInt8; return true;
+    case DType::kU8: case DType::kBool: out = ncclUint8; return true;
+  }
+  return false;
+}
+
+void enqueue_collective(OpKind kind, const NcclCommunicator& comm, int axis, ncclDataType_t type, size_t count,
+                        const void* in, void* out, cudaStream_t stream) {
+  ncclComm_t c = comm.comm(axis);
+  switch (kind) {
+    case OpKind::kAllReduce: TESSERA_NCCL(ncclAllReduce(in, out, count, type, ncclSum, c, stream)); return;
+    case OpKind::kReduceScatter: TESSERA_NCCL(ncclReduceScatter(in, out, count, type, ncclSum, c, stream)); return;
+    case OpKind::kAllGather: TESSERA_NCCL(ncclAllGather(in, out, count, type, c, stream)); return;
+    case OpKind::kAllToAll: {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+      TESSERA_NCCL(ncclAlltoAll(in, out, count, type, c, stream));
+#else
+      // Before 2.28 NCCL's all-to-all is its documented send/recv group.
+      int n = 0;
+      TESSERA_NCCL(ncclCommCount(c, &n));
+      TESSERA_CHECK(type == ncclUint8, "all-to-all blocks are counted in bytes");
+      TESSERA_NCCL(ncclGroupStart());
+      for (int peer = 0; peer < n; ++peer) {
+        TESSERA_NCCL(ncclSend(static_cast<const uint8_t*>(in) + peer * count, count, type, peer, c, stream));
+        TESSERA_NCCL(ncclRecv(static_cast<uint8_t*>(out) + peer * count, count, type, peer, c, stream));
+      }
+      TESSERA_NCCL(ncclGroupEnd());
+#endif
+      return;
+    }
+    default: TESSERA_CHECK(false, "NCCL collective for " << op_name(kind));
+  }
+}
+
+namespace {
+
+class NcclOp : public DeviceOp {
+ public:
+  NcclOp(OpKind kind, const NcclCommunicator& comm, int axis, ncclDataType_t type, size_t count)
+      : kind_(kind), comm_(comm), axis_(axis), type_(type), count_(count) {}
+  void launch(const DeviceContext& dc, const std::vector<uint8_t*>& ptr, uint8_t*) override {
+    enqueue_collective(kind_, comm_, axis_, type_, count_, ptr[reads[0]], ptr[writes[0]], dc.stream);
+  }
+  std::string impl() const override { return "nccl"; }
+  // NCCL's calls can be captured in CUDA graphs, but that is not tested
+  // here yet: a program with collectives launches eagerly.
+  bool capturable() const override { return false; }
+
+ private:
+  OpKind kind_;
+  const NcclCommunicator& comm_;
+  int axis_;
+  ncclDataType_t type_;
+  size_t count_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceOp> make_nccl_op(OpKind kind, const NcclCommunicator& comm, int axis, ncclDataType_t type,
+                                       size_t count, ValueId in, ValueId out) {
+  auto op = std::make_unique<NcclOp>(kind, comm, axis, type, count);
+  op->reads = {in};
+  op->writes = {out};
+  return op;
+}
+
+NcclCommunicator::NcclCommunicator(DeviceMesh mesh, int64_t rank, int device, const NcclId& id)
+    : mesh_(std::move(mesh)), rank_(rank), device_(device) {
+  TESSERA_CUDA(cudaSetDevice(device_));
+  ncclUniqueId uid;
+  static_assert(sizeof uid.internal == sizeof id.bytes);
+  std::memcpy(uid.internal, id.bytes.data(), sizeof uid.internal);
+  TESSERA_NCCL(ncclCommInitRank(&world_, static_cast<int>(mesh_.num_devices()), uid, static_cast<int>(rank_)));
+  // One split per axis, in the same order on every rank (ncclCommSplit is
+  // collective over the parent).
+  std::vector<int64_t> coords = mesh_.coords(rank_);
+  for (size_t a = 0; a < mesh_.axes().size(); ++a) {
+    std::vector<int64_t> others = coords;
+    others[a] = 0;
+    ncclComm_t c = nullptr;
+    TESSERA_NCCL(ncclCommSplit(world_, static_cast<int>(mesh_.rank_of(others)), static_cast<int>(coords[a]), &c, nullptr));
+    axis_.push_back(c);
+  }
+  TESSERA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);
+  if (staging_) cudaFree(staging_);
+  if (stream_) cudaStreamDestroy(stream_);
+  for (ncclComm_t c : axis_) ncclCommDestroy(c);
+  if (world_) ncclCommDestroy(world_);
+}
+
+uint8_t* NcclCommunicator::staging(int64_t bytes) {
+  if (bytes > staging_bytes_) {
+    if (staging_) TESSERA_CUDA(cudaFree(staging_));
+    staging_ = nullptr;
+    TESSERA_CUDA(cudaMalloc(&staging_, static_cast<size_t>(bytes)));
+    staging_bytes_ = bytes;
+  }
+  return static_cast<uint8_t*>(staging_);
+}
+
+namespace {
+
+// Copies `in_bytes` down, runs the collective into `out_bytes`, copies up.
+template <class F>
+void staged(NcclCommunicator& c, uint8_t* buf, const void* in, int64_t in_bytes, void* out, int64_t out_bytes,
+            cudaStream_t s, F&& collective) {
+  uint8_t* din = buf;
+  uint8_t* dout = buf + (in_bytes + 255) / 256 * 256;
+  TESSERA_CUDA(cudaMemcpyAsync(din, in, static_cast<size_t>(in_bytes), cudaMemcpyHostToDevice, s));
+  collective(din, dout);
+  TESSERA_CUDA(cudaMemcpyAsync(out, dout, static_cast<size_t>(out_bytes), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA(cudaStreamSynchronize(s));
+}
+
+int64_t staged_bytes(int64_t in_bytes, int64_t out_bytes) { return (in_bytes + 255) / 256 * 256 + out_bytes; }
+
+ncclDataType_t sum_type(DType dtype) {
+  ncclDataType_t t;
+  if (dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kI32 && dtype != DType::kI64)
+    TESSERA_THROW(ErrorKind::kUnsupported, "a sum over ranks of " << dtype_name(dtype) << " tensors");
+  nccl_type(dtype, t);
+  return t;
+}
+
+}  // namespace
+
+void NcclCommunicator::all_reduce_sum(int axis, DType dtype, const void* in, void* out, int64_t count) {
+  ncclDataType_t t = sum_type(dtype);
+  int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  TESSERA_CUDA(cudaSetDevice(device_));
+  staged(*this, staging(staged_bytes(b, b)), in, b, out, b, stream_, [&](uint8_t* din, uint8_t* dout) {
+    enqueue_collective(OpKind::kAllReduce, *this, axis, t, static_cast<size_t>(count), din, dout, stream_);
+  });
+}
+
+void NcclCommunicator::reduce_scatter_sum(int axis, DType dtype, const void* in, void* out, int64_t count) {
+  ncclDataType_t t = sum_type(dtype);
+  int64_t n = mesh_.axes()[static_cast<size_t>(axis)].size;
+  int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  TESSERA_CUDA(cudaSetDevice(device_));
+  staged(*this, staging(staged_bytes(n * b, b)), in, n * b, out, b, stream_, [&](uint8_t* din, uint8_t* dout) {
+    enqueue_collective(OpKind::kReduceScatter, *this, axis, t, static_cast<size_t>(count), din, dout, stream_);
+  });
+}
+
+void NcclCommunicator::all_gather(int axis, const void* in, void* out, int64_t bytes) {
+  int64_t n = mesh_.axes()[static_cast<size_t>(axis)].size;
+  TESSERA_CUDA(cudaSetDevice(device_));
+  staged(*this, staging(staged_bytes(bytes, n * bytes)), in, bytes, out, n * bytes, stream_,
+         [&](uint8_t* din, uint8_t* dout) {
+           enqueue_collective(OpKind::kAllGather, *this, axis, ncclUint8, static_cast<size_t>(bytes), din, dout, stream_);
+         });
+}
+
+void NcclCommunicator::all_to_all(int axis, const void* in, void* out, int64_t bytes) {
+  int64_t n = mesh_.axes()[static_cast<size_t>(axis)].size;
+  TESSERA_CUDA(cudaSetDevice(device_));
+  staged(*this, staging(staged_bytes(n * bytes, n * bytes)), in, n * bytes, out, n * bytes, stream_,
+         [&](uint8_t* din, uint8_t* dout) {
+           enqueue_collective(OpKind::kAllToAll, *this, axis, ncclUint8, static_cast<size_t>(bytes), din, dout, stream_);
+         });
+}
+
+}  // namespace cuda
+
+std::string nccl_unavailable_reason() {
+  int count = cuda_device_count();
+  if (count == 0) return "no CUDA device (NCCL needs one per rank)";
+  return "";
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+NcclId nccl_unique_id() {
+  ncclUniqueId uid;
+  TESSERA_NCCL(ncclGetUniqueId(&uid));
+  NcclId id;
+  std::memcpy(id.bytes.data(), uid.internal, sizeof uid.internal);
+  return id;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const DeviceMesh& mesh, int64_t rank, int device,
+                                                     const NcclId& id) {
+  return std::make_unique<cuda::NcclCommunicator>(mesh, rank, device, id);
+}
+
+}  // namespace tessera::runtime

@@ -1,0 +1,167 @@
+#include "runtime/mpi_communicator.h"
+
+// The C API only (Open MPI and MPICH otherwise pull in their C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+#include "graph/error.h"
+
+namespace tessera::runtime {
+namespace {
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  TESSERA_THROW(ErrorKind::kInternal, what << " failed: " << std::string(text, static_cast<size_t>(len)));
+}
+
+int mpi_count(int64_t n, const char* what) {
+  if (n > INT_MAX)
+    TESSERA_THROW(ErrorKind::kResource, what << " of " << n << " elements is over MPI's int count (" << INT_MAX << ")");
+  return static_cast<int>(n);
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    default: TESSERA_THROW(ErrorKind::kUnsupported, "a sum over ranks of " << dtype_name(dtype) << " tensors");
+  }
+}
+
+}  // namespace
+
+bool MpiSession::launched() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) return true;
+  }
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
+MpiSession& MpiSession::get() {
+  static MpiSession session;
+  return session;
+}
+
+MpiSession::MpiSession() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    owns_ = true;
+  }
+  // A failed collective returns its error (to throw) instead of ending the job.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int r = 0, s = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  rank_ = r;
+  size_ = s;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    int lr = 0, ls = 1;
+    MPI_Comm_rank(node, &lr);
+    MPI_Comm_size(node, &ls);
+    local_rank_ = lr;
+    local_size_ = ls;
+    MPI_Comm_free(&node);
+  }
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+MpiSession::Failure MpiSession::first_failure(bool failed, int code, const std::string& message) const {
+  int mine = failed ? static_cast<int>(rank_) : INT_MAX, lowest = INT_MAX;
+  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  Failure f;
+  if (lowest == INT_MAX) return f;
+  f.rank = lowest;
+  int head[2] = {code, static_cast<int>(message.size())};
+  check_mpi(MPI_Bcast(head, 2, MPI_INT, lowest, MPI_COMM_WORLD), "MPI_Bcast");
+  f.code = head[0];
+  int len = head[1];
+  f.message = lowest == rank_ ? message : std::string(static_cast<size_t>(len), '\0');
+  if (len > 0) check_mpi(MPI_Bcast(f.message.data(), len, MPI_CHAR, lowest, MPI_COMM_WORLD), "MPI_Bcast");
+  return f;
+}
+
+void MpiSession::broadcast(void* data, int64_t bytes) const {
+  check_mpi(MPI_Bcast(data, mpi_count(bytes, "a broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+void MpiSession::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; if it did, still end here
+}
+
+struct MpiCommunicator::Comms {
+  std::vector<MPI_Comm> axis;  // per mesh axis: this rank's group along it
+  ~Comms() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (MPI_Comm& c : axis)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+};
+
+MpiCommunicator::MpiCommunicator(const MpiSession& session, DeviceMesh mesh)
+    : mesh_(std::move(mesh)), rank_(session.rank()), comms_(std::make_unique<Comms>()) {
+  if (session.size() != mesh_.num_devices())
+    TESSERA_THROW(ErrorKind::kResource, "MPI started " << session.size() << " processes but mesh " << mesh_.str()
+                                                       << " has " << mesh_.num_devices() << " ranks");
+  std::vector<int64_t> coords = mesh_.coords(rank_);
+  for (size_t a = 0; a < mesh_.axes().size(); ++a) {
+    std::vector<int64_t> others = coords;
+    others[a] = 0;
+    MPI_Comm c = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(mesh_.rank_of(others)), static_cast<int>(coords[a]), &c),
+              "MPI_Comm_split");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    comms_->axis.push_back(c);
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
+void MpiCommunicator::all_reduce_sum(int axis, DType dtype, const void* in, void* out, int64_t count) {
+  const void* send = in == out ? MPI_IN_PLACE : in;
+  check_mpi(MPI_Allreduce(send, out, mpi_count(count, "an all-reduce"), mpi_type(dtype), MPI_SUM, comms_->axis[axis]),
+            "MPI_Allreduce");
+}
+
+void MpiCommunicator::reduce_scatter_sum(int axis, DType dtype, const void* in, void* out, int64_t count) {
+  check_mpi(MPI_Reduce_scatter_block(in, out, mpi_count(count, "a reduce-scatter"), mpi_type(dtype), MPI_SUM,
+                                     comms_->axis[axis]),
+            "MPI_Reduce_scatter_block");
+}
+
+void MpiCommunicator::all_gather(int axis, const void* in, void* out, int64_t bytes) {
+  int n = mpi_count(bytes, "an all-gather");
+  check_mpi(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comms_->axis[axis]), "MPI_Allgather");
+}
+
+void MpiCommunicator::all_to_all(int axis, const void* in, void* out, int64_t bytes) {
+  int n = mpi_count(bytes, "an all-to-all");
+  check_mpi(MPI_Alltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comms_->axis[axis]), "MPI_Alltoall");
+}
+
+}  // namespace tessera::runtime

@@ -1,0 +1,133 @@
+// InProcessWorld (runtime/communicator.cc): the primitives on flat blocks,
+// and faults: a rank that throws, or whose program ends early, must not
+// leave the others waiting in a barrier. Every fault test ends by itself
+// (no timeouts involved): a hang would be the failure, caught by CTest's
+// TIMEOUT.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "graph/error.h"
+#include "runtime/communicator.h"
+
+namespace tessera::runtime {
+namespace {
+
+TEST(InProcessWorldTest, PrimitivesOnFlatBlocks) {
+  InProcessWorld world(DeviceMesh::parse("dp=2,tp=2"));
+  std::vector<std::vector<float>> reduced(4), scattered(4);
+  std::vector<std::vector<int32_t>> gathered(4), exchanged(4);
+  world.run([&](int64_t r) {
+    Communicator& c = *world.communicator(r);
+    std::vector<float> x = {float(r), float(10 * r), 1.0f, -1.0f};
+    reduced[r].resize(4);
+    c.all_reduce_sum(1, DType::kF32, x.data(), reduced[r].data(), 4);  // over tp
+    scattered[r].resize(2);
+    c.reduce_scatter_sum(0, DType::kF32, x.data(), scattered[r].data(), 2);  // over dp
+    int32_t mine = static_cast<int32_t>(100 + r);
+    gathered[r].resize(2);
+    c.all_gather(0, &mine, gathered[r].data(), sizeof mine);
+    std::vector<int32_t> out = {static_cast<int32_t>(r * 10), static_cast<int32_t>(r * 10 + 1)};
+    exchanged[r].resize(2);
+    c.all_to_all(1, out.data(), exchanged[r].data(), sizeof(int32_t));
+    c.all_reduce_sum(1, DType::kF32, x.data(), x.data(), 4);  // in place
+    EXPECT_EQ(x, reduced[r]);
+  });
+  // dp=2,tp=2: ranks (dp, tp) = 0:(0,0) 1:(0,1) 2:(1,0) 3:(1,1).
+  EXPECT_EQ(reduced[0], (std::vector<float>{1, 10, 2, -2}));    // ranks 0 + 1
+  EXPECT_EQ(reduced[3], (std::vector<float>{5, 50, 2, -2}));    // ranks 2 + 3
+  EXPECT_EQ(scattered[0], (std::vector<float>{2, 20}));         // ranks 0 + 2, block 0
+  EXPECT_EQ(scattered[2], (std::vector<float>{2, -2}));         // ranks 0 + 2, block 1
+  EXPECT_EQ(gathered[1], (std::vector<int32_t>{101, 103}));     // dp group of rank 1
+  EXPECT_EQ(exchanged[2], (std::vector<int32_t>{20, 30}));      // block 0 of ranks 2 and 3
+  EXPECT_EQ(exchanged[3], (std::vector<int32_t>{21, 31}));
+}
+
+// Rank 1 throws before its first collective while the others wait in it:
+// they are woken, run() rethrows rank 1's own error, naming it.
+TEST(InProcessWorldTest, FailedRankAbortsTheOthers) {
+  InProcessWorld world(DeviceMesh::parse("tp=4"));
+  std::atomic<int> stopped{0};
+  std::string stopped_msg;
+  std::mutex mu;
+  try {
+    world.run([&](int64_t r) {
+      if (r == 1) TESSERA_THROW(ErrorKind::kIo, "cannot read rank1.onnx");
+      float x = 1, y = 0;
+      try {
+        world.communicator(r)->all_reduce_sum(0, DType::kF32, &x, &y, 1);
+      } catch (const Error& e) {
+        ++stopped;
+        std::lock_guard<std::mutex> lock(mu);
+        stopped_msg = e.what();
+        throw;
+      }
+      ADD_FAILURE() << "rank " << r << " finished a collective that rank 1 never entered";
+    });
+    FAIL() << "run() returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(std::string(e.what()).find("rank 1: cannot read rank1.onnx"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(stopped.load(), 3);
+  EXPECT_NE(stopped_msg.find("rank 1 failed: cannot read rank1.onnx"), std::string::npos) << stopped_msg;
+}
+
+// A rank that fails between collectives stops the ranks already waiting in
+// the next one and those that arrive later; the world runs again afterwards.
+TEST(InProcessWorldTest, FailureMidRunThenWorldRunsAgain) {
+  InProcessWorld world(DeviceMesh::parse("tp=3"));
+  auto body = [&](int64_t r, bool fail) {
+    Communicator& c = *world.communicator(r);
+    int64_t x = r, y = 0;
+    for (int step = 0; step < 5; ++step) {
+      if (fail && r == 2 && step == 3) throw std::runtime_error("out of memory at step 3");
+      c.all_reduce_sum(0, DType::kI64, &x, &y, 1);
+      EXPECT_EQ(y, 3);
+    }
+  };
+  try {
+    world.run([&](int64_t r) { body(r, true); });
+    FAIL() << "run() returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("rank 2: out of memory at step 3"), std::string::npos) << e.what();
+  }
+  world.run([&](int64_t r) { body(r, false); });
+}
+
+// Rank 0's program makes one collective fewer than the others': its end is
+// a failure of the world, not a hang of ranks 1 and 2.
+TEST(InProcessWorldTest, ProgramsWithDifferentCollectivesFail) {
+  InProcessWorld world(DeviceMesh::parse("tp=3"));
+  try {
+    world.run([&](int64_t r) {
+      std::vector<uint8_t> in(4, static_cast<uint8_t>(r)), out(12);
+      for (int step = 0; step < (r == 0 ? 1 : 2); ++step) world.communicator(r)->all_gather(0, in.data(), out.data(), 4);
+    });
+    FAIL() << "run() returned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: its program ended"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InProcessWorldTest, SumOfUnsupportedDtypeThrowsBeforeExchanging) {
+  InProcessWorld world(DeviceMesh::parse("tp=2"));
+  try {
+    world.run([&](int64_t r) {
+      uint8_t x = 1, y = 0;
+      world.communicator(r)->all_reduce_sum(0, DType::kU8, &x, &y, 1);
+    });
+    FAIL() << "run() returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+  }
+}
+
+TEST(InProcessWorldTest, RankOutsideTheMeshIsUsageError) {
+  InProcessWorld world(DeviceMesh::parse("tp=2"));
+  EXPECT_THROW(world.communicator(2), Error);
+}
+
+}  // namespace
+}  // namespace tessera::runtime

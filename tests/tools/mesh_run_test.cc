@@ -1,0 +1,227 @@
+// `tessera run PLAN_DIR` for mesh plans, end to end: real mpirun jobs (the
+// MPIEXEC that FindMPI found, TESSERA_MPIEXEC) and thread runs of a plan
+// that `tessera optimize --mesh tp=2` makes from the tiny transformer,
+// against the single-device run; and the faults: an mpirun -np that is not
+// the plan's, rank files that are corrupt, missing or make other
+// collectives, a rank that fails during its run. No test depends on timing:
+// each command ends by itself or is a hang, which CTest's TIMEOUT catches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <sys/wait.h>
+
+#include "graph/graph.h"
+#include "onnx_import/tensor_proto.h"
+#include "tools/api/tessera.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
+const std::string kModel = std::string(TESSERA_SOURCE_DIR) + "/examples/tiny_transformer.onnx";
+const std::string kMpirun = std::string(TESSERA_MPIEXEC) + " --allow-run-as-root --oversubscribe -np ";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tessera_mesh_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+// Runs `prefix tessera args` (prefix: "" or an mpirun command line).
+Result run(const std::string& prefix, const std::string& args) {
+  fs::path dir = scratch("io");
+  fs::create_directories(dir);
+  std::string cmd = prefix + kTessera + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  int status = std::system(cmd.c_str());
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "out"), read_file(dir / "err")};
+  fs::remove_all(dir);
+  return r;
+}
+
+Result mpirun(int np, const std::string& args) { return run(kMpirun + std::to_string(np) + " ", args); }
+
+void expect_same_outputs(const fs::path& got, const fs::path& want) {
+  for (int i = 0; i < 2; ++i) {
+    std::string f = "output_" + std::to_string(i) + ".pb";
+    ASSERT_TRUE(fs::exists(got / f)) << got / f;
+    Tensor a = read_tensor_file((got / f).string()), b = read_tensor_file((want / f).string());
+    ASSERT_EQ(a.type(), b.type()) << f;
+    int64_t bad = 0;
+    for (int64_t k = 0; k < a.numel(); ++k)
+      if (!(std::fabs(a.get_double(k) - b.get_double(k)) <= 1e-4 * (std::fabs(b.get_double(k)) + 1.0))) ++bad;
+    EXPECT_EQ(bad, 0) << f << ": " << bad << " of " << a.numel() << " elements differ from the single-device run";
+  }
+}
+
+class MeshRunTest : public ::testing::Test {
+ protected:
+  // The plan (Megatron: qkv and fc1 by columns, proj and fc2 by rows) and
+  // the single-device outputs on the same seeded inputs.
+  void SetUp() override {
+    plan_ = scratch("plan");
+    Result r = run("", "optimize " + kModel + " -o " + plan_.string() +
+                           " --mesh tp=2 --shard 'qkv_w_5=[S(1)]' --shard 'fc1_w_131=[S(1)]'"
+                           " --shard 'fc2_w_150=[S(0)]' --shard 'proj_w_101=[S(0)]'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    single_ = scratch("single");
+    r = run("", "run " + kModel + " --seed 4 --output-dir " + single_.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  void TearDown() override {
+    fs::remove_all(plan_);
+    fs::remove_all(single_);
+  }
+  // A copy of the plan with rank1.onnx replaced by `bytes`, or removed.
+  fs::path broken_plan(const std::string& name, const std::optional<std::string>& bytes) {
+    fs::path p = scratch(name);
+    fs::copy(plan_, p, fs::copy_options::recursive);
+    fs::remove(p / "rank1.onnx");
+    if (bytes) std::ofstream(p / "rank1.onnx", std::ios::binary) << *bytes;
+    return p;
+  }
+  fs::path plan_, single_;
+};
+
+TEST_F(MeshRunTest, MpiTwoRanksMatchSingleDevice) {
+  fs::path out = scratch("mpi_out");
+  Result r = mpirun(2, "run " + plan_.string() + " --seed 4 --output-dir " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_outputs(out, single_);
+  // Rank 0 alone reports: one line per output.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  fs::remove_all(out);
+}
+
+TEST_F(MeshRunTest, ThreadsMatchSingleDevice) {
+  fs::path out = scratch("threads_out");
+  Result r = run("", "run " + plan_.string() + " --seed 4 --output-dir " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_outputs(out, single_);
+  fs::remove_all(out);
+}
+
+TEST_F(MeshRunTest, ReferenceBackendThreadsMatchSingleDevice) {
+  fs::path out = scratch("ref_out");
+  Result r = run("", "run " + plan_.string() + " --backend reference --seed 4 --output-dir " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_outputs(out, single_);
+  fs::remove_all(out);
+}
+
+TEST_F(MeshRunTest, RepeatAndProfileReportRankZero) {
+  for (bool mpi : {false, true}) {
+    std::string args = "run " + plan_.string() + " --repeat 3 --threads 1 --profile";
+    Result r = mpi ? mpirun(2, args) : run("", args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(mpi ? "2 MPI processes" : "2 ranks as threads"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("threads 1 per rank"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("AllReduce"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("collectives: "), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(MeshRunTest, MpiRankCountNotThePlansFailsOnEveryRank) {
+  Result r = mpirun(3, "run " + plan_.string());
+  EXPECT_NE(r.code, 0);
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_NE(r.err.find("rank " + std::to_string(rank) + ": mpirun started 3 processes but the plan"), std::string::npos)
+        << r.err;
+  EXPECT_NE(r.err.find("mpirun -np 2"), std::string::npos) << r.err;
+}
+
+TEST_F(MeshRunTest, CorruptRankFileFailsEveryRank) {
+  std::string bytes = read_file(plan_ / "rank1.onnx");
+  fs::path p = broken_plan("corrupt", bytes.substr(0, bytes.size() / 3));
+  Result m = mpirun(2, "run " + p.string());
+  EXPECT_NE(m.code, 0);
+  EXPECT_NE(m.err.find("rank 1: " + (p / "rank1.onnx").string()), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("rank 0: stopped: rank 1 failed"), std::string::npos) << m.err;
+  Result t = run("", "run " + p.string());
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find((p / "rank1.onnx").string()), std::string::npos) << t.err;
+  fs::remove_all(p);
+}
+
+TEST_F(MeshRunTest, MissingRankFileFailsEveryRank) {
+  fs::path p = broken_plan("missing", std::nullopt);
+  Result m = mpirun(2, "run " + p.string());
+  EXPECT_NE(m.code, 0);
+  EXPECT_NE(m.err.find("rank1.onnx"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("rank 0: stopped"), std::string::npos) << m.err;
+  EXPECT_EQ(run("", "run " + p.string()).code, 1);
+  fs::remove_all(p);
+}
+
+// rank1.onnx is the single-device model: it would finish without a
+// collective while rank 0 waits in one.
+TEST_F(MeshRunTest, RankProgramWithOtherCollectivesFailsBeforeRunning) {
+  fs::path p = broken_plan("other", read_file(kModel));
+  for (bool mpi : {false, true}) {
+    Result r = mpi ? mpirun(2, "run " + p.string()) : run("", "run " + p.string());
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("its collectives are not rank0.onnx's"), std::string::npos) << r.err;
+  }
+  fs::remove_all(p);
+}
+
+// A plan folder made by hand: y = AllReduce(Gather(w, idx)), where rank 1's
+// w has 2 rows and rank 0's 8, so that idx = 5 fails on rank 1 only, during
+// the run, while rank 0 waits in the all-reduce.
+fs::path gather_plan() {
+  fs::path p = scratch("gather");
+  fs::create_directories(p);
+  for (int r = 0; r < 2; ++r) {
+    Graph g;
+    ValueId idx = g.add_input("idx", {DType::kI64, {1}});
+    int64_t rows = r == 0 ? 8 : 2;
+    ValueId w = g.add_constant("w", Tensor::from_doubles(DType::kF32, {rows, 3}, std::vector<double>(rows * 3, 1.0)));
+    Attrs ga;
+    ga.set("axis", int64_t{0});
+    ValueId row = g.add(OpKind::kGather, {w, idx}, ga, "gather");
+    Attrs ar;
+    ar.set("mesh_axis", std::string("tp"));
+    ar.set("group_size", int64_t{2});
+    g.set_outputs({g.add(OpKind::kAllReduce, {row}, ar, "sum")});
+    api::export_onnx(g, (p / ("rank" + std::to_string(r) + ".onnx")).string());
+  }
+  std::ofstream(p / "plan.json") << R"({"format_version": 2, "mesh": "tp=2", "ranks": [{"rank": 0}, {"rank": 1}]})";
+  write_tensor_file(Tensor::vector_i64({5}), "idx", (p / "idx.pb").string());
+  return p;
+}
+
+TEST(MeshRunFaultTest, RankFailingDuringItsRunEndsTheJob) {
+  fs::path p = gather_plan();
+  std::string args = "run " + p.string() + " --input idx=" + (p / "idx.pb").string();
+  Result m = mpirun(2, args);
+  EXPECT_NE(m.code, 0);
+  EXPECT_NE(m.err.find("rank 1: node 'gather' (Gather): gather index 5 is out of range"), std::string::npos) << m.err;
+  Result t = run("", args);
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find("rank 1: node 'gather' (Gather): gather index 5"), std::string::npos) << t.err;
+  // With an index both ranks hold, the same folder runs.
+  write_tensor_file(Tensor::vector_i64({1}), "idx", (p / "idx.pb").string());
+  Result ok = mpirun(2, args);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("sum=6 "), std::string::npos) << ok.out;  // 2 ranks x 3 ones
+  fs::remove_all(p);
+}
+
+}  // namespace
+}  // namespace tessera

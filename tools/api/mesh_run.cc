@@ -1,0 +1,241 @@
+// api::run_mesh: the ranks of a mesh plan folder as threads of this process
+// (InProcessWorld, or NCCL between threads for the CUDA backend) or, under
+// mpirun, this process's rank (MpiCommunicator, or NCCL bootstrapped over
+// MPI). Every rank compiles its own rank<i>.onnx with its communicator and
+// runs it on the global inputs.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "graph/error.h"
+#include "mutator/sharding/sharded_plan.h"
+#include "onnx_import/onnx_import.h"
+#include "runtime/communicator.h"
+#include "runtime/cuda/nccl_communicator.h"
+#include "runtime/mpi_communicator.h"
+#include "tools/api/run_detail.h"
+#include "tools/api/tessera.h"
+
+namespace tessera::api {
+
+namespace fs = std::filesystem;
+
+MeshPlan read_mesh_plan(const std::string& dir) {
+  if (!is_sharded_plan_folder(dir))
+    TESSERA_THROW(ErrorKind::kUsage, dir << " is not a plan folder for a device mesh (plan.json and rank<i>.onnx)");
+  fs::path path = fs::path(dir) / "plan.json";
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("mesh") || !j["mesh"].is_string() || !j.contains("ranks") ||
+      !j["ranks"].is_array())
+    throw Error(ErrorKind::kParse, "not a mesh plan: no \"mesh\" and \"ranks\"", {path.string(), "", ""});
+  MeshPlan p;
+  p.dir = dir;
+  p.mesh = j["mesh"].get<std::string>();
+  p.ranks = static_cast<int64_t>(j["ranks"].size());
+  int64_t devices = 0;
+  try {
+    devices = DeviceMesh::parse(p.mesh).num_devices();
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kParse, "bad mesh: " + e.message(), {path.string(), "", ""});
+  }
+  if (devices != p.ranks)
+    throw Error(ErrorKind::kParse,
+                "mesh " + p.mesh + " has " + std::to_string(devices) + " ranks but the plan lists " +
+                    std::to_string(p.ranks),
+                {path.string(), "", ""});
+  return p;
+}
+
+Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options) {
+  ImportOptions import;
+  import.input_shapes = options.input_shapes;
+  return import_onnx_file((fs::path(plan.dir) / mutator::rank_file(rank)).string(), import);
+}
+
+bool launched_by_mpi() { return runtime::MpiSession::launched(); }
+
+namespace {
+
+using InputsFn = std::function<std::vector<Tensor>(const Graph&)>;
+
+// Threads per rank: the flag, or the cores shared among the ranks that run
+// on this machine (each rank's plan would otherwise run one thread per core,
+// ranks times more threads than cores).
+int threads_per_rank(const RunConfig& config, int64_t ranks_here) {
+  if (config.threads > 0) return config.threads;
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / static_cast<int>(std::max<int64_t>(1, ranks_here)));
+}
+
+// ms per run in the plan's collective kernels (profile on).
+double collective_ms(const runtime::ExecutablePlan& plan) {
+  double ms = 0;
+  for (const runtime::KernelProfile& k : plan.profile().kernels)
+    if (k.impl == "collective" && k.calls > 0) ms += k.total_ms / static_cast<double>(k.calls);
+  return ms;
+}
+
+// NCCL puts one rank on each GPU (it refuses two ranks on one device).
+void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
+  if (options.backend != runtime::Backend::kCuda) return;
+  if (std::string why = runtime::nccl_unavailable_reason(); !why.empty())
+    TESSERA_THROW(ErrorKind::kUsage, "the CUDA backend runs a mesh plan's collectives over NCCL: " << why);
+  if (int gpus = runtime::cuda_device_count(); gpus < ranks_here)
+    TESSERA_THROW(ErrorKind::kUsage, "NCCL needs one GPU per rank: " << ranks_here << " ranks on this machine and "
+                                                                     << gpus << " GPU" << (gpus == 1 ? "" : "s"));
+}
+
+// Every rank of the plan as a thread of this process.
+MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                          const RunConfig& config, const LoadOptions& load) {
+  runtime::RunOptions options = detail::run_options(config);
+  options.threads = threads_per_rank(config, plan.ranks);
+  require_nccl(options, plan.ranks);
+  std::vector<Graph> graphs;
+  for (int64_t r = 0; r < plan.ranks; ++r) graphs.push_back(load_rank(plan, r, load));
+  std::vector<Tensor> inputs = inputs_of(graphs[0]);
+  for (int64_t r = 1; r < plan.ranks; ++r) {
+    const Graph& g = graphs[static_cast<size_t>(r)];
+    bool same = g.inputs().size() == graphs[0].inputs().size();
+    for (size_t i = 0; same && i < g.inputs().size(); ++i) same = g.type(g.inputs()[i]) == graphs[0].type(graphs[0].inputs()[i]);
+    if (!same)
+      throw Error(ErrorKind::kInvalidGraph, "its inputs are not rank0.onnx's (every rank takes the global inputs)",
+                  {(fs::path(plan.dir) / mutator::rank_file(r)).string(), "", ""});
+  }
+  std::string sig = runtime::collective_signature(graphs[0]);
+  for (int64_t r = 1; r < plan.ranks; ++r)
+    if (std::string d = runtime::signature_difference(runtime::collective_signature(graphs[static_cast<size_t>(r)]), sig);
+        !d.empty())
+      throw Error(ErrorKind::kInvalidGraph, "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
+                  {(fs::path(plan.dir) / mutator::rank_file(r)).string(), "", ""});
+  bool cuda = options.backend == runtime::Backend::kCuda;
+  runtime::NcclId id;
+  if (cuda) id = runtime::nccl_unique_id();
+  runtime::InProcessWorld world(mesh);
+  std::vector<RunResult> results(static_cast<size_t>(plan.ranks));
+  double comm_ms = 0;
+  world.run([&](int64_t r) {
+    runtime::RunOptions o = options;
+    std::unique_ptr<runtime::Communicator> nccl;
+    if (cuda) nccl = runtime::make_nccl_communicator(mesh, r, static_cast<int>(r % runtime::cuda_device_count()), id);
+    o.communicator = cuda ? nccl.get() : world.communicator(r);
+    runtime::ExecutablePlan p = runtime::ExecutablePlan::compile(std::move(graphs[static_cast<size_t>(r)]), o);
+    results[static_cast<size_t>(r)] = detail::run_compiled(p, inputs, config);
+    if (r == 0 && config.profile) comm_ms = collective_ms(p);
+  });
+  MeshRunResult m;
+  static_cast<RunResult&>(m) = std::move(results[0]);
+  m.threads_per_rank = options.threads;
+  m.collective_ms = comm_ms;
+  return m;
+}
+
+// Under mpirun: every rank throws when one failed (Failure from
+// MpiSession::first_failure), the failed one with its own error.
+void agree(const runtime::MpiSession& session, const std::optional<Error>& mine) {
+  runtime::MpiSession::Failure f =
+      session.first_failure(mine.has_value(), mine ? static_cast<int>(mine->kind()) : 0, mine ? mine->what() : "");
+  if (f.rank < 0) return;
+  std::string who = "rank " + std::to_string(session.rank()) + ": ";
+  if (f.rank == session.rank()) throw Error(mine->kind(), who + mine->what());
+  throw Error(static_cast<ErrorKind>(f.code), who + "stopped: rank " + std::to_string(f.rank) + " failed: " + f.message);
+}
+
+template <class F>
+std::optional<Error> attempt(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInternal, e.what());
+  }
+  return std::nullopt;
+}
+
+// A rank that fails once the ranks run cannot tell its peers, which wait in
+// a collective: it says why and ends the job.
+[[noreturn]] void fail_job(int64_t rank, const std::string& why) {
+  std::fprintf(stderr, "tessera: error: rank %lld: %s\n", static_cast<long long>(rank), why.c_str());
+  std::fflush(stderr);
+  runtime::MpiSession::abort(1);
+}
+
+// This process's rank of an mpirun job.
+MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                      const RunConfig& config, const LoadOptions& load) {
+  runtime::RunOptions options = detail::run_options(config);  // the same check on every rank
+  runtime::MpiSession& session = runtime::MpiSession::get();
+  int64_t rank = session.rank();
+  // The process count is a resource the job was given, not a flag of this
+  // command: the same error (exit 1) on every rank.
+  if (session.size() != plan.ranks)
+    TESSERA_THROW(ErrorKind::kResource, "rank " << rank << ": mpirun started " << session.size()
+                                                << " processes but the plan in " << plan.dir << " is for mesh "
+                                                << plan.mesh << " of " << plan.ranks << " ranks: run it with mpirun -np "
+                                                << plan.ranks);
+  runtime::MpiCommunicator mpi(session, mesh);
+  options.threads = threads_per_rank(config, session.local_size());
+  bool cuda = options.backend == runtime::Backend::kCuda;
+
+  std::optional<Graph> g;
+  std::vector<Tensor> inputs;
+  agree(session, attempt([&] {
+          require_nccl(options, session.local_size());
+          g = load_rank(plan, rank, load);
+          inputs = inputs_of(*g);
+        }));
+  // Rank 0's collectives against this rank's (exactly, as text).
+  std::string sig = runtime::collective_signature(*g), sig0 = sig;
+  int64_t len = static_cast<int64_t>(sig0.size());
+  session.broadcast(&len, sizeof len);
+  sig0.resize(static_cast<size_t>(len));
+  session.broadcast(sig0.data(), len);
+  agree(session, attempt([&] {
+          if (std::string d = runtime::signature_difference(sig, sig0); !d.empty())
+            throw Error(ErrorKind::kInvalidGraph,
+                        "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
+                        {(fs::path(plan.dir) / mutator::rank_file(rank)).string(), "", ""});
+        }));
+  std::unique_ptr<runtime::Communicator> nccl;
+  if (cuda) {
+    runtime::NcclId id;
+    agree(session, attempt([&] {
+            if (rank == 0) id = runtime::nccl_unique_id();
+          }));
+    session.broadcast(id.bytes.data(), static_cast<int64_t>(id.bytes.size()));
+    // ncclCommInitRank waits for every rank: one that fails here ends the job.
+    if (auto e = attempt([&] {
+          nccl = runtime::make_nccl_communicator(
+              mesh, rank, static_cast<int>(session.local_rank() % runtime::cuda_device_count()), id);
+        }))
+      fail_job(rank, e->what());
+  }
+  options.communicator = cuda ? nccl.get() : &mpi;
+  std::optional<runtime::ExecutablePlan> compiled;
+  agree(session, attempt([&] { compiled.emplace(runtime::ExecutablePlan::compile(std::move(*g), options)); }));
+
+  MeshRunResult m;
+  if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*compiled, inputs, config); }))
+    fail_job(rank, e->what());
+  m.mpi = true;
+  m.rank = rank;
+  m.threads_per_rank = options.threads;
+  if (config.profile) m.collective_ms = collective_ms(*compiled);
+  return m;
+}
+
+}  // namespace
+
+MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunConfig& config, const LoadOptions& load) {
+  DeviceMesh mesh = DeviceMesh::parse(plan.mesh);
+  if (launched_by_mpi()) return run_mpi(plan, mesh, inputs, config, load);
+  return run_threads(plan, mesh, inputs, config, load);
+}
+
+}  // namespace tessera::api

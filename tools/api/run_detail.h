@@ -1,0 +1,20 @@
+// What api::run and the mesh runs (mesh_run.cc) share: RunConfig to the
+// runtime's options, and the warm-up plus timed runs of a compiled plan.
+// Internal to tessera_api.
+#pragma once
+
+#include <vector>
+
+#include "runtime/runtime.h"
+#include "tools/api/tessera.h"
+
+namespace tessera::api::detail {
+
+// Throws Error(kUsage) for negative --threads or --repeat, or an unknown backend.
+runtime::RunOptions run_options(const RunConfig& config);
+
+// One run (the warm-up when timing), then config.repeat timed runs; the
+// profile table and the plan's memory.
+RunResult run_compiled(runtime::ExecutablePlan& plan, const std::vector<Tensor>& inputs, const RunConfig& config);
+
+}  // namespace tessera::api::detail
