@@ -14,6 +14,7 @@
 #include "runtime/memory_planner.h"
 #include "runtime/plan_spec.h"
 #include "runtime/runtime.h"
+#include "runtime/schedule.h"
 #include "runtime/thread_scope.h"
 
 namespace tessera::runtime {
@@ -115,6 +116,7 @@ class ExecutablePlan::Impl {
   Profile profile() const;
   const RunOptions& options() const { return options_; }
   int64_t num_kernels() const { return static_cast<int64_t>(spec_.kernels.size()); }
+  std::string collective_steps() const { return describe_collective_steps(spec_, steps_); }
 
  private:
   void layout();
@@ -123,8 +125,11 @@ class ExecutablePlan::Impl {
     return v;
   }
 
+  void run_step(const PlanStep& step, ExecContext& ctx, int plan_threads, int& current_threads);
+
   PlanSpec spec_;
   RunOptions options_;
+  std::vector<PlanStep> steps_;  // schedule_steps: the kernels, collectives split where they overlap
   MemoryReport memory_;
   std::vector<uint8_t*> base_ptr_;     // constants and arena values; the rest per run
   std::vector<int64_t> output_slot_;   // per value: the graph output whose tensor is its storage, or -1
@@ -148,14 +153,30 @@ void ExecutablePlan::Impl::layout() {
     if (spec_.values[v].kind == Kind::kIntermediate && output_slot_[v] < 0) output_slot_[v] = static_cast<int64_t>(j);
   }
 
-  // Liveness of each root buffer: written at its producer's step, read until
-  // the last step that reads it or any alias of it.
+  // Liveness of each root buffer over the steps: written at its producer's
+  // step (a split kernel's start), read until the last step that reads it
+  // or any alias of it (a split kernel's finish: its inputs stay until the
+  // exchange is done, and its outputs, written until then, too).
+  steps_ = schedule_steps(spec_, options_.overlap && options_.communicator != nullptr);
+  const auto ns = static_cast<int32_t>(steps_.size());
   std::vector<int32_t> first(nv, -1), last(nv, -1);
-  for (int32_t k = 0; k < nk; ++k) {
-    for (ValueId v : spec_.kernels[k]->outputs)
-      if (v != kNoValue && first[v] < 0) first[v] = k;
-    for (ValueId v : spec_.kernels[k]->inputs)
-      if (v != kNoValue) last[root(v)] = std::max(last[root(v)], k);
+  std::vector<int32_t> run_step_of(static_cast<size_t>(nk), -1);
+  std::vector<std::pair<int32_t, int32_t>> scratch_steps(static_cast<size_t>(nk), {-1, -1});
+  for (int32_t i = 0; i < ns; ++i) {
+    const PlanStep& step = steps_[i];
+    const Kernel& kern = *spec_.kernels[step.kernel];
+    if (step.kind == PlanStep::Kind::kRun) run_step_of[step.kernel] = i;
+    if (step.kind != PlanStep::Kind::kFinish) {
+      scratch_steps[step.kernel].first = i;
+      for (ValueId v : kern.outputs)
+        if (v != kNoValue && first[v] < 0) first[v] = i;
+    }
+    scratch_steps[step.kernel].second = i;
+    for (ValueId v : kern.inputs)
+      if (v != kNoValue) last[root(v)] = std::max(last[root(v)], i);
+    if (step.kind == PlanStep::Kind::kFinish)
+      for (ValueId v : kern.outputs)
+        if (v != kNoValue) last[v] = std::max(last[v], i);
   }
   for (size_t v = 0; v < nv; ++v) {
     if (spec_.values[v].kind == Kind::kAlias) {
@@ -175,16 +196,16 @@ void ExecutablePlan::Impl::layout() {
   std::vector<int32_t> storage_last = last;
   for (int32_t k = 0; k < nk; ++k) {
     const Kernel& kern = *spec_.kernels[k];
-    if (kern.in_place_input < 0 || kern.outputs.empty()) continue;
+    if (kern.in_place_input < 0 || kern.outputs.empty() || run_step_of[k] < 0) continue;
     ValueId out = kern.outputs[0];
     ValueId in = kern.inputs[static_cast<size_t>(kern.in_place_input)];
     if (in == kNoValue || out == kNoValue) continue;
     ValueId r = root(in);
     if (spec_.values[r].kind != Kind::kIntermediate || output_slot_[r] >= 0 || output_slot_[out] >= 0 ||
-        spec_.values[out].kind != Kind::kIntermediate || last[r] != k ||
+        spec_.values[out].kind != Kind::kIntermediate || last[r] != run_step_of[k] ||
         spec_.values[out].bytes != spec_.values[r].bytes)
       continue;
-    // No alias of `in` may be read later (last[r] == k covers that).
+    // No alias of `in` may be read later (last[r] == this step covers that).
     ValueId s = storage[r];
     storage[out] = s;
     storage_last[s] = std::max(storage_last[s], last[out]);
@@ -206,7 +227,7 @@ void ExecutablePlan::Impl::layout() {
   for (int32_t k = 0; k < nk; ++k) {
     int64_t s = spec_.kernels[k]->scratch_bytes();
     if (s <= 0) continue;
-    requests.push_back({s, k, k});
+    requests.push_back({s, scratch_steps[k].first, scratch_steps[k].second});
     request_value.push_back(-(k + 1));
     scratch_total += s;
   }
@@ -281,21 +302,14 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   }
   for (const auto& [alias, r] : aliases_) ctx.ptr[alias] = ctx.ptr[r];
 
-  for (size_t k = 0; k < spec_.kernels.size(); ++k) {
-    Kernel& kern = *spec_.kernels[k];
-    ctx.scratch = scratch_offset_[k] >= 0 ? arena_ + scratch_offset_[k] : nullptr;
-    int want = kern.max_threads > 0 ? std::min(kern.max_threads, plan_threads) : plan_threads;
-    if (want != current_threads) omp_set_num_threads(current_threads = want);
-    auto t0 = std::chrono::steady_clock::now();
-    try {
-      kern.run(ctx);
-    } catch (const Error& e) {
-      throw e.with_context({"", kern.node, kern.op});
-    } catch (const std::exception& e) {
-      throw Error(ErrorKind::kInternal, e.what(), {"", kern.node, kern.op});
-    }
-    if (options_.profile)
-      kernel_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Open MPI advances a started collective only inside MPI calls: the run
+  // lets it progress after every kernel while one is in flight.
+  int64_t in_flight = 0;
+  for (const PlanStep& step : steps_) {
+    run_step(step, ctx, plan_threads, current_threads);
+    if (step.kind == PlanStep::Kind::kStart) ++in_flight;
+    else if (step.kind == PlanStep::Kind::kFinish) --in_flight;
+    else if (in_flight > 0) ctx.communicator->progress();
   }
   for (size_t j = 0; j < spec_.outputs.size(); ++j) {
     ValueId v = spec_.outputs[j];
@@ -304,6 +318,28 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   }
   ++runs_;
   return outs;
+}
+
+void ExecutablePlan::Impl::run_step(const PlanStep& step, ExecContext& ctx, int plan_threads, int& current_threads) {
+  const auto k = static_cast<size_t>(step.kernel);
+  Kernel& kern = *spec_.kernels[k];
+  ctx.scratch = scratch_offset_[k] >= 0 ? arena_ + scratch_offset_[k] : nullptr;
+  int want = kern.max_threads > 0 ? std::min(kern.max_threads, plan_threads) : plan_threads;
+  if (want != current_threads) omp_set_num_threads(current_threads = want);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    switch (step.kind) {
+      case PlanStep::Kind::kRun: kern.run(ctx); break;
+      case PlanStep::Kind::kStart: kern.start(ctx); break;
+      case PlanStep::Kind::kFinish: kern.finish(ctx); break;
+    }
+  } catch (const Error& e) {
+    throw e.with_context({"", kern.node, kern.op});
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kInternal, e.what(), {"", kern.node, kern.op});
+  }
+  if (options_.profile)
+    kernel_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 Profile ExecutablePlan::Impl::profile() const {
@@ -368,5 +404,6 @@ MemoryReport ExecutablePlan::memory() const { return impl_->memory(); }
 Profile ExecutablePlan::profile() const { return impl_->profile(); }
 const RunOptions& ExecutablePlan::options() const { return impl_->options(); }
 int64_t ExecutablePlan::num_kernels() const { return impl_->num_kernels(); }
+std::string ExecutablePlan::collective_steps() const { return impl_->collective_steps(); }
 
 }  // namespace tessera::runtime
