@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "graph/error.h"
 #include "runtime/communicator.h"
@@ -184,13 +185,19 @@ TEST(InProcessWorldTest, BlockingCollectiveNeverWaitsForAPeersRead) {
 // (every rank posted it) and stop in the next; the world runs again.
 TEST(InProcessWorldTest, RankFailingWithAStartedCollectiveStopsTheOthers) {
   InProcessWorld world(DeviceMesh::parse("tp=3"));
-  std::atomic<int> completed{0}, stopped{0};
+  std::atomic<int> completed{0}, stopped{0}, started{0};
   try {
     world.run([&](int64_t r) {
       Communicator& c = *world.communicator(r);
       float x = 1, y = 0;
       int64_t h = c.start({Exchange::Kind::kAllReduceSum, 0, DType::kF32, &x, &y, 1});
-      if (r == 2) throw Error(ErrorKind::kResource, "out of memory between start and wait");
+      // Rank 2 fails once every rank has posted: a rank that posts after a
+      // failure stops there, and this test is about the collective in flight.
+      ++started;
+      if (r == 2) {
+        while (started.load() < 3) std::this_thread::yield();
+        throw Error(ErrorKind::kResource, "out of memory between start and wait");
+      }
       c.wait(h);
       if (y == 3) ++completed;
       try {
