@@ -36,6 +36,16 @@ class Kernel {
   virtual int64_t scratch_bytes() const { return 0; }
   virtual int64_t weight_bytes() const { return 0; }  // prepacked constants it owns
 
+  // A kernel that waits on other ranks (a collective) can run in two
+  // halves, so that the plan runs independent kernels in between (plan.cc):
+  // start() posts the exchange, finish() completes it (and unpacks its
+  // result). From start to finish its inputs, outputs and scratch stay
+  // allocated and unchanged, and its outputs are not read. run() is the
+  // blocking form, for where nothing runs in between.
+  virtual bool splits() const { return false; }
+  virtual void start(ExecContext& ctx) { run(ctx); }
+  virtual void finish(ExecContext& ctx) { (void)ctx; }
+
   // Values read (graph values of every fused node, without the fused
   // intermediates) and written; kNoValue entries are skipped.
   std::vector<ValueId> inputs;

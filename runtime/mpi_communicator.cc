@@ -5,6 +5,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <vector>
@@ -114,6 +115,10 @@ void MpiSession::abort(int code) {
 
 struct MpiCommunicator::Comms {
   std::vector<MPI_Comm> axis;  // per mesh axis: this rank's group along it
+  // Started collectives, oldest first: (request id, MPI's request, which
+  // MPI_REQUEST_NULL once an MPI_Test completed it).
+  std::vector<std::pair<int64_t, MPI_Request>> pending;
+  int64_t next_id = 0;
   ~Comms() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -162,6 +167,55 @@ void MpiCommunicator::all_gather(int axis, const void* in, void* out, int64_t by
 void MpiCommunicator::all_to_all(int axis, const void* in, void* out, int64_t bytes) {
   int n = mpi_count(bytes, "an all-to-all");
   check_mpi(MPI_Alltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comms_->axis[axis]), "MPI_Alltoall");
+}
+
+int64_t MpiCommunicator::start(const Exchange& x) {
+  MPI_Comm comm = comms_->axis[static_cast<size_t>(x.axis)];
+  MPI_Request req = MPI_REQUEST_NULL;
+  switch (x.kind) {
+    case Exchange::Kind::kAllReduceSum:
+      check_mpi(MPI_Iallreduce(x.in == x.out ? MPI_IN_PLACE : x.in, x.out, mpi_count(x.count, "an all-reduce"),
+                               mpi_type(x.dtype), MPI_SUM, comm, &req),
+                "MPI_Iallreduce");
+      break;
+    case Exchange::Kind::kReduceScatterSum:
+      check_mpi(MPI_Ireduce_scatter_block(x.in, x.out, mpi_count(x.count, "a reduce-scatter"), mpi_type(x.dtype),
+                                          MPI_SUM, comm, &req),
+                "MPI_Ireduce_scatter_block");
+      break;
+    case Exchange::Kind::kAllGather: {
+      int n = mpi_count(x.count, "an all-gather");
+      check_mpi(MPI_Iallgather(x.in, n, MPI_BYTE, x.out, n, MPI_BYTE, comm, &req), "MPI_Iallgather");
+      break;
+    }
+    case Exchange::Kind::kAllToAll: {
+      int n = mpi_count(x.count, "an all-to-all");
+      check_mpi(MPI_Ialltoall(x.in, n, MPI_BYTE, x.out, n, MPI_BYTE, comm, &req), "MPI_Ialltoall");
+      break;
+    }
+  }
+  comms_->pending.emplace_back(comms_->next_id, req);
+  return comms_->next_id++;
+}
+
+void MpiCommunicator::wait(int64_t request) {
+  auto& pending = comms_->pending;
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.first == request; });
+  TESSERA_CHECK(it != pending.end(), "wait on request " << request << ", which is not pending");
+  MPI_Request req = it->second;
+  pending.erase(it);
+  check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+}
+
+void MpiCommunicator::progress() {
+  // One test drives Open MPI's progress engine, which advances every
+  // outstanding collective; the oldest is the one a wait needs first.
+  for (auto& [id, req] : comms_->pending) {
+    if (req == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return;
+  }
 }
 
 }  // namespace tessera::runtime

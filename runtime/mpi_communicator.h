@@ -2,7 +2,7 @@
 // this process and the few world-wide steps a run needs around the plan
 // (agreeing that every rank is ready, MPI_Abort when one fails mid-run);
 // MpiCommunicator runs the plan's collectives with MPI's own collectives over
-// one communicator per mesh axis group. MPI_COMM_WORLD rank i is mesh rank i.
+// one communicator per mesh axis group, blocking or non-blocking. MPI_COMM_WORLD rank i is mesh rank i.
 // Only the thread that created the session calls MPI (MPI_THREAD_SERIALIZED
 // is asked for; the kernels' OpenMP threads never call it).
 #pragma once
@@ -77,6 +77,14 @@ class MpiCommunicator : public Communicator {
   void reduce_scatter_sum(int axis, DType dtype, const void* in, void* out, int64_t count) override;
   void all_gather(int axis, const void* in, void* out, int64_t bytes) override;
   void all_to_all(int axis, const void* in, void* out, int64_t bytes) override;
+
+  // MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ialltoall;
+  // wait is MPI_Wait. Open MPI moves them only inside MPI calls (it has no
+  // progress thread): progress() is an MPI_Test, which the plan calls
+  // between kernels.
+  int64_t start(const Exchange& x) override;
+  void wait(int64_t request) override;
+  void progress() override;
 
  private:
   struct Comms;

@@ -44,6 +44,10 @@ struct RunOptions {
   // The ranks this plan's collectives talk to; nullptr: a single rank, and a
   // graph with collectives is rejected.
   Communicator* communicator = nullptr;
+  // Collectives run while the kernels that do not depend on them do
+  // (runtime/schedule.h); off: each collective blocks its rank where the
+  // kernel order has it. The results are the same either way.
+  bool overlap = true;
 };
 
 struct MemoryReport {
@@ -95,6 +99,9 @@ class ExecutablePlan {
   Profile profile() const;  // empty unless compiled with profile = true
   const RunOptions& options() const;
   int64_t num_kernels() const;
+  // When the plan starts, finishes and runs its collectives, one line each
+  // (describe_collective_steps in runtime/schedule.h); empty without any.
+  std::string collective_steps() const;
 
   class Impl;
 

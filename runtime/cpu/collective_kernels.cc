@@ -57,47 +57,77 @@ class CollectiveKernel : public Kernel {
   int64_t scratch_bytes() const override { return scratch.total; }
   std::string impl() const override { return "collective"; }
 
+  bool splits() const override { return true; }
   void run(ExecContext& ctx) override {
-    TESSERA_CHECK(ctx.communicator != nullptr, "collective kernel run without a communicator");
-    Communicator& comm = *ctx.communicator;
-    const uint8_t* in = ctx.ptr[inputs[0]];
-    uint8_t* out = ctx.ptr[outputs[0]];
-    if (in_elems == 0) return;  // the same on every rank: nobody exchanges
-    const uint8_t* src = in;
-    if (pack) {
-      pack->run(ctx.scratch + pack_at, in);
-      src = ctx.scratch + pack_at;
+    if (std::optional<Exchange> x = prepare(ctx)) {
+      ctx.communicator->exchange(*x);
+      complete(ctx);
     }
-    switch (kind) {
-      case OpKind::kAllReduce:
-      case OpKind::kReduceScatter: sum(comm, src, out, ctx.scratch); return;
-      case OpKind::kAllGather:
-      case OpKind::kAllToAll: {
-        uint8_t* recv = unpack ? ctx.scratch + recv_at : out;
-        if (kind == OpKind::kAllGather) comm.all_gather(axis, src, recv, block_bytes);
-        else comm.all_to_all(axis, src, recv, block_bytes);
-        if (unpack) unpack->run(out, recv);
-        return;
-      }
-      default: TESSERA_CHECK(false, "collective kernel built for " << op_name(kind));
-    }
+  }
+  void start(ExecContext& ctx) override {
+    request_.reset();
+    std::optional<Exchange> x = prepare(ctx);
+    request_ = x ? std::optional<int64_t>(ctx.communicator->start(*x)) : std::nullopt;
+  }
+  void finish(ExecContext& ctx) override {
+    if (!request_) return;
+    int64_t r = *request_;
+    request_.reset();
+    ctx.communicator->wait(r);
+    complete(ctx);
   }
 
  private:
-  void sum(Communicator& comm, const uint8_t* src, uint8_t* out, uint8_t* scr) const {
-    bool all = kind == OpKind::kAllReduce;
-    if (!is_16bit_float(dtype)) {
-      if (all) comm.all_reduce_sum(axis, dtype, src, out, out_elems);
-      else comm.reduce_scatter_sum(axis, dtype, src, out, out_elems);
-      return;
+  // Packs and widens the input into scratch: the exchange of the flat
+  // blocks, or nothing when there are none (the same on every rank).
+  std::optional<Exchange> prepare(ExecContext& ctx) const {
+    TESSERA_CHECK(ctx.communicator != nullptr, "collective kernel run without a communicator");
+    if (in_elems == 0) return std::nullopt;
+    const uint8_t* src = ctx.ptr[inputs[0]];
+    uint8_t* out = ctx.ptr[outputs[0]];
+    if (pack) {
+      pack->run(ctx.scratch + pack_at, src);
+      src = ctx.scratch + pack_at;
     }
-    auto* wide_in = reinterpret_cast<float*>(scr + wide_in_at);
-    auto* wide_out = reinterpret_cast<float*>(scr + wide_out_at);
-    widen(dtype, src, wide_in, in_elems);
-    if (all) comm.all_reduce_sum(axis, DType::kF32, wide_in, wide_out, out_elems);
-    else comm.reduce_scatter_sum(axis, DType::kF32, wide_in, wide_out, out_elems);
-    narrow(dtype, wide_out, out, out_elems);
+    Exchange x;
+    x.axis = axis;
+    switch (kind) {
+      case OpKind::kAllReduce:
+      case OpKind::kReduceScatter:
+        x.kind = kind == OpKind::kAllReduce ? Exchange::Kind::kAllReduceSum : Exchange::Kind::kReduceScatterSum;
+        x.count = out_elems;
+        x.dtype = dtype;
+        x.in = src;
+        x.out = out;
+        if (is_16bit_float(dtype)) {
+          auto* wide_in = reinterpret_cast<float*>(ctx.scratch + wide_in_at);
+          widen(dtype, src, wide_in, in_elems);
+          x.dtype = DType::kF32;
+          x.in = wide_in;
+          x.out = ctx.scratch + wide_out_at;
+        }
+        return x;
+      case OpKind::kAllGather:
+      case OpKind::kAllToAll:
+        x.kind = kind == OpKind::kAllGather ? Exchange::Kind::kAllGather : Exchange::Kind::kAllToAll;
+        x.count = block_bytes;
+        x.in = src;
+        x.out = unpack ? ctx.scratch + recv_at : out;
+        return x;
+      default: TESSERA_CHECK(false, "collective kernel built for " << op_name(kind));
+    }
+    return std::nullopt;
   }
+
+  // Narrows or unpacks the exchange's result into the output.
+  void complete(ExecContext& ctx) const {
+    uint8_t* out = ctx.ptr[outputs[0]];
+    if ((kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter) && is_16bit_float(dtype))
+      narrow(dtype, reinterpret_cast<const float*>(ctx.scratch + wide_out_at), out, out_elems);
+    if (unpack) unpack->run(out, ctx.scratch + recv_at);
+  }
+
+  std::optional<int64_t> request_;  // started, not finished (a plan runs once at a time)
 };
 
 }  // namespace

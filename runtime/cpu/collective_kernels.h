@@ -8,6 +8,10 @@
 //   AllGather(x, axis)       all_gather of x, unpack the blocks along axis
 //   AllToAll(x, split, cat)  pack along split, all_to_all, unpack along cat
 //
+// Each splits (Kernel::splits): start() packs or widens and starts the
+// exchange (Communicator::start), finish() waits for it and unpacks or
+// narrows; run() is the blocking exchange between the same two halves.
+//
 // Used by the CPU and the reference backends (the reference kernel of a
 // collective needs the peers' tensors, which only the communicator has).
 #pragma once

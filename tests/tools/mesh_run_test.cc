@@ -3,19 +3,25 @@
 // that `tessera optimize --mesh tp=2` makes from the tiny transformer,
 // against the single-device run; and the faults: an mpirun -np that is not
 // the plan's, rank files that are corrupt, missing or make other
-// collectives, a rank that fails during its run. No test depends on timing:
+// collectives, a rank that fails during its run (also while a collective
+// it started is in flight). Collectives that overlap other kernels give the
+// results of blocking ones, bit for bit, and every rank's plan the same
+// schedule. No test depends on timing:
 // each command ends by itself or is a hang, which CTest's TIMEOUT catches.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <sys/wait.h>
 
 #include "graph/graph.h"
 #include "onnx_import/tensor_proto.h"
+#include "runtime/communicator.h"
+#include "runtime/runtime.h"
 #include "tools/api/tessera.h"
 
 namespace tessera {
@@ -67,6 +73,82 @@ void expect_same_outputs(const fs::path& got, const fs::path& want) {
       if (!(std::fabs(a.get_double(k) - b.get_double(k)) <= 1e-4 * (std::fabs(b.get_double(k)) + 1.0))) ++bad;
     EXPECT_EQ(bad, 0) << f << ": " << bad << " of " << a.numel() << " elements differ from the single-device run";
   }
+}
+
+// The bytes of every output_<i>.pb in `dir`.
+std::vector<std::string> output_bytes(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (int i = 0; fs::exists(dir / ("output_" + std::to_string(i) + ".pb")); ++i)
+    out.push_back(read_file(dir / ("output_" + std::to_string(i) + ".pb")));
+  return out;
+}
+
+// `args` run with overlap and with --no-overlap, as threads and under
+// mpirun, write the same bytes.
+void expect_overlap_changes_no_bit(const std::string& args) {
+  for (bool mpi : {false, true}) {
+    std::vector<std::string> got[2];
+    for (bool overlap : {false, true}) {
+      fs::path out = scratch(std::string("bits_") + (mpi ? "mpi" : "threads") + (overlap ? "_on" : "_off"));
+      std::string a = args + " --threads 1 --output-dir " + out.string() + (overlap ? "" : " --no-overlap");
+      Result r = mpi ? mpirun(2, a) : run("", a);
+      ASSERT_EQ(r.code, 0) << r.err;
+      got[overlap] = output_bytes(out);
+      fs::remove_all(out);
+    }
+    ASSERT_FALSE(got[0].empty());
+    EXPECT_TRUE(got[0] == got[1]) << (mpi ? "mpirun" : "threads") << ": overlap changed the outputs";
+  }
+}
+
+// Every rank's plan compiled as `tessera run` does, and its collective steps.
+std::vector<std::string> rank_schedules(const fs::path& dir) {
+  api::MeshPlan plan = api::read_mesh_plan(dir.string());
+  runtime::InProcessWorld world(DeviceMesh::parse(plan.mesh));
+  std::vector<std::string> steps;
+  for (int64_t r = 0; r < plan.ranks; ++r) {
+    runtime::RunOptions o;
+    o.threads = 1;
+    o.communicator = world.communicator(r);
+    steps.push_back(runtime::ExecutablePlan::compile(api::load_rank(plan, r), o).collective_steps());
+  }
+  return steps;
+}
+
+// A plan folder made by hand from one program per rank (`make(rank)`).
+fs::path hand_plan(const std::string& name, const std::function<Graph(int)>& make) {
+  fs::path p = scratch(name);
+  fs::create_directories(p);
+  for (int r = 0; r < 2; ++r) api::export_onnx(make(r), (p / ("rank" + std::to_string(r) + ".onnx")).string());
+  std::ofstream(p / "plan.json") << R"({"format_version": 2, "mesh": "tp=2", "ranks": [{"rank": 0}, {"rank": 1}]})";
+  return p;
+}
+
+Attrs all_reduce_over_tp() {
+  Attrs ar;
+  ar.set("mesh_axis", std::string("tp"));
+  ar.set("group_size", int64_t{2});
+  return ar;
+}
+
+Tensor ramp(const Shape& shape, double scale) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.7 * static_cast<double>(i) + scale);
+  return Tensor::from_doubles(DType::kF32, shape, v);
+}
+
+// y = AllReduce(x w_r) + Relu(x v) v: the AllReduce is in flight while the
+// branch runs (rank r holds its own w_r).
+Graph two_branches(int rank) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {16, 32}});
+  ValueId a = g.add(OpKind::kMatMul, {x, g.add_constant("w", ramp({32, 32}, 0.1 + rank))}, {}, "mm");
+  ValueId v = g.add_constant("v", ramp({32, 32}, 0.05));
+  ValueId b = g.add(OpKind::kRelu, {g.add(OpKind::kMatMul, {x, v}, {}, "branch1")}, {}, "branch_relu");
+  b = g.add(OpKind::kMatMul, {b, v}, {}, "branch2");
+  ValueId ar = g.add(OpKind::kAllReduce, {a}, all_reduce_over_tp(), "sum");
+  g.set_outputs({g.add(OpKind::kAdd, {ar, b}, {}, "y")});
+  return g;
 }
 
 class MeshRunTest : public ::testing::Test {
@@ -122,6 +204,28 @@ TEST_F(MeshRunTest, ReferenceBackendThreadsMatchSingleDevice) {
   ASSERT_EQ(r.code, 0) << r.err;
   expect_same_outputs(out, single_);
   fs::remove_all(out);
+}
+
+TEST_F(MeshRunTest, OverlapChangesNoBitAndEveryRankHasTheSameSchedule) {
+  expect_overlap_changes_no_bit("run " + plan_.string() + " --seed 4");
+  std::vector<std::string> steps = rank_schedules(plan_);
+  EXPECT_EQ(steps[0], steps[1]);
+  EXPECT_NE(steps[0].find("start "), std::string::npos) << "no collective of the plan overlaps a kernel:\n" << steps[0];
+}
+
+TEST(MeshRunOverlapTest, TwoBranchesOverlapAndChangeNoBit) {
+  fs::path p = hand_plan("branches", two_branches);
+  std::vector<std::string> steps = rank_schedules(p);
+  EXPECT_EQ(steps[0], "start 0 AllReduce 'sum'\nfinish 0 AllReduce 'sum'\n");
+  EXPECT_EQ(steps[1], steps[0]);
+  expect_overlap_changes_no_bit("run " + p.string() + " --seed 2");
+  for (bool mpi : {false, true}) {
+    std::string args = "run " + p.string() + " --threads 1 --repeat 2 --profile";
+    Result on = mpi ? mpirun(2, args) : run("", args), off = mpi ? mpirun(2, args + " --no-overlap") : run("", args + " --no-overlap");
+    EXPECT_NE(on.out.find("1 of 1 overlap other kernels"), std::string::npos) << on.out << on.err;
+    EXPECT_NE(off.out.find("0 of 1 overlap other kernels"), std::string::npos) << off.out << off.err;
+  }
+  fs::remove_all(p);
 }
 
 TEST_F(MeshRunTest, RepeatAndProfileReportRankZero) {
@@ -220,6 +324,38 @@ TEST(MeshRunFaultTest, RankFailingDuringItsRunEndsTheJob) {
   Result ok = mpirun(2, args);
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("sum=6 "), std::string::npos) << ok.out;  // 2 ranks x 3 ones
+  fs::remove_all(p);
+}
+
+// y = AllReduce(x w) + Gather(t, idx), where rank 1's t has 2 rows and
+// rank 0's 8: idx = 5 fails on rank 1 only, in the Gather, which runs while
+// the AllReduce that both ranks started is in flight.
+TEST(MeshRunFaultTest, RankFailingWhileACollectiveIsInFlightEndsTheJob) {
+  fs::path p = hand_plan("inflight", [](int r) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 3}});
+    ValueId idx = g.add_input("idx", {DType::kI64, {1}});
+    ValueId mm = g.add(OpKind::kMatMul, {x, g.add_constant("w", ramp({3, 3}, 1.0))}, {}, "mm");
+    ValueId sum = g.add(OpKind::kAllReduce, {mm}, all_reduce_over_tp(), "sum");
+    int64_t rows = r == 0 ? 8 : 2;
+    Attrs ga;
+    ga.set("axis", int64_t{0});
+    ValueId row = g.add(OpKind::kGather, {g.add_constant("t", ramp({rows, 3}, 2.0)), idx}, ga, "gather");
+    g.set_outputs({g.add(OpKind::kAdd, {sum, row}, {}, "y")});
+    return g;
+  });
+  EXPECT_EQ(rank_schedules(p)[1], "start 0 AllReduce 'sum'\nfinish 0 AllReduce 'sum'\n");
+  write_tensor_file(Tensor::vector_i64({5}), "idx", (p / "idx.pb").string());
+  std::string args = "run " + p.string() + " --input idx=" + (p / "idx.pb").string();
+  Result m = mpirun(2, args);
+  EXPECT_NE(m.code, 0);
+  EXPECT_NE(m.err.find("rank 1: node 'gather' (Gather): gather index 5 is out of range"), std::string::npos) << m.err;
+  Result t = run("", args);
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find("rank 1: node 'gather' (Gather): gather index 5"), std::string::npos) << t.err;
+  write_tensor_file(Tensor::vector_i64({1}), "idx", (p / "idx.pb").string());
+  EXPECT_EQ(mpirun(2, args).code, 0);
+  EXPECT_EQ(run("", args).code, 0);
   fs::remove_all(p);
 }
 

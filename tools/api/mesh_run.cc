@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "graph/error.h"
@@ -80,6 +81,16 @@ double collective_ms(const runtime::ExecutablePlan& plan) {
   return ms;
 }
 
+// Rank 0's collectives and those that start before other kernels run.
+void count_collectives(const runtime::ExecutablePlan& plan, MeshRunResult& m) {
+  std::istringstream steps(plan.collective_steps());
+  for (std::string line; std::getline(steps, line);) {
+    bool started = line.rfind("start ", 0) == 0;
+    m.collectives += started || line.rfind("run ", 0) == 0;
+    m.overlapped += started;
+  }
+}
+
 // NCCL puts one rank on each GPU (it refuses two ranks on one device).
 void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
   if (options.backend != runtime::Backend::kCuda) return;
@@ -119,6 +130,7 @@ MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const In
   runtime::InProcessWorld world(mesh);
   std::vector<RunResult> results(static_cast<size_t>(plan.ranks));
   double comm_ms = 0;
+  MeshRunResult m;
   world.run([&](int64_t r) {
     runtime::RunOptions o = options;
     std::unique_ptr<runtime::Communicator> nccl;
@@ -127,8 +139,8 @@ MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const In
     runtime::ExecutablePlan p = runtime::ExecutablePlan::compile(std::move(graphs[static_cast<size_t>(r)]), o);
     results[static_cast<size_t>(r)] = detail::run_compiled(p, inputs, config);
     if (r == 0 && config.profile) comm_ms = collective_ms(p);
+    if (r == 0) count_collectives(p, m);
   });
-  MeshRunResult m;
   static_cast<RunResult&>(m) = std::move(results[0]);
   m.threads_per_rank = options.threads;
   m.collective_ms = comm_ms;
@@ -227,6 +239,7 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
   m.rank = rank;
   m.threads_per_rank = options.threads;
   if (config.profile) m.collective_ms = collective_ms(*compiled);
+  count_collectives(*compiled, m);
   return m;
 }
 

@@ -63,6 +63,7 @@ runtime::RunOptions run_options(const RunConfig& config) {
   options.backend = runtime::backend_from_name(config.backend);
   options.threads = config.threads;
   options.profile = config.profile;
+  options.overlap = config.overlap;
   return options;
 }
 

@@ -49,6 +49,7 @@ struct RunConfig {
   int threads = 0;              // 0: one per core
   int repeat = 0;               // > 0: one warm-up run, then `repeat` timed runs
   bool profile = false;         // time every kernel
+  bool overlap = true;          // mesh plans: collectives run while independent kernels do
 };
 
 struct RunResult {
@@ -156,6 +157,9 @@ struct MeshRunResult : RunResult {
   // profile: rank 0's time per run in its collective kernels (part of
   // median_ms); 0 where the backend does not time kernels one by one (CUDA).
   double collective_ms = 0;
+  // Rank 0's collectives, and how many of them run while other kernels do
+  // (config.overlap; runtime::ExecutablePlan::collective_steps).
+  int64_t collectives = 0, overlapped = 0;
 };
 
 // Runs every rank of a mesh plan, with outputs and timings as run() gives

@@ -1,5 +1,6 @@
 // tessera run MODEL|PLAN_DIR [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]
 //                   [--backend cpu|cuda|reference] [--threads N] [--repeat N] [--profile]
+//                   [--no-overlap]
 // A plan folder for a mesh runs every rank: as threads of this process, or
 // one rank per process under `mpirun -np N`.
 #include <CLI/CLI.hpp>
@@ -139,8 +140,10 @@ int run_mesh_plan(const RunFlags& flags) {
                     std::to_string(result.threads_per_rank) + " per rank; rank 0's";
   report(names, result, flags, how);
   if (flags.config.profile && result.collective_ms > 0)
-    std::printf("collectives: %.3f ms per run on rank 0 (the kernels marked 'collective' above)\n",
-                result.collective_ms);
+    std::printf("collectives: %.3f ms per run on rank 0 (the kernels marked 'collective' above); %lld of %lld "
+                "overlap other kernels\n",
+                result.collective_ms, static_cast<long long>(result.overlapped),
+                static_cast<long long>(result.collectives));
   return 0;
 }
 
@@ -161,6 +164,9 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--repeat", flags->config.repeat, "Time N runs after one warm-up and print the median latency (rank 0's for a mesh plan)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--profile", flags->config.profile, "Print a per-kernel time table, slowest first (rank 0's, with its time in collectives)");
+  cmd->add_flag("--overlap,!--no-overlap", flags->config.overlap,
+                "Mesh plans: run collectives while the kernels that do not depend on them run (default), or block "
+                "each rank in every collective");
   return [flags] { return api::is_sharded_plan_folder(flags->model) ? run_mesh_plan(*flags) : run_model(*flags); };
 }
 
