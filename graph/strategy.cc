@@ -332,7 +332,22 @@ std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s
     for (ValueId v : n.outputs) gout.push_back(g.type(v).shape);
     def.localize(DimMapContext{n, gin, gout, have}, attrs, lin, local_out);
   }
-  NodeId id = local.add_node(n.kind, local_inputs, attrs, n.name);
+  // A Transpose that moves only dims the split left of size 1 keeps the
+  // data in order: on this rank it is a Reshape (a view, not a copy).
+  OpKind kind = n.kind;
+  if (kind == OpKind::kTranspose && local_inputs[0] != kNoValue) {
+    const Shape& in = local.type(local_inputs[0]).shape;
+    std::vector<int64_t> perm = attrs.ints("perm");
+    std::vector<int64_t> order;
+    for (int64_t d : perm)
+      if (in[static_cast<size_t>(d)] != 1) order.push_back(d);
+    if (std::is_sorted(order.begin(), order.end()) && !std::is_sorted(perm.begin(), perm.end())) {
+      kind = OpKind::kReshape;
+      attrs = Attrs{};
+      attrs.set("shape", local_out[0]);
+    }
+  }
+  NodeId id = local.add_node(kind, local_inputs, attrs, n.name);
   std::vector<ValueId> outs = local.node(id).outputs;
   for (size_t o = 0; o < outs.size(); ++o)
     TESSERA_CHECK(local.type(outs[o]).shape == local_out[o],

@@ -147,7 +147,8 @@ std::string rules_listing() {
   for (const auto& [name, identity] : canonical_pass_list()) os << "  " << name << "  " << identity << "\n";
   os << "rules (--disable-rule NAME):\n";
   for (const Rule& r : all_rules())
-    os << "  " << r.name << "  " << r.identity << "  [proof: " << r.obligation << "]\n";
+    os << "  " << r.name << "  " << r.identity << "  [proof: " << r.obligation << "]"
+       << (r.mesh_only ? "  (sharding search only)" : "") << "\n";
   return os.str();
 }
 

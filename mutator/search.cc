@@ -409,7 +409,7 @@ SearchResult search(const Graph& g, const SearchOptions& options) {
   Shared sh{options, {}, MutationVerifier(options.seed),
             start + std::chrono::microseconds(static_cast<int64_t>(options.budget_s * 1e6))};
   for (const Rule& r : all_rules())
-    if (!options.disabled_rules.count(r.name)) sh.rules.push_back(&r);
+    if (!r.mesh_only && !options.disabled_rules.count(r.name)) sh.rules.push_back(&r);
   std::vector<std::vector<NodeId>> parts = partition_subprograms(g);
   std::vector<Graph> subs;
   std::vector<Outside> outsides;

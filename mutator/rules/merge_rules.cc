@@ -2,6 +2,7 @@
 // become one bigger op followed by a Split, so the input is read once and one
 // kernel launch replaces several.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "mutator/rules/rule.h"
@@ -109,6 +110,182 @@ std::vector<Mutation> merge_matmuls_sharing_input(const RuleContext& ctx, NodeId
   return {b.finish(std::to_string(group.size()) + " " + op_name(r.kind) + "s reading " + g.value(a).name +
                    " merged into one")};
 }
+
+}  // namespace
+
+// A projection by a merged weight whose result is split along its columns
+// (GPT-2's c_attn: Gemm, Reshape back to [B, S, 3H], Split into Q, K, V).
+// The ops between the product and the Split must keep the last axis as it
+// is: a bias Add over it, a Reshape of the leading dims.
+std::optional<MergedProjection> match_merged_projection(const RuleContext& ctx, NodeId root) {
+  const Graph& g = ctx.g;
+  const Node& split = g.node(root);
+  if (split.kind != OpKind::kSplit) return std::nullopt;
+  MergedProjection m;
+  m.split = root;
+  ValueId y = split.inputs[0];
+  const int64_t rank = g.type(y).rank();
+  if (rank < 1 || split.outputs.size() < 2) return std::nullopt;
+  int64_t axis = split.attrs.i("axis");
+  if (axis < 0) axis += rank;
+  if (axis != rank - 1) return std::nullopt;
+  const int64_t cols = g.type(y).shape.back();
+  ValueId at = y;
+  m.nodes.push_back(root);
+  for (int step = 0; step < 2; ++step) {
+    NodeId p = g.value(at).producer;
+    if (p < 0 || ctx.sole_user(at) < 0 || ctx.is_graph_output(at)) return std::nullopt;
+    const Node& pn = g.node(p);
+    if (pn.kind == OpKind::kReshape && m.reshape < 0 && m.add < 0 && g.type(pn.inputs[0]).rank() >= 1 &&
+        g.type(pn.inputs[0]).shape.back() == cols) {
+      m.reshape = p;
+      at = pn.inputs[0];
+    } else if (pn.kind == OpKind::kAdd && m.add < 0) {
+      for (int side = 0; side < 2 && m.add < 0; ++side) {
+        ValueId v = pn.inputs[static_cast<size_t>(side)];
+        if (is_constant(g, v)) continue;
+        auto [a, bias] = bias_add(ctx, v, cols);
+        if (a != p) continue;
+        m.add = p;
+        m.bias = bias;
+        at = v;
+      }
+      if (m.add < 0) return std::nullopt;
+    } else {
+      break;
+    }
+    m.nodes.push_back(p);
+  }
+  NodeId mm = g.value(at).producer;
+  if (mm < 0 || ctx.sole_user(at) < 0 || ctx.is_graph_output(at)) return std::nullopt;
+  const Node& prod = g.node(mm);
+  if (prod.kind != OpKind::kMatMul && prod.kind != OpKind::kGemm) return std::nullopt;
+  m.weight = weight_kn(g, prod);
+  if (!m.weight.defined() || m.weight.shape()[1] != cols) return std::nullopt;
+  if (prod.kind == OpKind::kGemm) {
+    m.gemm_bias = gemm_bias(g, prod, cols, m.weight.dtype());
+    if (!m.gemm_bias.defined()) return std::nullopt;
+  }
+  m.product = mm;
+  m.nodes.push_back(mm);
+  std::sort(m.nodes.begin(), m.nodes.end());
+  m.sizes = split.attrs.has("split") ? split.attrs.ints("split") : std::vector<int64_t>{};
+  if (m.sizes.empty()) {
+    const auto parts = static_cast<int64_t>(split.outputs.size());
+    if (cols % parts != 0) return std::nullopt;
+    m.sizes.assign(static_cast<size_t>(parts), cols / parts);
+  }
+  return m;
+}
+
+namespace {
+
+// x times columns [begin, begin + count) of the merged weight (and bias), as
+// the product was written.
+ValueId part_product(MutationBuilder& b, const Graph& g, const MergedProjection& m, ValueId x, const Tensor& w,
+                     const Tensor& gbias, const Tensor& bias) {
+  ValueId wi = b.constant(w);
+  ValueId y;
+  if (g.node(m.product).kind == OpKind::kGemm) {
+    Attrs a;
+    a.set("alpha", 1.0);
+    a.set("beta", 1.0);
+    a.set("transA", int64_t{0});
+    a.set("transB", int64_t{0});
+    y = b.add(OpKind::kGemm, {x, wi, b.constant(gbias)}, a);
+  } else {
+    y = b.add(OpKind::kMatMul, {x, wi});
+  }
+  if (m.add >= 0) y = b.add(OpKind::kAdd, {y, b.constant(bias)});
+  return y;
+}
+
+Attrs reshape_to(const Shape& s) {
+  Attrs a;
+  a.set("shape", s);
+  return a;
+}
+
+// Identity: Split(A@Concat(W1..Wn)) = A@W1, ..., A@Wn (the merge rule's,
+// read the other way). One projection per part, each by its own columns of
+// the weight (and bias), so that each can be column-split on its own and
+// every rank holds whole heads of Q, K and V.
+std::vector<Mutation> split_merged_projection(const RuleContext& ctx, NodeId root) {
+  std::optional<MergedProjection> m = match_merged_projection(ctx, root);
+  if (!m) return {};
+  const Graph& g = ctx.g;
+  const Node& split = g.node(root);
+  const Node& prod = g.node(m->product);
+  MutationBuilder b(g, "split-merged-projection", m->nodes);
+  ValueId x = b.in(prod.inputs[0]);
+  int64_t offset = 0;
+  for (size_t i = 0; i < m->sizes.size(); ++i) {
+    int64_t n = m->sizes[i];
+    ValueId part = part_product(b, g, *m, x, slice_last_axis(m->weight, offset, n),
+                                m->gemm_bias.defined() ? slice_last_axis(m->gemm_bias, offset, n) : Tensor{},
+                                m->bias.defined() ? slice_last_axis(m->bias, offset, n) : Tensor{});
+    if (m->reshape >= 0) part = b.add(OpKind::kReshape, {part}, reshape_to(g.type(split.outputs[i]).shape));
+    b.replace(split.outputs[i], part);
+    offset += n;
+  }
+  return {b.finish(std::string(op_name(prod.kind)) + " by " + g.value(prod.inputs[1]).name + " and its Split become " +
+                   std::to_string(m->sizes.size()) + " projections")};
+}
+
+}  // namespace
+
+// The merged weight's columns reordered so that `ways` equal blocks each
+// hold the same share of every part ([Q_0 K_0 V_0 | Q_1 K_1 V_1 | ...]),
+// and the product's result put back in order by a Reshape to [..., ways,
+// parts, H/ways], a Transpose of those two axes, a Split of the parts and a
+// Reshape of each to [..., H]: the same values, and a column split of the
+// new weight over `ways` ranks gives each rank whole heads of every part
+// from one product. Parts must be equal and divisible by `ways`.
+std::vector<Mutation> permute_merged_projection(const RuleContext& ctx, NodeId root, int64_t ways) {
+  std::optional<MergedProjection> m = match_merged_projection(ctx, root);
+  if (!m || ways < 2) return {};
+  const auto parts = static_cast<int64_t>(m->sizes.size());
+  const int64_t h = m->sizes[0];
+  for (int64_t s : m->sizes)
+    if (s != h) return {};
+  if (h % ways != 0) return {};
+  const int64_t block = h / ways;
+  const Graph& g = ctx.g;
+  const Node& split = g.node(root);
+  const Node& prod = g.node(m->product);
+  auto permute = [&](const Tensor& t) {
+    std::vector<Tensor> pieces;
+    for (int64_t r = 0; r < ways; ++r)
+      for (int64_t p = 0; p < parts; ++p) pieces.push_back(slice_last_axis(t, p * h + r * block, block));
+    return concat_tensors(pieces, t.rank() - 1);
+  };
+  MutationBuilder b(g, "permute-merged-projection", m->nodes);
+  ValueId y = part_product(b, g, *m, b.in(prod.inputs[0]), permute(m->weight),
+                           m->gemm_bias.defined() ? permute(m->gemm_bias) : Tensor{},
+                           m->bias.defined() ? permute(m->bias) : Tensor{});
+  Shape lead = g.type(split.inputs[0]).shape;
+  lead.pop_back();
+  Shape blocked = lead;
+  blocked.insert(blocked.end(), {ways, parts, block});
+  ValueId v = b.add(OpKind::kReshape, {y}, reshape_to(blocked));
+  std::vector<int64_t> perm;
+  for (size_t d = 0; d < lead.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+  const auto l = static_cast<int64_t>(lead.size());
+  perm.insert(perm.end(), {l + 1, l, l + 2});
+  Attrs ta;
+  ta.set("perm", perm);
+  v = b.add(OpKind::kTranspose, {v}, ta);
+  Attrs sa;
+  sa.set("axis", l);
+  sa.set("split", std::vector<int64_t>(static_cast<size_t>(parts), 1));
+  std::vector<ValueId> outs = b.add_multi(OpKind::kSplit, {v}, sa, static_cast<int>(parts));
+  for (size_t i = 0; i < outs.size(); ++i)
+    b.replace(split.outputs[i], b.add(OpKind::kReshape, {outs[i]}, reshape_to(g.type(split.outputs[i]).shape)));
+  return {b.finish(std::string(op_name(prod.kind)) + " by " + g.value(prod.inputs[1]).name + ": columns in " +
+                   std::to_string(ways) + " blocks of every part")};
+}
+
+namespace {
 
 bool same_geometry(const Node& a, const Node& b) {
   for (const char* k : {"kernel_shape", "strides", "pads", "dilations"})
@@ -226,6 +403,10 @@ std::vector<Mutation> merge_parallel_convs_into_group(const RuleContext& ctx, No
 void register_merge_rules(std::vector<Rule>& rules) {
   rules.push_back({"merge-matmuls-sharing-input", "A@W1, A@W2 = Split(A@Concat(W1, W2, axis=1))",
                    "matmul-concat-weights", {OpKind::kMatMul, OpKind::kGemm}, merge_matmuls_sharing_input});
+  Rule split_projection{"split-merged-projection", "Split(A@Concat(W1, W2, axis=1)) = A@W1, A@W2",
+                        "matmul-concat-weights", {OpKind::kSplit}, split_merged_projection};
+  split_projection.mesh_only = true;
+  rules.push_back(split_projection);
   rules.push_back({"merge-convs-sharing-input", "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",
                    kNoObligation, {OpKind::kConv}, merge_convs_sharing_input});
   rules.push_back({"merge-parallel-convs-into-group",

@@ -71,6 +71,21 @@ Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
   return out;
 }
 
+Tensor slice_last_axis(const Tensor& t, int64_t begin, int64_t count) {
+  Shape shape = t.shape();
+  int64_t n = shape.back();
+  TESSERA_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "slice out of range");
+  shape.back() = count;
+  Tensor out(t.dtype(), shape);
+  size_t elem = dtype_size(t.dtype());
+  int64_t rows = n == 0 ? 0 : t.numel() / n;
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(t.data() + (r * n + begin) * static_cast<int64_t>(elem),
+              t.data() + (r * n + begin + count) * static_cast<int64_t>(elem),
+              out.mutable_data() + r * count * static_cast<int64_t>(elem));
+  return out;
+}
+
 Tensor transpose_2d(const Tensor& t) {
   int64_t rows = t.shape()[0], cols = t.shape()[1];
   Tensor out(t.dtype(), {cols, rows});

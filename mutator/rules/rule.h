@@ -5,6 +5,7 @@
 // multilinear test.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct Rule {
   // Its mutants may be right on part of the output only; the search then adds
   // corrections (mutator/pet/correction.h) unless partial mutants are off.
   bool partial = false;
+  // Only the sharding search proposes it (mutator/sharding/shard_search.h):
+  // on one device it only undoes what another rule does.
+  bool mesh_only = false;
 };
 
 // Every rule, in the order the search tries them.
@@ -56,9 +60,28 @@ void register_scale_rules(std::vector<Rule>& rules);
 void register_winograd_rules(std::vector<Rule>& rules);
 void register_pet_rules(std::vector<Rule>& rules);  // mutator/pet/enumerate.cc
 
+// A projection by a merged weight split along its columns (merge_rules.cc):
+// Split <- [Reshape keeping the last axis] <- [bias Add] <- MatMul/Gemm by a
+// constant weight, each read only by the next.
+struct MergedProjection {
+  NodeId split = -1, reshape = -1, add = -1, product = -1;
+  std::vector<NodeId> nodes;  // all of them, sorted
+  Tensor weight;              // [K, N]
+  Tensor gemm_bias, bias;     // length N, when present
+  std::vector<int64_t> sizes; // the parts
+};
+std::optional<MergedProjection> match_merged_projection(const RuleContext& ctx, NodeId split);
+// The merged weight's columns in `ways` blocks of every part, the result
+// put back in order by Reshape, Transpose and Split (merge_rules.cc): what
+// a column split over `ways` ranks needs to give each whole heads. Proposed
+// by the sharding search for its mesh's degree.
+std::vector<Mutation> permute_merged_projection(const RuleContext& ctx, NodeId split, int64_t ways);
+
 // Helpers the family files share.
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
 Tensor transpose_2d(const Tensor& t);
+// Columns [begin, begin + count) of the last axis.
+Tensor slice_last_axis(const Tensor& t, int64_t begin, int64_t count);
 bool is_constant(const Graph& g, ValueId v);
 
 }  // namespace tessera::mutator

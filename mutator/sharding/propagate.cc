@@ -27,7 +27,7 @@ namespace {
 
 class Propagation {
  public:
-  Propagation(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
+  Propagation(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device, const StrategyTable* table)
       : g_(g), mesh_(mesh), device_(device), price_(g, mesh, device), users_(g.users()) {
     auto nv = static_cast<size_t>(g.num_values());
     value_.assign(nv, Sharding::replicated(mesh));
@@ -35,9 +35,13 @@ class Propagation {
     is_output_.assign(nv, false);
     for (ValueId v : g.outputs()) is_output_[static_cast<size_t>(v)] = true;
     order_ = g.topo_order();
-    options_.resize(static_cast<size_t>(g.num_nodes()));
     choice_.assign(static_cast<size_t>(g.num_nodes()), 0);
-    for (NodeId n : order_) options_[static_cast<size_t>(n)] = strategies(g, g.node(n), mesh);
+    if (!table) {
+      own_ = strategy_table(g, mesh);
+      table = &own_;
+    }
+    TESSERA_CHECK(table->size() == static_cast<size_t>(g.num_nodes()), "strategy table is for another graph");
+    options_ = table;
   }
 
   void fix(const ShardConstraint& c) {
@@ -79,7 +83,7 @@ class Propagation {
     out.values = value_;
     out.sweeps = sweeps;
     for (size_t v = 0; v < fixed_.size(); ++v) out.fixed.push_back(fixed_[v].has_value());
-    out.nodes.resize(options_.size());
+    out.nodes.resize(options_->size());
     std::set<std::pair<ValueId, std::string>> paid;  // one reshard per value and target
     auto pay = [&](ValueId v, const Sharding& from, const Sharding& to) {
       if (from != to && paid.insert({v, to.str()}).second) out.reshard_seconds += price_(v, from, to);
@@ -99,7 +103,7 @@ class Propagation {
 
  private:
   const Strategy& chosen(NodeId n) const {
-    return options_[static_cast<size_t>(n)][static_cast<size_t>(choice_[static_cast<size_t>(n)])];
+    return (*options_)[static_cast<size_t>(n)][static_cast<size_t>(choice_[static_cast<size_t>(n)])];
   }
 
   // A rank's share of the node's work, as a roofline: a factor split over
@@ -170,7 +174,19 @@ class Propagation {
         continue;
       }
       if (is_output_[vi]) c += price_(v, s.outputs[o], Sharding::replicated(mesh_));
-      if (!with_consumers) continue;
+      if (!with_consumers) {
+        // Before its readers have chosen, a Partial output is charged the
+        // reduction it will need: passing a Partial on is then no cheaper
+        // than reducing it here unless it shrinks on the way (and a value
+        // read twice is not reduced once per reader downstream).
+        if (!is_output_[vi]) {
+          Sharding reduced = s.outputs[o];
+          for (Placement& p : reduced.placements)
+            if (p.kind == Placement::Kind::kPartial) p = Placement::replicate();
+          c += price_(v, s.outputs[o], reduced);
+        }
+        continue;
+      }
       for (NodeId u : users_[vi]) {
         const Node& un = g_.node(u);
         for (size_t slot = 0; slot < un.inputs.size(); ++slot)
@@ -183,7 +199,7 @@ class Propagation {
   // Picks n's cheapest strategy (the current one unless another is
   // strictly cheaper, so sweeps settle); returns whether it changed.
   bool settle(NodeId n, bool with_consumers) {
-    const std::vector<Strategy>& opts = options_[static_cast<size_t>(n)];
+    const std::vector<Strategy>& opts = (*options_)[static_cast<size_t>(n)];
     int& pick = choice_[static_cast<size_t>(n)];
     if (!driven(n, opts[static_cast<size_t>(pick)], with_consumers)) pick = 0;  // the replicated fallback
     int best = pick;
@@ -210,7 +226,8 @@ class Propagation {
   ReshardPrices price_;
   std::vector<std::vector<NodeId>> users_;
   std::vector<NodeId> order_;
-  std::vector<std::vector<Strategy>> options_;
+  const StrategyTable* options_ = nullptr;
+  StrategyTable own_;
   std::vector<int> choice_;
   std::vector<Sharding> value_;
   std::vector<std::optional<Sharding>> fixed_;
@@ -253,9 +270,15 @@ std::string describe(const Graph& g, const ShardedGraph& s) {
   return out;
 }
 
+StrategyTable strategy_table(const Graph& g, const DeviceMesh& mesh) {
+  StrategyTable t(static_cast<size_t>(g.num_nodes()));
+  for (NodeId n = 0; n < g.num_nodes(); ++n) t[static_cast<size_t>(n)] = strategies(g, g.node(n), mesh);
+  return t;
+}
+
 ShardedGraph propagate(const Graph& g, const DeviceMesh& mesh, const std::vector<ShardConstraint>& fixed,
-                       const cost::DeviceProfile& device) {
-  Propagation p(g, mesh, device);
+                       const cost::DeviceProfile& device, const StrategyTable* table) {
+  Propagation p(g, mesh, device, table);
   for (const ShardConstraint& c : fixed) p.fix(c);
   int sweeps = p.run();
   return p.result(sweeps);

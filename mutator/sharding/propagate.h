@@ -45,11 +45,18 @@ struct ShardedGraph {
 
 inline constexpr int kMaxSweeps = 6;
 
+// strategies(g, node, mesh) of every node, by NodeId: what propagation
+// chooses among. The search builds it once per graph and mesh and
+// propagates many times over it.
+using StrategyTable = std::vector<std::vector<Strategy>>;
+StrategyTable strategy_table(const Graph& g, const DeviceMesh& mesh);
+
 // Throws Error(kInvalidGraph) naming the tensor when a constraint does not
 // fit it (a dim the axis size does not divide, a dim it does not have, the
 // wrong number of placements).
+// `table`, when given, is strategy_table(g, mesh).
 ShardedGraph propagate(const Graph& g, const DeviceMesh& mesh, const std::vector<ShardConstraint>& fixed,
-                       const cost::DeviceProfile& device);
+                       const cost::DeviceProfile& device, const StrategyTable* table = nullptr);
 
 // One line per node, "name: strategy", and one per reshard, "  reshard
 // value: from -> to (steps)": what golden tests and reports print.

@@ -158,7 +158,8 @@ double reshard_seconds(const Sharding& from, const Sharding& to, const TensorTyp
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
     if (op_def(node.kind).is_collective()) {
-      s += cost::collective_node_cost(g, node, device, &mesh).time_s;
+      // As the kernel model prices a collective: its launch too.
+      s += cost::collective_node_cost(g, node, device, &mesh).time_s + device.launch_overhead_s;
     } else {
       double bytes = static_cast<double>(g.type(node.inputs[0]).nbytes() + g.type(node.outputs[0]).nbytes());
       s += device.launch_overhead_s + (memory > 0 ? bytes / memory : 0);

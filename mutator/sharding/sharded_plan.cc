@@ -83,6 +83,29 @@ json ranks_json(const ShardedPlan& p) {
   return out;
 }
 
+json search_json(const ShardedPlan& p) {
+  const ShardSearchResult& r = p.search;
+  json curve = json::array();
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    const DegreePoint& d = r.curve[k];
+    curve.push_back({{"mesh", d.mesh.str()}, {"devices", d.mesh.num_devices()}, {"graph", d.graph},
+                     {"predicted_s", d.predicted_s}, {"compute_s", d.compute_s}, {"comm_s", d.comm_s},
+                     {"memory_bytes", d.memory_bytes}, {"fits", d.fits}, {"moves", d.moves},
+                     {"chosen", k == r.chosen}});
+  }
+  return {{"offered_mesh", r.offered.str()},
+          {"chosen_mesh", r.mesh.str()},
+          {"why", r.why},
+          {"rewrites", r.rewrites},
+          {"device_memory_bytes", r.device_memory},
+          {"weight_roles", r.roles},
+          {"weights_in_roles", r.weights_in_roles},
+          {"evaluations", r.evaluations},
+          {"seconds", r.seconds},
+          {"budget_exhausted", r.budget_exhausted},
+          {"degree_curve", curve}};
+}
+
 json collectives_json(const ShardedPlan& p) {
   json out = json::array();
   for (const CollectiveRecord& c : p.collectives)
@@ -112,14 +135,28 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
   p.global = g;
   p.canonical = canonicalize(p.global);
   p.constraints = resolve_annotations(p.global, options.mesh, options.specs);
-  p.sharding = propagate(p.global, options.mesh, p.constraints, device);
+  DeviceMesh mesh = options.mesh;
+  if (options.search) {
+    ShardSearchOptions so;
+    so.mesh = options.mesh;
+    so.constraints = p.constraints;
+    so.device_memory = options.device_memory;
+    so.budget_s = options.budget_s;
+    so.threads = options.threads;
+    p.search = search_shardings(p.global, device, so);
+    p.searched = true;
+    p.global = p.search.graph;
+    p.constraints = p.search.constraints;
+    mesh = p.search.mesh;
+  }
+  p.sharding = propagate(p.global, mesh, p.constraints, device);
   p.ranks = partition(p.global, p.sharding);
 
   verifier::ShardedProgram sp;
-  sp.mesh = options.mesh;
+  sp.mesh = mesh;
   sp.per_rank = p.ranks.ranks;
-  sp.input_shardings.assign(g.inputs().size(), Sharding::replicated(options.mesh));
-  sp.output_shardings.assign(g.outputs().size(), Sharding::replicated(options.mesh));
+  sp.input_shardings.assign(g.inputs().size(), Sharding::replicated(mesh));
+  sp.output_shardings.assign(g.outputs().size(), Sharding::replicated(mesh));
   verifier::EndToEndOptions check;
   check.seed = options.seed ^ 0x5eed;
   check.trials = options.check_trials;
@@ -129,11 +166,11 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
                                                                                          << "); no plan is written");
 
   p.single_s = cost::graph_cost(p.global, device).time_s;
-  cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, options.mesh, device));
+  cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, mesh, device));
   p.mesh_s = pc.time_s;
-  for (int64_t r = 0; r < options.mesh.num_devices(); ++r) {
+  for (int64_t r = 0; r < mesh.num_devices(); ++r) {
     const Graph& rg = p.ranks.ranks[static_cast<size_t>(r)];
-    p.rank_records.push_back({r, options.mesh.coords(r), rg.num_nodes(), weight_bytes(rg), peak_activation_bytes(rg),
+    p.rank_records.push_back({r, mesh.coords(r), rg.num_nodes(), weight_bytes(rg), peak_activation_bytes(rg),
                               pc.compute_s[static_cast<size_t>(r)], pc.comm_s[static_cast<size_t>(r)]});
   }
   const Graph& r0 = p.ranks.ranks[0];
@@ -141,7 +178,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
     const Node& node = r0.node(n);
     if (!op_def(node.kind).is_collective()) continue;
     p.collectives.push_back({node.name, op_name(node.kind), node.attrs.s("mesh_axis"), r0.type(node.inputs[0]).nbytes(),
-                             cost::collective_node_cost(r0, node, device, &options.mesh).time_s});
+                             cost::collective_node_cost(r0, node, device, &mesh).time_s});
   }
   return p;
 }
@@ -161,6 +198,7 @@ std::string sharded_plan_json(const ShardedPlan& p) {
             {"annotations", annotations},
             {"sharding", sharding_json(p)},
             {"collectives", collectives_json(p)},
+            {"search", p.searched ? search_json(p) : json(nullptr)},
             {"ranks", ranks_json(p)},
             {"predicted_cost", {{"single_device_s", p.single_s}, {"mesh_s", p.mesh_s},
                                 {"speedup", p.mesh_s > 0 ? p.single_s / p.mesh_s : 1.0}}},
@@ -184,7 +222,25 @@ std::string sharded_report_text(const ShardedPlan& p) {
   char buf[256];
   os << "Tessera sharded plan (device " << p.device << ", mesh " << p.sharding.mesh.str() << ", seed " << p.seed
      << ")\n\n";
-  os << "annotations (" << p.constraints.size() << " tensors):\n";
+  if (p.searched) {
+    const ShardSearchResult& r = p.search;
+    os << "sharding search: " << r.why << "\n";
+    std::snprintf(buf, sizeof buf, "  %d weight roles over %lld weights, %lld plans evaluated in %.2f s%s\n", r.roles,
+                  (long long)r.weights_in_roles, (long long)r.evaluations, r.seconds,
+                  r.budget_exhausted ? " (budget ran out)" : "");
+    os << buf;
+    for (const std::string& w : r.rewrites) os << "  rewrite: " << w << "\n";
+    os << "  degree curve (predicted per run, memory per device):\n";
+    for (size_t k = 0; k < r.curve.size(); ++k) {
+      const DegreePoint& d = r.curve[k];
+      std::snprintf(buf, sizeof buf, "  %s %-10s %-32s %10.4g ms  (kernels %.4g + collectives %.4g)  %s%s\n",
+                    k == r.chosen ? "*" : " ", d.mesh.str().c_str(), d.graph.c_str(), d.predicted_s * 1e3,
+                    d.compute_s * 1e3, d.comm_s * 1e3, mb(d.memory_bytes).c_str(), d.fits ? "" : "  does not fit");
+      os << buf;
+    }
+    os << "\n";
+  }
+  os << "annotations and the search's pins (" << p.constraints.size() << " tensors):\n";
   std::map<std::string, int> per_spec;
   for (const ShardConstraint& c : p.constraints) ++per_spec[c.origin];
   for (const auto& [spec, n] : per_spec) os << "  " << spec << "  (" << n << " tensor" << (n == 1 ? "" : "s") << ")\n";

@@ -12,6 +12,7 @@
 
 #include "mutator/canonicalize.h"
 #include "mutator/sharding/partition.h"
+#include "mutator/sharding/shard_search.h"
 #include "verifier/plan_check.h"
 
 namespace tessera::mutator {
@@ -22,6 +23,13 @@ struct ShardOptions {
   std::vector<std::string> specs;  // --shard, then the --shard-file's
   uint64_t seed = 0;
   int check_trials = 3;  // seeded random input sets the ranks' programs are checked on
+  // The sharding search (shard_search.h) decides what the annotations
+  // leave open, and with no annotations the degree too. false: the
+  // annotations and propagation alone.
+  bool search = true;
+  int64_t device_memory = 0;  // bytes per device; 0: the device profile's
+  double budget_s = 60;
+  int threads = 0;
 };
 
 struct CollectiveRecord {
@@ -47,6 +55,8 @@ struct ShardedPlan {
   std::vector<PassRecord> canonical;
   std::vector<ShardConstraint> constraints;
   ShardedGraph sharding;
+  bool searched = false;
+  ShardSearchResult search;  // when searched
   RankPrograms ranks;
   std::vector<CollectiveRecord> collectives;  // rank 0's, in program order
   std::vector<RankRecord> rank_records;

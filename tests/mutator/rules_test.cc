@@ -75,7 +75,8 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
     }
   }
   for (const Rule& rule : all_rules()) {
-    if (!rule.enumerator) {
+    // Mesh-only rules need a merged projection: their own tests below.
+    if (!rule.enumerator && !rule.mesh_only) {
       EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
     }
   }

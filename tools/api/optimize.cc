@@ -84,6 +84,10 @@ OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const Opt
   o.mesh = mesh;
   o.seed = config.seed;
   o.specs = config.shards;
+  o.search = config.shard_search;
+  o.device_memory = config.device_memory;
+  o.budget_s = std::max(1.0, config.budget_s - config.spent_s);
+  o.threads = config.threads;
   if (!config.shard_file.empty())
     for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
   mutator::ShardedPlan plan = mutator::shard(g, o);

@@ -97,6 +97,11 @@ struct OptimizeConfig {
   std::string mesh;
   std::vector<std::string> shards;  // --shard GLOB[:inK|:outK]=PLACEMENTS
   std::string shard_file;           // --shard-file FILE.json
+  // Mesh plans: the sharding search decides what annotations leave open,
+  // and without annotations how many of the mesh's devices to use.
+  // false: annotations and propagation only.
+  bool shard_search = true;
+  int64_t device_memory = 0;  // bytes per device; 0: the device profile's
 };
 
 struct OptimizeSummary {

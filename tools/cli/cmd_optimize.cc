@@ -24,6 +24,7 @@ struct OptimizeFlags {
   bool list_rules = false;
   bool dump = false;
   bool no_partial = false;
+  bool no_shard_search = false;
   bool no_measure = false;
   api::OptimizeConfig config;
 };
@@ -59,6 +60,11 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--shard", flags->config.shards,
                   "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
+  cmd->add_flag("--no-shard-search", flags->no_shard_search,
+                "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
+  cmd->add_option("--device-memory", flags->config.device_memory,
+                  "Mesh plans: bytes of memory per device (default: the device profile's)")
+      ->check(CLI::PositiveNumber);
   return [flags] {
     if (flags->list_rules) {
       std::cout << api::list_rules();
@@ -69,6 +75,7 @@ Action add_optimize_command(CLI::App& app) {
     if (!(flags->config.budget_s > 0))
       TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << flags->config.budget_s);
     flags->config.partial = !flags->no_partial;
+    flags->config.shard_search = !flags->no_shard_search;
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
     auto start = std::chrono::steady_clock::now();

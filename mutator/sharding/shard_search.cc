@@ -1,0 +1,483 @@
+#include "mutator/sharding/shard_search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "graph/error.h"
+#include "mutator/rules/rule.h"
+#include "mutator/sharding/sharded_cost.h"
+#include "mutator/sharding/structure.h"
+
+namespace tessera::mutator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
+  return buf;
+}
+
+std::string gb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+// One decision: a role and the shardings it may be pinned to (index 0 of
+// the state is "not pinned").
+struct Decision {
+  ShardMove::Kind kind;
+  int role;
+  std::vector<Sharding> options;
+};
+
+struct Eval {
+  bool ok = false;
+  ShardedCost cost;
+  int64_t excess = 0;  // bytes over the device memory
+  double time() const { return cost.time_s(); }
+};
+
+// a strictly better than b: less memory over the limit, then faster by more
+// than rounding.
+bool better(const Eval& a, const Eval& b) {
+  if (!a.ok) return false;
+  if (!b.ok) return true;
+  if (a.excess != b.excess) return a.excess < b.excess;
+  return a.time() < b.time() * (1 - 1e-9);
+}
+
+class MeshSearch {
+ public:
+  MeshSearch(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
+             const std::vector<ShardConstraint>& fixed, int64_t memory, int threads, Clock::time_point deadline)
+      : g_(g), mesh_(mesh), device_(device), fixed_(fixed), memory_(memory), threads_(threads), deadline_(deadline),
+        table_(strategy_table(g, mesh)), model_(g, mesh, device) {
+    for (const ShardConstraint& c : fixed) annotated_.insert(c.value);
+    weight_roles_ = weight_roles(g);
+    for (size_t r = 0; r < weight_roles_.size(); ++r) {
+      const Role& role = weight_roles_[r];
+      if (taken(role)) continue;
+      std::vector<Sharding> opts;
+      for (const Strategy& s : table_[static_cast<size_t>(role.reader)]) {
+        const Sharding& in = s.inputs[static_cast<size_t>(role.slot)];
+        if (in == Sharding::replicated(mesh_) || std::find(opts.begin(), opts.end(), in) != opts.end()) continue;
+        opts.push_back(in);
+      }
+      if (!opts.empty()) decisions_.push_back({ShardMove::Kind::kPinWeight, static_cast<int>(r), std::move(opts)});
+    }
+    find_siblings();
+  }
+
+  int weight_decisions() const { return static_cast<int>(decisions_.size()); }
+  const std::vector<Role>& weight_roles_list() const { return weight_roles_; }
+  int64_t evaluations() const { return evaluations_; }
+  bool exhausted() const { return exhausted_; }
+
+  DegreePoint run(std::vector<ShardConstraint>& pins) {
+    std::vector<int> state(decisions_.size(), 0);
+    Eval best = evaluate(state);
+    descend(state, best);
+    // Where Partials are reduced: offered for the values still Partial.
+    if (add_reduce_decisions(state)) {
+      state.resize(decisions_.size(), 0);
+      descend(state, best);
+    }
+    DegreePoint p;
+    p.mesh = mesh_;
+    p.predicted_s = best.time();
+    p.compute_s = best.cost.compute_s;
+    p.comm_s = best.cost.comm_s;
+    p.memory_bytes = best.cost.memory_bytes();
+    p.fits = best.ok && best.excess == 0;
+    p.evaluations = evaluations_;
+    pins = constraints(state, true);
+    p.moves = taken_;
+    return p;
+  }
+
+ private:
+  bool taken(const Role& role) const {
+    return std::any_of(role.values.begin(), role.values.end(), [&](ValueId v) { return annotated_.count(v) > 0; });
+  }
+  const Role& role_of(size_t d) const {
+    const Decision& dec = decisions_[d];
+    return dec.kind == ShardMove::Kind::kPinWeight ? weight_roles_[static_cast<size_t>(dec.role)]
+                                                   : value_roles_[static_cast<size_t>(dec.role)];
+  }
+
+  std::string describe_move(size_t d, int option) const {
+    const Decision& dec = decisions_[d];
+    const Role& role = role_of(d);
+    const Sharding& s = dec.options[static_cast<size_t>(option - 1)];
+    std::string what = dec.kind == ShardMove::Kind::kPinWeight ? "pin " : "reduce ";
+    return what + role.label + " (" + g_.value(role.values[0]).name + (role.values.size() > 1 ? ", ..." : "") +
+           ") to " + s.str();
+  }
+
+  std::vector<ShardConstraint> constraints(const std::vector<int>& state, bool with_origin) const {
+    std::vector<ShardConstraint> out = fixed_;
+    for (size_t d = 0; d < state.size(); ++d) {
+      if (state[d] == 0) continue;
+      const Sharding& s = decisions_[d].options[static_cast<size_t>(state[d] - 1)];
+      std::string origin = with_origin ? "search: " + describe_move(d, state[d]) : "";
+      for (ValueId v : role_of(d).values) out.push_back({v, s, origin});
+    }
+    return out;
+  }
+
+  Eval evaluate(const std::vector<int>& state) { return evaluate_threadsafe(state); }
+
+  // Best-improvement descent: every single move from `state`, evaluated on
+  // the threads, the best taken; ties to the first in decision order.
+  // A move sets some decisions to options (0: unpinned). Single moves
+  // change one decision; sibling moves pin every weight role read from the
+  // same activation alike (Q, K and V; gate and up), since one of them
+  // alone rarely pays for the collective they share.
+  using Move = std::vector<std::pair<size_t, int>>;
+
+  std::vector<Move> moves_from(const std::vector<int>& state) const {
+    std::vector<Move> moves;
+    for (size_t d = 0; d < decisions_.size(); ++d)
+      for (int o = 0; o <= static_cast<int>(decisions_[d].options.size()); ++o)
+        if (o != state[d]) moves.push_back({{d, o}});
+    for (const std::vector<size_t>& group : siblings_) {
+      for (size_t o = 0; o < decisions_[group[0]].options.size(); ++o) {
+        const Sharding& want = decisions_[group[0]].options[o];
+        Move m;
+        bool changes = false;
+        for (size_t d : group) {
+          const std::vector<Sharding>& opts = decisions_[d].options;
+          auto it = std::find(opts.begin(), opts.end(), want);
+          if (it == opts.end()) {
+            m.clear();
+            break;
+          }
+          int idx = static_cast<int>(it - opts.begin()) + 1;
+          changes |= state[d] != idx;
+          m.push_back({d, idx});
+        }
+        if (m.size() == group.size() && changes) moves.push_back(std::move(m));
+      }
+    }
+    return moves;
+  }
+
+  std::string describe(const Move& m) const {
+    std::string out;
+    for (const auto& [d, o] : m) {
+      if (!out.empty()) out += " + ";
+      out += o ? describe_move(d, o) : "unpin " + role_of(d).label;
+    }
+    return out;
+  }
+
+  // Best-improvement descent: every move from `state`, evaluated on the
+  // threads, the best taken; ties to the first in move order.
+  void descend(std::vector<int>& state, Eval& best) {
+    while (Clock::now() < deadline_) {
+      std::vector<Move> moves = moves_from(state);
+      if (moves.empty()) return;
+      std::vector<Eval> results(moves.size());
+      std::atomic<size_t> next{0};
+      std::atomic<bool> late{false};
+      auto work = [&] {
+        for (size_t k; (k = next.fetch_add(1)) < moves.size();) {
+          if (Clock::now() >= deadline_) {
+            late = true;
+            return;
+          }
+          std::vector<int> s = state;
+          for (const auto& [d, o] : moves[k]) s[d] = o;
+          results[k] = evaluate_threadsafe(s);
+        }
+      };
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads_; ++t) pool.emplace_back(work);
+      work();
+      for (std::thread& t : pool) t.join();
+      if (late) exhausted_ = true;
+      if (std::getenv("TESSERA_SHARD_TRACE"))
+        for (size_t k = 0; k < moves.size(); ++k)
+          std::fprintf(stderr, "  [%s] %s: %s (kernels %s, comm %s, mem %lld)\n", mesh_.str().c_str(),
+                       describe(moves[k]).c_str(), results[k].ok ? ms(results[k].time()).c_str() : "invalid",
+                       ms(results[k].cost.compute_s).c_str(), ms(results[k].cost.comm_s).c_str(),
+                       (long long)results[k].cost.memory_bytes());
+      size_t pick = moves.size();
+      for (size_t k = 0; k < moves.size(); ++k)
+        if (better(results[k], pick == moves.size() ? best : results[pick])) pick = k;
+      if (pick == moves.size()) return;
+      for (const auto& [d, o] : moves[pick]) state[d] = o;
+      best = results[pick];
+      taken_.push_back(describe(moves[pick]));
+    }
+    exhausted_ = true;
+  }
+
+  // Weight decisions whose roles' first readers read the same activation.
+  void find_siblings() {
+    std::map<ValueId, std::vector<size_t>> by_input;
+    for (size_t d = 0; d < decisions_.size(); ++d) {
+      const Role& role = role_of(d);
+      const Node& n = g_.node(role.reader);
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (static_cast<int>(i) != role.slot && n.inputs[i] != kNoValue && !g_.value(n.inputs[i]).constant) {
+          by_input[n.inputs[i]].push_back(d);
+          break;
+        }
+    }
+    for (auto& [v, group] : by_input)
+      if (group.size() > 1) siblings_.push_back(group);
+  }
+
+  Eval evaluate_threadsafe(const std::vector<int>& state) {
+    Eval e;
+    evaluations_.fetch_add(1);
+    try {
+      ShardedGraph s = propagate(g_, mesh_, constraints(state, false), device_, &table_);
+      e.cost = model_(s);
+      e.ok = true;
+      e.excess = std::max<int64_t>(0, e.cost.memory_bytes() - memory_);
+    } catch (const Error&) {
+      e.ok = false;
+    }
+    return e;
+  }
+
+  // Roles of the values the current plan leaves Partial, each offered as R
+  // (AllReduce there) or S(d) along a dim the axes divide (ReduceScatter).
+  bool add_reduce_decisions(const std::vector<int>& state) {
+    ShardedGraph s = propagate(g_, mesh_, constraints(state, false), device_, &table_);
+    std::vector<ValueId> partial;
+    for (ValueId v = 0; v < g_.num_values(); ++v) {
+      if (g_.value(v).constant || annotated_.count(v)) continue;
+      const Sharding& sh = s.values[static_cast<size_t>(v)];
+      if (std::any_of(sh.placements.begin(), sh.placements.end(),
+                      [](const Placement& p) { return p.kind == Placement::Kind::kPartial; }))
+        partial.push_back(v);
+    }
+    if (partial.empty()) return false;
+    value_roles_ = value_roles(g_, partial);
+    for (size_t r = 0; r < value_roles_.size(); ++r) {
+      ValueId v = value_roles_[r].values[0];
+      const Sharding& sh = s.values[static_cast<size_t>(v)];
+      std::vector<Sharding> opts;
+      Sharding reduced = sh;
+      for (Placement& p : reduced.placements)
+        if (p.kind == Placement::Kind::kPartial) p = Placement::replicate();
+      opts.push_back(reduced);
+      for (int64_t d = 0; d < g_.type(v).rank(); ++d) {
+        Sharding scattered = sh;
+        for (Placement& p : scattered.placements)
+          if (p.kind == Placement::Kind::kPartial) p = Placement::shard(d);
+        try {
+          scattered.validate(mesh_, g_.type(v));
+          opts.push_back(scattered);
+        } catch (const Error&) {
+        }
+      }
+      decisions_.push_back({ShardMove::Kind::kReduceAt, static_cast<int>(r), std::move(opts)});
+    }
+    return true;
+  }
+
+  const Graph& g_;
+  DeviceMesh mesh_;
+  const cost::DeviceProfile& device_;
+  std::vector<ShardConstraint> fixed_;
+  int64_t memory_;
+  int threads_;
+  Clock::time_point deadline_;
+  StrategyTable table_;
+  ShardedCostModel model_;
+  std::set<ValueId> annotated_;
+  std::vector<Role> weight_roles_, value_roles_;
+  std::vector<Decision> decisions_;
+  std::vector<std::vector<size_t>> siblings_;
+  std::vector<std::string> taken_;
+  std::atomic<int64_t> evaluations_{0};
+  bool exhausted_ = false;
+};
+
+// Every instance of a rewrite the graph has (a rule at each Split),
+// applied together.
+Graph rewrite_splits(const Graph& g, const std::function<std::vector<Mutation>(const RuleContext&, NodeId)>& rule,
+                     std::vector<std::string>& applied) {
+  std::vector<std::vector<NodeId>> users = g.users();
+  RuleContext ctx{g, users};
+  std::vector<Mutation> ms;
+  std::set<NodeId> used;
+  for (NodeId n : g.topo_order()) {
+    if (g.node(n).kind != OpKind::kSplit) continue;
+    for (Mutation& m : rule(ctx, n)) {
+      if (std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId x) { return used.count(x) > 0; })) continue;
+      used.insert(m.nodes.begin(), m.nodes.end());
+      applied.push_back(m.description);
+      ms.push_back(std::move(m));
+    }
+  }
+  return ms.empty() ? g : apply_mutations(g, ms);
+}
+
+}  // namespace
+
+std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh) {
+  std::vector<std::vector<int64_t>> sizes(1);
+  for (const DeviceMesh::Axis& a : mesh.axes()) {
+    std::vector<std::vector<int64_t>> next;
+    for (const std::vector<int64_t>& prefix : sizes)
+      for (int64_t d = 1; d <= a.size; ++d)
+        if (a.size % d == 0) {
+          next.push_back(prefix);
+          next.back().push_back(d);
+        }
+    sizes = std::move(next);
+  }
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> keyed;
+  for (const std::vector<int64_t>& s : sizes) {
+    int64_t n = 1;
+    for (int64_t x : s) n *= x;
+    keyed.push_back({n, s});
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<DeviceMesh> out;
+  for (const auto& [n, s] : keyed) {
+    std::vector<DeviceMesh::Axis> axes;
+    for (size_t a = 0; a < s.size(); ++a)
+      if (s[a] > 1) axes.push_back({mesh.axes()[a].name, s[a]});
+    // One device: a mesh of one rank on the innermost axis, so that the
+    // plan is still a mesh plan (rank0.onnx) a mesh run reads.
+    if (axes.empty()) axes.push_back({mesh.axes().empty() ? "tp" : mesh.axes().back().name, 1});
+    out.emplace_back(std::move(axes));
+  }
+  return out;
+}
+
+ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& device,
+                                   const ShardSearchOptions& options) {
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::microseconds(static_cast<int64_t>(options.budget_s * 1e6));
+  int threads = options.threads > 0 ? options.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  ShardSearchResult r;
+  r.offered = options.mesh;
+  r.device_memory = options.device_memory > 0 ? options.device_memory : device.main_memory().capacity_bytes;
+  if (r.device_memory <= 0) r.device_memory = std::numeric_limits<int64_t>::max();
+
+  struct Variant {
+    std::string name;
+    Graph graph;
+    std::vector<std::string> rewrites;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"as exported", g, {}});
+  const bool rewrites = options.rewrites && options.constraints.empty();
+  if (rewrites) {
+    std::vector<std::string> applied;
+    Graph split = rewrite_splits(g, find_rule("split-merged-projection").fn, applied);
+    if (!applied.empty())
+      variants.push_back({"split-merged-projection x" + std::to_string(applied.size()), std::move(split), applied});
+  }
+  std::map<int64_t, size_t> permuted;  // ways -> variant
+
+  std::vector<DeviceMesh> meshes = options.degrees && options.constraints.empty() ? sub_meshes(options.mesh)
+                                                                                  : std::vector<DeviceMesh>{options.mesh};
+  std::vector<std::vector<ShardConstraint>> pins;
+  std::vector<size_t> variant_of;
+  for (const DeviceMesh& mesh : meshes) {
+    std::vector<size_t> tried{0};
+    if (mesh.num_devices() > 1 && rewrites) {
+      // A rewrite for sharding only: the split one, and the merged weight
+      // permuted for this mesh's innermost degree.
+      if (variants.size() > 1 && variants[1].name.rfind("split-", 0) == 0) tried.push_back(1);
+      int64_t ways = mesh.axes().back().size;
+      auto it = permuted.find(ways);
+      if (it == permuted.end()) {
+        std::vector<std::string> applied;
+        Graph pg = rewrite_splits(
+            g, [ways](const RuleContext& ctx, NodeId n) { return permute_merged_projection(ctx, n, ways); }, applied);
+        size_t idx = variants.size();
+        if (!applied.empty())
+          variants.push_back({"permute-merged-projection(" + std::to_string(ways) + ") x" + std::to_string(applied.size()),
+                              std::move(pg), applied});
+        it = permuted.emplace(ways, applied.empty() ? 0 : idx).first;
+      }
+      if (it->second > 0) tried.push_back(it->second);
+    }
+    for (size_t v : tried) {
+      MeshSearch s(variants[v].graph, mesh, device, options.constraints, r.device_memory, threads, deadline);
+      if (r.roles == 0 && v == 0) {
+        r.roles = s.weight_decisions();
+        for (const Role& role : s.weight_roles_list()) r.weights_in_roles += static_cast<int64_t>(role.values.size());
+      }
+      pins.emplace_back();
+      DegreePoint p = s.run(pins.back());
+      p.graph = variants[v].name;
+      r.evaluations += s.evaluations();
+      r.budget_exhausted |= s.exhausted();
+      r.curve.push_back(std::move(p));
+      variant_of.push_back(v);
+    }
+  }
+  // The fastest plan that fits; ties to fewer devices (earlier).
+  size_t pick = r.curve.size();
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    const DegreePoint& p = r.curve[k];
+    if (!p.fits) continue;
+    if (pick == r.curve.size() || p.predicted_s < r.curve[pick].predicted_s * (1 - 1e-9)) pick = k;
+  }
+  if (pick == r.curve.size()) {
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    std::string where;
+    for (const DegreePoint& p : r.curve)
+      if (p.memory_bytes < smallest) {
+        smallest = p.memory_bytes;
+        where = p.mesh.str();
+      }
+    TESSERA_THROW(ErrorKind::kResource, "no sharding on " << options.mesh.str() << " fits " << gb(r.device_memory)
+                                                          << " per device: the smallest found needs " << gb(smallest)
+                                                          << " per device (on " << where << ")");
+  }
+  r.chosen = pick;
+  const DegreePoint& best = r.curve[pick];
+  r.mesh = best.mesh;
+  r.graph = variants[variant_of[pick]].graph;
+  r.rewrites = variants[variant_of[pick]].rewrites;
+  r.constraints = pins[pick];
+
+  // Why: the chosen point against one device and against the whole mesh.
+  const DegreePoint* single = nullptr;
+  const DegreePoint* full = nullptr;
+  for (const DegreePoint& p : r.curve) {
+    if (p.mesh.num_devices() == 1 && !single) single = &p;
+    if (p.mesh.num_devices() == options.mesh.num_devices() && (!full || p.predicted_s < full->predicted_s)) full = &p;
+  }
+  std::string why;
+  if (best.mesh.num_devices() == 1) {
+    why = "no split: one device is predicted fastest (" + ms(best.predicted_s) + ")";
+    if (full && full != &best)
+      why += "; on " + full->mesh.str() + " the best plan found takes " + ms(full->predicted_s) + " (" +
+             ms(full->compute_s) + " of kernels per rank + " + ms(full->comm_s) + " of collectives)";
+  } else {
+    why = "split over " + best.mesh.str() + ": predicted " + ms(best.predicted_s) + " (" + ms(best.compute_s) +
+          " of kernels per rank + " + ms(best.comm_s) + " of collectives)";
+    if (single) why += " against " + ms(single->predicted_s) + " on one device";
+    if (best.mesh.num_devices() < options.mesh.num_devices() && full)
+      why += "; all of " + options.mesh.str() + " would take " + ms(full->predicted_s);
+  }
+  if (single && !single->fits) why += "; the model does not fit one device (" + gb(single->memory_bytes) + " > " + gb(r.device_memory) + ")";
+  r.why = why;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tessera::mutator

@@ -1,0 +1,98 @@
+// The sharding search: Tessera decides how to split a model over a mesh
+// (Alpa's intra-op pass, Unity's joint search), instead of being told.
+//
+// A candidate is a set of moves over the canonical graph:
+//   - pin a weight role (structure.h: a weight of every repeated block at
+//     once) to one of the placements its reader's strategies take it in:
+//     the column split of fc1, the row split of fc2;
+//   - reduce a Partial at a role of values: AllReduce it there (R), or
+//     ReduceScatter it along a dim (S(d): sequence parallelism over the
+//     LayerNorm and element-wise region that follows, ended by the
+//     AllGather the next column-parallel product asks for);
+//   - a rewrite of the graph that sharding can use (split-merged-projection:
+//     GPT-2's merged QKV projection as three, so that each is split by
+//     heads), compared with the graph as it is under the same cost.
+// Propagation (propagate.h) turns the pins into a sharding of every tensor,
+// and ShardedCostModel prices it: one rank's kernels at their local shapes
+// plus every reshard on the collective model of the mesh axis it crosses,
+// subject to per-device memory (weights + peak activations). The search is
+// best-improvement descent from the replicated plan: each step evaluates
+// every single move from the current set (in parallel, deterministically:
+// ties go to the first move in a fixed order) and takes the best, until no
+// move gains. Pins of Partial values are offered once the weights have
+// settled, for the values that are still Partial.
+//
+// Degree: every sub-mesh (each axis at each divisor of its size) is searched
+// and the fastest plan that fits wins, one device included, so a mesh of 8
+// may be served by 4 ranks or by one; the curve goes into the plan. A
+// sub-mesh is assumed placed on the fewest nodes. Annotations fix the mesh
+// (they name its axes and sizes) and are constraints no move overrides.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost/device_profile.h"
+#include "mutator/sharding/propagate.h"
+
+namespace tessera::mutator {
+
+struct ShardSearchOptions {
+  DeviceMesh mesh;                           // what is offered
+  std::vector<ShardConstraint> constraints;  // resolved annotations (on the graph given)
+  int64_t device_memory = 0;                 // bytes per device; 0: the profile's main memory
+  double budget_s = 60;
+  int threads = 0;  // 0: one per core
+  bool degrees = true;  // try sub-meshes (off when annotations fix the mesh)
+  bool rewrites = true;
+};
+
+struct ShardMove {
+  enum class Kind { kPinWeight, kReduceAt };
+  Kind kind = Kind::kPinWeight;
+  int role = 0;          // index into the search's roles
+  Sharding sharding;
+  std::string description;
+};
+
+// One point of the degree curve.
+struct DegreePoint {
+  DeviceMesh mesh;           // no axes: one device
+  std::string graph;         // "as exported" or the rewrite it used
+  double predicted_s = 0;    // one rank's kernels + reshards
+  double compute_s = 0, comm_s = 0;
+  int64_t memory_bytes = 0;  // per device
+  bool fits = true;
+  std::vector<std::string> moves;
+  int64_t evaluations = 0;
+};
+
+struct ShardSearchResult {
+  DeviceMesh offered;
+  Graph graph;      // the graph the plan shards (the input, or rewritten)
+  DeviceMesh mesh;  // the chosen mesh; no axes: one device is fastest
+  std::vector<ShardConstraint> constraints;  // annotations, then the search's pins
+  std::vector<std::string> rewrites;         // applied to `graph`
+  std::vector<DegreePoint> curve;            // every mesh and graph tried, in order
+  size_t chosen = 0;                         // index into curve
+  std::string why;                           // one paragraph for the report
+  int roles = 0;                             // weight roles (decisions)
+  int64_t weights_in_roles = 0;
+  int64_t evaluations = 0;
+  double seconds = 0;
+  bool budget_exhausted = false;
+  int64_t device_memory = 0;
+};
+
+// Throws Error(kResource) when no plan fits the device memory, naming the
+// smallest per-device footprint found.
+ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& device,
+                                   const ShardSearchOptions& options);
+
+// Every sub-mesh of `mesh`: each axis at each divisor of its size, axes of
+// size 1 dropped; ordered by device count, then lexicographically. The
+// single device (no axes) first.
+std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh);
+
+}  // namespace tessera::mutator

@@ -1,0 +1,164 @@
+#include "mutator/sharding/sharded_cost.h"
+
+#include <algorithm>
+#include <set>
+
+#include "cost/graph_cost.h"
+#include "graph/error.h"
+
+namespace tessera::mutator {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+uint64_t bytes_hash(const uint8_t* d, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ d[i]) * 1099511628211ull;
+  return h;
+}
+
+int64_t local_bytes(const TensorType& t, const Sharding& s, const DeviceMesh& mesh) {
+  if (s.placements.empty()) return t.nbytes();
+  return shape_numel(s.local_shape(mesh, t.shape)) * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+}  // namespace
+
+ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
+    : g_(g), mesh_(mesh), device_(device), groups_(cost::kernel_groups(g)), order_(g.topo_order()) {
+  last_use_.assign(static_cast<size_t>(g.num_values()), -1);
+  for (size_t k = 0; k < order_.size(); ++k)
+    for (ValueId v : g.node(order_[k]).inputs)
+      if (v != kNoValue) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(k);
+  for (ValueId v : g.outputs()) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(order_.size());
+  node_key_.assign(static_cast<size_t>(g.num_nodes()), 0);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    uint64_t h = mix(static_cast<uint64_t>(node.kind), node.attrs.hash());
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) {
+        h = mix(h, 3);
+        continue;
+      }
+      const Value& val = g.value(v);
+      const std::string t = type_str(val.type);
+      h = mix(h, bytes_hash(reinterpret_cast<const uint8_t*>(t.data()), t.size()));
+      if (val.constant) h = mix(h, val.constant->numel() <= 64 ? bytes_hash(val.constant->data(), static_cast<size_t>(val.constant->nbytes())) : 1);
+    }
+    node_key_[static_cast<size_t>(n)] = h;
+  }
+  int64_t weights = 0;
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) weights += g.type(v).nbytes();
+  other_weight_bytes_ = weights / std::max<int64_t>(1, mesh.num_devices());
+}
+
+double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s) {
+  std::string key;
+  for (NodeId n : group) {
+    key += std::to_string(node_key_[static_cast<size_t>(n)]);
+    key += s.nodes[static_cast<size_t>(n)].str();
+    key += ';';
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  // The group's local ops for rank 0: what it reads from outside the group
+  // are inputs (constants: rank 0's block), values it makes feed its own
+  // readers when they read them as made.
+  Graph mini;
+  std::map<std::pair<ValueId, std::string>, ValueId> at;
+  std::set<ValueId> inside;
+  for (NodeId n : group)
+    for (ValueId v : g_.node(n).outputs) inside.insert(v);
+  std::vector<ValueId> outs;
+  for (NodeId n : group) {
+    const Node& node = g_.node(n);
+    const Strategy& st = s.nodes[static_cast<size_t>(n)];
+    std::vector<ValueId> ins;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      if (v == kNoValue) {
+        ins.push_back(kNoValue);
+        continue;
+      }
+      auto k = std::make_pair(v, st.inputs[i].str());
+      auto it = at.find(k);
+      if (it == at.end()) {
+        const Value& val = g_.value(v);
+        ValueId lv;
+        if (val.constant) {
+          lv = mini.add_constant(val.name + "/" + st.inputs[i].str(), shard_of(*val.constant, st.inputs[i], mesh_, 0));
+        } else {
+          TensorType t{val.type.dtype, st.inputs[i].placements.empty() ? val.type.shape
+                                                                      : st.inputs[i].local_shape(mesh_, val.type.shape)};
+          lv = mini.add_input(val.name + "/" + st.inputs[i].str(), t);
+        }
+        it = at.emplace(k, lv).first;
+      }
+      ins.push_back(it->second);
+    }
+    std::vector<ValueId> lo = emit_local(g_, node, st, mesh_, 0, mini, ins);
+    for (size_t o = 0; o < lo.size(); ++o) {
+      at[{node.outputs[o], st.outputs[o].str()}] = lo[o];
+      outs.push_back(lo[o]);
+    }
+  }
+  // Outputs: what no node of the group reads (the last node's, and values
+  // read elsewhere keep their kernel from fusing in any case).
+  std::set<ValueId> read;
+  for (NodeId n = 0; n < mini.num_nodes(); ++n)
+    for (ValueId v : mini.node(n).inputs) read.insert(v);
+  std::vector<ValueId> results;
+  for (ValueId v : outs)
+    if (!read.count(v) && !mini.value(v).constant) results.push_back(v);
+  if (results.empty() && !outs.empty()) results.push_back(outs.back());
+  double t = 0;
+  if (!results.empty() && !(results.size() == 1 && mini.value(results[0]).producer < 0)) {
+    mini.set_outputs(results);
+    cost::CostOptions opts;
+    opts.part_of_larger_program = true;
+    opts.other_parameter_bytes = other_weight_bytes_;
+    t = cost::graph_cost(mini, device_, opts).time_s;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.emplace(std::move(key), t);
+  return t;
+}
+
+ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
+  ShardedCost c;
+  for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s);
+  c.comm_s = s.reshard_seconds;
+  // Weights: each constant's distinct blocks as its readers read them.
+  std::vector<std::vector<NodeId>> users;  // computed lazily below
+  std::set<std::pair<ValueId, std::string>> held;
+  for (NodeId n : order_) {
+    const Node& node = g_.node(n);
+    const Strategy& st = s.nodes[static_cast<size_t>(n)];
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      if (v == kNoValue || !g_.value(v).constant) continue;
+      if (held.insert({v, st.inputs[i].str()}).second) c.weight_bytes += local_bytes(g_.type(v), st.inputs[i], mesh_);
+    }
+  }
+  // Activations: live non-constant values at their local size.
+  auto size_of = [&](ValueId v) { return local_bytes(g_.type(v), s.values[static_cast<size_t>(v)], mesh_); };
+  int64_t live = 0;
+  for (ValueId v : g_.inputs()) live += g_.type(v).nbytes();
+  for (size_t k = 0; k < order_.size(); ++k) {
+    const Node& n = g_.node(order_[k]);
+    for (ValueId v : n.outputs) live += size_of(v);
+    c.activation_bytes = std::max(c.activation_bytes, live);
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && !g_.value(v).constant && last_use_[static_cast<size_t>(v)] == static_cast<int64_t>(k))
+        live -= g_.value(v).producer < 0 ? g_.type(v).nbytes() : size_of(v);
+    for (ValueId v : n.outputs)
+      if (last_use_[static_cast<size_t>(v)] < 0) live -= size_of(v);
+  }
+  return c;
+}
+
+}  // namespace tessera::mutator

@@ -1,0 +1,56 @@
+// What a sharded global graph costs one rank, without partitioning it: the
+// search's objective. Each kernel of the graph (cost/graph_cost.h's fusion
+// groups) is costed at the local shapes its strategies give, as the local
+// op emit_local writes for rank 0 (so a Reshape's new shape and Gather's
+// mask are priced too); the reshards are propagation's, priced on the
+// collective model for the mesh axis they cross. A kernel costed once is
+// remembered by its ops, attributes, input types and strategies, so that
+// repeated layers and repeated evaluations cost one lookup each.
+//
+// Memory per rank: every constant's blocks as its readers read them, and
+// the peak of live activations at their local sizes in topological order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cost/device_profile.h"
+#include "mutator/sharding/propagate.h"
+
+namespace tessera::mutator {
+
+struct ShardedCost {
+  double compute_s = 0;  // the kernels of one rank
+  double comm_s = 0;     // the reshards
+  int64_t weight_bytes = 0;
+  int64_t activation_bytes = 0;
+  double time_s() const { return compute_s + comm_s; }
+  int64_t memory_bytes() const { return weight_bytes + activation_bytes; }
+};
+
+class ShardedCostModel {
+ public:
+  ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device);
+  // Thread-safe.
+  ShardedCost operator()(const ShardedGraph& s);
+  int64_t kernels_costed() const { return static_cast<int64_t>(cache_.size()); }
+
+ private:
+  double group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s);
+
+  const Graph& g_;
+  DeviceMesh mesh_;
+  const cost::DeviceProfile& device_;
+  std::vector<std::vector<NodeId>> groups_;
+  std::vector<NodeId> order_;
+  std::vector<int64_t> last_use_;  // per value: index in order_ of its last reader
+  std::vector<uint64_t> node_key_; // per node: kind, attributes, input types, small constants
+  int64_t other_weight_bytes_ = 0;
+  std::mutex mu_;
+  std::map<std::string, double> cache_;
+};
+
+}  // namespace tessera::mutator

@@ -1,0 +1,365 @@
+// The sharding search: roles of repeated layers, the joint rewrites of a
+// merged projection, and what the search finds by itself (asserted on the
+// structure of the plan: collectives per block, local weight shapes).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "cost/device_profile.h"
+#include "graph/error.h"
+#include "graph/interpreter.h"
+#include "mutator/rules/rule.h"
+#include "mutator/sharding/partition.h"
+#include "mutator/sharding/propagate.h"
+#include "mutator/sharding/shard_search.h"
+#include "mutator/sharding/sharded_plan.h"
+#include "mutator/sharding/structure.h"
+#include "mutator/verify_mutation.h"
+#include "tests/graph/shard_check.h"
+#include "tests/mutator/mutator_test_util.h"
+
+namespace tessera::mutator {
+namespace {
+
+const cost::DeviceProfile& h100() {
+  static const cost::DeviceProfile p = cost::resolve_device("h100");
+  return p;
+}
+
+const cost::DeviceProfile& cpu() {
+  static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
+  return p;
+}
+
+// Models only searched, never run, need no data (big ones are quick to make).
+bool zero_weights = false;
+
+ValueId weight(Graph& g, const std::string& name, Shape shape, std::mt19937_64& rng) {
+  if (zero_weights) return g.add_constant(name, Tensor(DType::kF32, shape));
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = std::uniform_real_distribution<double>(-0.1, 0.1)(rng);
+  return g.add_constant(name, Tensor::from_doubles(DType::kF32, shape, v));
+}
+
+Attrs gemm_attrs() {
+  Attrs a;
+  a.set("alpha", 1.0);
+  a.set("beta", 1.0);
+  a.set("transA", int64_t{0});
+  a.set("transB", int64_t{0});
+  return a;
+}
+
+Attrs with(const char* name, std::vector<int64_t> v) {
+  Attrs a;
+  a.set(name, std::move(v));
+  return a;
+}
+
+ValueId layer_norm(Graph& g, ValueId x, int64_t d, std::mt19937_64& rng, const std::string& name) {
+  Attrs a;
+  a.set("axis", int64_t{-1});
+  a.set("epsilon", 1e-5);
+  return g.add(OpKind::kLayerNormalization, {x, weight(g, name + ".g", {d}, rng), weight(g, name + ".b", {d}, rng)},
+               a, name);
+}
+
+// GPT-2's blocks as torch exports them: LayerNorm, a Gemm on a merged QKV
+// weight, Reshape back to [1, T, 3D] and Split; heads through Reshape and
+// Transpose; the scores scaled, Softmax, the context merged and projected;
+// the residual; then LayerNorm, fc1, Gelu, fc2 and the residual.
+Graph gpt2_like(int layers, int64_t tokens, int64_t d, int64_t heads, uint64_t seed = 3, bool zeros = false) {
+  std::mt19937_64 rng(seed);
+  zero_weights = zeros;
+  Graph g;
+  g.name = "gpt2_like";
+  const int64_t hd = d / heads;
+  ValueId x = g.add_input("x", {DType::kF32, {tokens, d}});
+  for (int l = 0; l < layers; ++l) {
+    std::string p = "/h." + std::to_string(l);
+    ValueId h = layer_norm(g, x, d, rng, p + "/ln_1");
+    ValueId qkv = g.add(OpKind::kGemm, {h, weight(g, p + ".c_attn.w", {d, 3 * d}, rng), weight(g, p + ".c_attn.b", {3 * d}, rng)},
+                        gemm_attrs(), p + "/attn/c_attn/Gemm");
+    qkv = g.add(OpKind::kReshape, {qkv}, with("shape", {1, tokens, 3 * d}), p + "/attn/c_attn/Reshape");
+    Attrs sa;
+    sa.set("axis", int64_t{2});
+    sa.set("split", std::vector<int64_t>{d, d, d});
+    NodeId sn = g.add_node(OpKind::kSplit, {qkv}, sa, p + "/attn/Split");
+    std::vector<ValueId> parts = g.node(sn).outputs;
+    std::vector<ValueId> hs;
+    for (int i = 0; i < 3; ++i) {
+      ValueId r = g.add(OpKind::kReshape, {parts[static_cast<size_t>(i)]}, with("shape", {1, tokens, heads, hd}),
+                        p + "/attn/Reshape_" + std::to_string(i));
+      hs.push_back(g.add(OpKind::kTranspose, {r}, with("perm", i == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3}),
+                         p + "/attn/Transpose_" + std::to_string(i)));
+    }
+    ValueId s = g.add(OpKind::kMatMul, {hs[0], hs[1]}, {}, p + "/attn/MatMul");
+    s = g.add(OpKind::kMul, {s, g.add_constant(p + ".scale", Tensor::from_doubles(DType::kF32, {}, {0.125}))}, {},
+              p + "/attn/Mul");
+    Attrs soft;
+    soft.set("axis", int64_t{-1});
+    s = g.add(OpKind::kSoftmax, {s}, soft, p + "/attn/Softmax");
+    ValueId c = g.add(OpKind::kMatMul, {s, hs[2]}, {}, p + "/attn/MatMul_1");
+    c = g.add(OpKind::kTranspose, {c}, with("perm", {0, 2, 1, 3}), p + "/attn/Transpose_3");
+    c = g.add(OpKind::kReshape, {c}, with("shape", {tokens, d}), p + "/attn/Reshape_3");
+    ValueId o = g.add(OpKind::kGemm, {c, weight(g, p + ".c_proj.w", {d, d}, rng), weight(g, p + ".c_proj.b", {d}, rng)},
+                      gemm_attrs(), p + "/attn/c_proj/Gemm");
+    x = g.add(OpKind::kAdd, {x, o}, {}, p + "/Add");
+    h = layer_norm(g, x, d, rng, p + "/ln_2");
+    ValueId f = g.add(OpKind::kGemm, {h, weight(g, p + ".c_fc.w", {d, 4 * d}, rng), weight(g, p + ".c_fc.b", {4 * d}, rng)},
+                      gemm_attrs(), p + "/mlp/c_fc/Gemm");
+    f = g.add(OpKind::kRelu, {f}, {}, p + "/mlp/act");
+    f = g.add(OpKind::kGemm, {f, weight(g, p + ".c_proj2.w", {4 * d, d}, rng), weight(g, p + ".c_proj2.b", {d}, rng)},
+              gemm_attrs(), p + "/mlp/c_proj/Gemm");
+    x = g.add(OpKind::kAdd, {x, f}, {}, p + "/Add_1");
+  }
+  g.set_outputs({layer_norm(g, x, d, rng, "/ln_f")});
+  return g;
+}
+
+// The ranks' programs, run in lockstep, compute the single-device graph.
+void expect_ranks_match(const Graph& g, const ShardedGraph& s) {
+  RankPrograms p = partition(g, s);
+  std::vector<Tensor> inputs;
+  std::mt19937_64 rng(9);
+  for (ValueId v : g.inputs()) {
+    std::vector<double> d(static_cast<size_t>(g.type(v).numel()));
+    for (double& x : d) x = std::uniform_real_distribution<double>(-1, 1)(rng);
+    inputs.push_back(Tensor::from_doubles(g.type(v).dtype, g.type(v).shape, d));
+  }
+  std::vector<Tensor> want = evaluate(g, inputs, Precision::kF64);
+  std::vector<const Graph*> graphs;
+  std::vector<std::vector<RefTensor<double>>> ins;
+  for (const Graph& r : p.ranks) {
+    graphs.push_back(&r);
+    std::vector<RefTensor<double>> mine;
+    for (const Tensor& t : inputs) mine.push_back(to_ref<double>(t));
+    ins.push_back(std::move(mine));
+  }
+  auto outs = interpret_ranks<double>(graphs, p.mesh, ins);
+  for (size_t r = 0; r < outs.size(); ++r)
+    for (size_t o = 0; o < want.size(); ++o)
+      EXPECT_LE(tessera::testing::relative_error(from_ref<double>(outs[r][o]), want[o]), 1e-5) << "rank " << r;
+}
+
+// Collectives of each kind the plan's reshards make.
+std::map<std::string, int> reshard_kinds(const Graph& g, const ShardedGraph& s) {
+  std::map<std::string, int> n;
+  std::istringstream lines(describe(g, s));
+  for (std::string line; std::getline(lines, line);)
+    for (const char* k : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"})
+      if (line.find("  reshard ") == 0 && line.find(k) != std::string::npos) ++n[k];
+  return n;
+}
+
+int count(const Graph& g, OpKind k) {
+  int n = 0;
+  for (NodeId i = 0; i < g.num_nodes(); ++i) n += g.node(i).kind == k;
+  return n;
+}
+
+ShardSearchResult search(const Graph& g, const cost::DeviceProfile& device, const std::string& mesh,
+                         int64_t memory = 0) {
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse(mesh);
+  o.device_memory = memory;
+  o.threads = 2;
+  return search_shardings(g, device, o);
+}
+
+TEST(ShardRoles, RepeatedLayersShareRolesWhateverTheDepth) {
+  std::vector<Role> four = weight_roles(gpt2_like(4, 8, 16, 2));
+  std::vector<Role> eight = weight_roles(gpt2_like(8, 8, 16, 2));
+  EXPECT_EQ(four.size(), eight.size());
+  size_t largest = 0;
+  for (const Role& r : eight) largest = std::max(largest, r.values.size());
+  EXPECT_GE(largest, 4u);  // the middle layers' weights of one kind, together
+  // Different kinds never share: every role's values have one type and one reader kind.
+  Graph g = gpt2_like(8, 8, 16, 2);
+  auto users = g.users();
+  for (const Role& r : weight_roles(g))
+    for (ValueId v : r.values) {
+      EXPECT_EQ(g.type(v), g.type(r.values[0]));
+      EXPECT_EQ(g.node(users[static_cast<size_t>(v)][0]).kind, g.node(r.reader).kind);
+    }
+}
+
+TEST(ShardRewrites, SplitMergedProjectionKeepsTheResultAndVerifies) {
+  Graph g = gpt2_like(1, 8, 16, 2);
+  auto users = g.users();
+  RuleContext ctx{g, users};
+  const Rule& rule = find_rule("split-merged-projection");
+  EXPECT_TRUE(rule.mesh_only);
+  std::vector<Mutation> ms;
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (g.node(n).kind == OpKind::kSplit)
+      for (Mutation& m : rule.fn(ctx, n)) ms.push_back(std::move(m));
+  ASSERT_EQ(ms.size(), 1u);
+  Graph h = apply_mutation(g, ms[0]);
+  EXPECT_EQ(count(h, OpKind::kGemm), count(g, OpKind::kGemm) + 2);
+  EXPECT_EQ(count(h, OpKind::kSplit), 0);
+  EXPECT_LT(testing::max_output_diff(g, h, 5), 1e-5);
+  MutationVerifier v(3);
+  v.verify(ms[0], rule.obligation);
+  EXPECT_TRUE(ms[0].verification.accepted()) << ms[0].verification.detail;
+}
+
+// The permuted weight gives each rank whole heads of Q, K and V from one
+// product: with its columns split, the attention runs split by heads with
+// no collective before the output projection. The merged weight as
+// exported, split the same way, must be gathered first.
+TEST(ShardRewrites, PermutedProjectionGivesEachRankWholeHeads) {
+  Graph g = gpt2_like(1, 8, 16, 4);
+  for (int64_t ways : {2, 4}) {
+    auto users = g.users();
+    RuleContext ctx{g, users};
+    NodeId split = -1;
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+      if (g.node(n).kind == OpKind::kSplit) split = n;
+    std::vector<Mutation> ms = permute_merged_projection(ctx, split, ways);
+    ASSERT_EQ(ms.size(), 1u);
+    Graph h = apply_mutation(g, ms[0]);
+    EXPECT_LT(testing::max_output_diff(g, h, 7), 1e-5) << ways;
+    DeviceMesh mesh = DeviceMesh::parse("tp=" + std::to_string(ways));
+    auto pinned = [&](const Graph& x) {
+      for (ValueId v = 0; v < x.num_values(); ++v)
+        if (x.value(v).constant && x.type(v).shape == Shape{16, 48})
+          return propagate(x, mesh, {{v, Sharding::parse("[S(1)]"), "test"}}, h100());
+      ADD_FAILURE() << "no merged weight";
+      return ShardedGraph{};
+    };
+    // Merged: the product's result is gathered before the Split. Permuted:
+    // nothing moves before the heads are merged back (Reshape_3), where the
+    // output projection takes over.
+    std::string merged = describe(g, pinned(g)), permuted = describe(h, pinned(h));
+    EXPECT_NE(merged.find("reshard /h.0/attn/c_attn/"), std::string::npos) << merged;
+    std::istringstream lines(permuted);
+    int reshards = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("  reshard ") != 0) continue;
+      ++reshards;
+      EXPECT_NE(line.find("/h.0/attn/Reshape_3"), std::string::npos) << "ways " << ways << ": " << line;
+    }
+    EXPECT_EQ(reshards, 1) << permuted;
+    expect_ranks_match(h, pinned(h));
+  }
+}
+
+// Big enough for an H100 to gain, and short (decode-like: 32 tokens), so
+// that reading the weights is what costs: the search pins the merged
+// projection (rewritten so that heads split) and fc1 by columns, and
+// propagation makes c_proj and fc2 row parallel: one AllReduce per
+// attention block and per MLP block, nothing else inside a layer.
+TEST(ShardSearch, FindsTheMegatronPlanOnAGpt2LikeModel) {
+  const int layers = 3;
+  Graph g = gpt2_like(layers, 128, 2048, 16, 3, /*zeros=*/true);
+  for (const char* mesh : {"tp=2", "tp=4"}) {
+    ShardSearchResult r = search(g, h100(), mesh);
+    ASSERT_EQ(r.mesh.str(), mesh) << r.why;
+    ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
+    std::map<std::string, int> kinds = reshard_kinds(r.graph, s);
+    EXPECT_EQ(kinds["all-reduce"] + kinds["reduce-scatter"], 2 * layers) << describe(r.graph, s);
+    EXPECT_EQ(kinds["all-gather"], kinds["reduce-scatter"]) << describe(r.graph, s);
+    EXPECT_EQ(kinds["all-to-all"], 0) << describe(r.graph, s);
+    // fc1 by columns in every layer.
+    int64_t ways = r.mesh.num_devices(), split_fc1 = 0;
+    for (NodeId n = 0; n < r.graph.num_nodes(); ++n) {
+      const Node& node = r.graph.node(n);
+      if (node.kind == OpKind::kGemm && r.graph.type(node.inputs[1]).shape == Shape{2048, 4 * 2048})
+        split_fc1 += s.nodes[static_cast<size_t>(n)].inputs[1] == Sharding::parse("[S(1)]");
+    }
+    EXPECT_EQ(split_fc1, layers);
+    EXPECT_FALSE(r.rewrites.empty()) << "the merged QKV weight as exported cannot give whole heads";
+    (void)ways;
+  }
+}
+
+TEST(ShardSearch, ASmallModelStaysOnOneDeviceAndSaysWhy) {
+  Graph g = gpt2_like(2, 8, 16, 2);
+  ShardSearchResult r = search(g, cpu(), "tp=2");
+  EXPECT_EQ(r.mesh.num_devices(), 1);
+  EXPECT_EQ(r.why.rfind("no split", 0), 0u) << r.why;
+  EXPECT_TRUE(r.constraints.empty());
+  ASSERT_GE(r.curve.size(), 2u);
+  EXPECT_EQ(r.curve[r.chosen].mesh.num_devices(), 1);
+}
+
+TEST(ShardSearch, TheDegreeCurveHasEveryDegree) {
+  Graph g = gpt2_like(1, 64, 64, 4);
+  ShardSearchResult r = search(g, h100(), "tp=8");
+  std::set<int64_t> degrees;
+  for (const DegreePoint& p : r.curve) degrees.insert(p.mesh.num_devices());
+  EXPECT_EQ(degrees, (std::set<int64_t>{1, 2, 4, 8}));
+  for (const DegreePoint& p : r.curve) EXPECT_GE(p.predicted_s, r.curve[r.chosen].predicted_s * (1 - 1e-9));
+}
+
+TEST(ShardSearch, AModelThatDoesNotFitIsSplitAndFits) {
+  Graph g = gpt2_like(2, 8, 256, 4);
+  int64_t weights = 0;
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) weights += g.type(v).nbytes();
+  ShardSearchResult r = search(g, cpu(), "tp=4", weights * 6 / 10);
+  EXPECT_GT(r.mesh.num_devices(), 1) << r.why;
+  EXPECT_TRUE(r.curve[r.chosen].fits);
+  EXPECT_LE(r.curve[r.chosen].memory_bytes, weights * 6 / 10);
+  EXPECT_NE(r.why.find("does not fit one device"), std::string::npos) << r.why;
+  try {
+    search(g, cpu(), "tp=2", weights / 100);
+    FAIL() << "fitted 1% of the weights";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kResource);
+    EXPECT_NE(std::string(e.what()).find("per device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShardSearch, DeterministicAcrossThreads) {
+  Graph g = gpt2_like(2, 256, 256, 4);
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse("tp=4");
+  o.threads = 1;
+  ShardSearchResult a = search_shardings(g, h100(), o);
+  o.threads = 2;
+  ShardSearchResult b = search_shardings(g, h100(), o);
+  ASSERT_EQ(a.constraints.size(), b.constraints.size());
+  for (size_t i = 0; i < a.constraints.size(); ++i) {
+    EXPECT_EQ(a.constraints[i].value, b.constraints[i].value);
+    EXPECT_EQ(a.constraints[i].sharding, b.constraints[i].sharding);
+  }
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (size_t i = 0; i < a.curve.size(); ++i) EXPECT_EQ(a.curve[i].predicted_s, b.curve[i].predicted_s);
+  EXPECT_EQ(a.mesh, b.mesh);
+}
+
+// Annotations are constraints: kept as given, on the mesh given.
+TEST(ShardSearch, AnnotationsAreKept) {
+  Graph g = gpt2_like(2, 256, 256, 4);
+  ValueId fc1 = *g.find_value("/h.0.c_fc.w");
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse("tp=2");
+  o.constraints = {{fc1, Sharding::parse("[S(0)]"), "/h.0.c_fc.w=[S(0)]"}};
+  ShardSearchResult r = search_shardings(g, h100(), o);
+  EXPECT_EQ(r.mesh.str(), "tp=2");
+  ASSERT_FALSE(r.constraints.empty());
+  EXPECT_EQ(r.constraints[0].value, fc1);
+  EXPECT_EQ(r.constraints[0].sharding, Sharding::parse("[S(0)]"));
+  ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
+  EXPECT_EQ(s.values[static_cast<size_t>(fc1)], Sharding::parse("[S(0)]"));
+  EXPECT_TRUE(s.fixed[static_cast<size_t>(fc1)]);
+}
+
+// The whole path: search, partition, the end-to-end check on the ranks.
+TEST(ShardSearch, SearchedPlansPassTheCheck) {
+  ShardOptions o;
+  o.device = "h100";
+  o.mesh = DeviceMesh::parse("tp=2");
+  ShardedPlan p = shard(gpt2_like(2, 64, 128, 4), o);
+  EXPECT_TRUE(p.searched);
+  EXPECT_TRUE(p.check.passed) << p.check.summary();
+  EXPECT_EQ(p.ranks.ranks.size(), static_cast<size_t>(p.search.mesh.num_devices()));
+}
+
+}  // namespace
+}  // namespace tessera::mutator
