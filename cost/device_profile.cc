@@ -1,5 +1,7 @@
 #include "cost/device_profile.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -318,6 +320,26 @@ DeviceProfile resolve_device(const std::string& spec) {
   if (spec == "cpu") return host_cpu_profile();
   if (spec.find('/') != std::string::npos || spec.ends_with(".json")) return load_profile(spec);
   return builtin_profile(spec);
+}
+
+int64_t ranks_per_node(const DeviceProfile& device, int64_t devices) {
+  if (device.interconnect.empty() || device.interconnect[0].devices_per_node <= 0) return 1;
+  return std::max<int64_t>(1, std::min(devices, device.interconnect[0].devices_per_node));
+}
+
+DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks) {
+  if (host.kind != DeviceKind::kCpu || ranks <= 1) return host;
+  DeviceProfile p = host;
+  const auto k = static_cast<double>(std::min(ranks, host.units));
+  p.units = std::max<int64_t>(1, host.units / ranks);
+  for (auto& [t, f] : p.matrix_flops) f /= k;
+  for (auto& [t, f] : p.vector_flops) f /= k;
+  for (MemoryLevel& m : p.memory) {
+    m.bandwidth /= k;  // every level's is the whole device's
+    if (!m.per_unit) m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) / k);
+  }
+  p.description = host.description + " (one of " + std::to_string(ranks) + " ranks sharing it)";
+  return p;
 }
 
 }  // namespace tessera::cost

@@ -119,6 +119,15 @@ std::string host_profile_cache_path();
 // else detect_host_cpu().
 DeviceProfile host_cpu_profile();
 
+// One rank's share of a CPU host that `ranks` ranks of a mesh share (the
+// innermost interconnect tier's devices_per_node say how many do): its
+// cores, FLOP/s and the bandwidth and capacity of the levels the cores
+// share divided among them. A GPU profile, or one rank, is returned as it
+// is: each GPU rank has its device to itself.
+DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks);
+// How many ranks of a mesh of `devices` share a node on `device`.
+int64_t ranks_per_node(const DeviceProfile& device, int64_t devices);
+
 // --device values: "cpu" (host_cpu_profile), a builtin name, or a path to a
 // profile JSON file.
 DeviceProfile resolve_device(const std::string& spec);

@@ -166,10 +166,10 @@ def build_gpt2():
     return _TupleOutputs.wrap(model, [n for n, _ in inputs], 1), inputs, ["last_hidden_state"]
 
 
-def build_llama():
+def build_llama(layers=4, hidden=512, intermediate=1376, heads=8, vocab=32000):
     from transformers import LlamaConfig, LlamaModel
-    config = LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=8, vocab_size=32000,
+    config = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, vocab_size=vocab,
                          max_position_embeddings=2048, use_cache=False)
     model = LlamaModel(config)
     model.config._attn_implementation = "eager"
@@ -188,6 +188,9 @@ MODELS = {
     "bert_base": (build_bert_base, "BERT-base encoder, seq 128"),
     "gpt2": (build_gpt2, "GPT-2 (124M) decoder, seq 128, no past"),
     "llama_small": (build_llama, "Llama-style decoder: hidden 512, 4 layers, 8 heads, SwiGLU 1376, seq 128"),
+    # Deep and narrow: what the sharding search's time must not grow with.
+    "llama_deep": (lambda: build_llama(layers=32, hidden=256, intermediate=688, heads=8, vocab=8000),
+                   "Llama-style decoder: hidden 256, 32 layers, 8 heads, SwiGLU 688, seq 128"),
 }
 
 

@@ -109,8 +109,10 @@ def main():
         row = {"model": name}
         for n in [int(x) for x in args.ranks.split(",")]:
             plan = os.path.join(work, name, f"tp{n}")
+            # The annotations alone (the hand-written plan); bench_search.py
+            # compares what the sharding search adds or finds instead.
             run([args.tessera, "optimize", model, "-o", plan, "--mesh", f"tp={n}", "--shard-file",
-                 os.path.join(HERE, f"megatron_{name}.json")])
+                 os.path.join(HERE, f"megatron_{name}.json"), "--no-shard-search"])
             for mode, prefix in (("mpi", [*mpi, "-np", str(n)]), ("threads", [])):
                 out = os.path.join(work, name, f"tp{n}-{mode}")
                 run([*prefix, args.tessera, "run", plan, *feeds, "--output-dir", out, "--threads", "1"])

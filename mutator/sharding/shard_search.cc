@@ -39,6 +39,7 @@ struct Decision {
   ShardMove::Kind kind;
   int role;
   std::vector<Sharding> options;
+  bool product = false;  // the weight of a matrix product, convolution or embedding
 };
 
 struct Eval {
@@ -74,7 +75,10 @@ class MeshSearch {
         if (in == Sharding::replicated(mesh_) || std::find(opts.begin(), opts.end(), in) != opts.end()) continue;
         opts.push_back(in);
       }
-      if (!opts.empty()) decisions_.push_back({ShardMove::Kind::kPinWeight, static_cast<int>(r), std::move(opts)});
+      OpKind k = g.node(role.reader).kind;
+      bool product = op_def(k).family == OpFamily::kNn || k == OpKind::kGather;
+      if (!opts.empty())
+        decisions_.push_back({ShardMove::Kind::kPinWeight, static_cast<int>(r), std::move(opts), product});
     }
     find_siblings();
   }
@@ -85,13 +89,30 @@ class MeshSearch {
   bool exhausted() const { return exhausted_; }
 
   DegreePoint run(std::vector<ShardConstraint>& pins) {
-    std::vector<int> state(decisions_.size(), 0);
+    // Two starts, the better end wins: the products' weights first, then
+    // every decision (where Megatron-style plans are: a split of fc1 alone
+    // pays, a split of the tokens would lead elsewhere first); and every
+    // decision from the start (where splitting the tokens is).
+    const std::vector<int> replicated(decisions_.size(), 0);
+    std::vector<int> state = replicated;
     Eval best = evaluate(state);
-    descend(state, best);
+    descend(state, best, true);
+    descend(state, best, false);
+    std::vector<std::string> first = taken_;
+    taken_.clear();
+    std::vector<int> other = replicated;
+    Eval other_best = evaluate(other);
+    descend(other, other_best, false);
+    if (better(other_best, best)) {
+      state = other;
+      best = other_best;
+    } else {
+      taken_ = first;
+    }
     // Where Partials are reduced: offered for the values still Partial.
     if (add_reduce_decisions(state)) {
       state.resize(decisions_.size(), 0);
-      descend(state, best);
+      descend(state, best, false);
     }
     DegreePoint p;
     p.mesh = mesh_;
@@ -146,12 +167,13 @@ class MeshSearch {
   // alone rarely pays for the collective they share.
   using Move = std::vector<std::pair<size_t, int>>;
 
-  std::vector<Move> moves_from(const std::vector<int>& state) const {
+  std::vector<Move> moves_from(const std::vector<int>& state, bool products_only) const {
     std::vector<Move> moves;
     for (size_t d = 0; d < decisions_.size(); ++d)
-      for (int o = 0; o <= static_cast<int>(decisions_[d].options.size()); ++o)
+      for (int o = 0; !(products_only && !decisions_[d].product) && o <= static_cast<int>(decisions_[d].options.size()); ++o)
         if (o != state[d]) moves.push_back({{d, o}});
     for (const std::vector<size_t>& group : siblings_) {
+      if (products_only && !decisions_[group[0]].product) continue;
       for (size_t o = 0; o < decisions_[group[0]].options.size(); ++o) {
         const Sharding& want = decisions_[group[0]].options[o];
         Move m;
@@ -184,9 +206,9 @@ class MeshSearch {
 
   // Best-improvement descent: every move from `state`, evaluated on the
   // threads, the best taken; ties to the first in move order.
-  void descend(std::vector<int>& state, Eval& best) {
+  void descend(std::vector<int>& state, Eval& best, bool products_only) {
     while (Clock::now() < deadline_) {
-      std::vector<Move> moves = moves_from(state);
+      std::vector<Move> moves = moves_from(state, products_only);
       if (moves.empty()) return;
       std::vector<Eval> results(moves.size());
       std::atomic<size_t> next{0};
@@ -286,7 +308,7 @@ class MeshSearch {
         } catch (const Error&) {
         }
       }
-      decisions_.push_back({ShardMove::Kind::kReduceAt, static_cast<int>(r), std::move(opts)});
+      decisions_.push_back({ShardMove::Kind::kReduceAt, static_cast<int>(r), std::move(opts), false});
     }
     return true;
   }
@@ -414,7 +436,9 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       if (it->second > 0) tried.push_back(it->second);
     }
     for (size_t v : tried) {
-      MeshSearch s(variants[v].graph, mesh, device, options.constraints, r.device_memory, threads, deadline);
+      // A rank's share of the host where ranks share one (CPUs).
+      const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
+      MeshSearch s(variants[v].graph, mesh, rank_device, options.constraints, r.device_memory, threads, deadline);
       if (r.roles == 0 && v == 0) {
         r.roles = s.weight_decisions();
         for (const Role& role : s.weight_roles_list()) r.weights_in_roles += static_cast<int64_t>(role.values.size());
@@ -428,13 +452,22 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       variant_of.push_back(v);
     }
   }
-  // The fastest plan that fits; ties to fewer devices (earlier).
+  // The fastest plan that fits, or one on fewer devices within kDegreeSlack
+  // of it: a gain smaller than that is within the cost model's error, and
+  // devices are not free.
   size_t pick = r.curve.size();
   for (size_t k = 0; k < r.curve.size(); ++k) {
     const DegreePoint& p = r.curve[k];
     if (!p.fits) continue;
     if (pick == r.curve.size() || p.predicted_s < r.curve[pick].predicted_s * (1 - 1e-9)) pick = k;
   }
+  if (pick < r.curve.size())
+    for (size_t k = 0; k < pick; ++k)
+      if (r.curve[k].fits && r.curve[k].mesh.num_devices() < r.curve[pick].mesh.num_devices() &&
+          r.curve[k].predicted_s <= r.curve[pick].predicted_s * (1 + kDegreeSlack)) {
+        pick = k;
+        break;
+      }
   if (pick == r.curve.size()) {
     int64_t smallest = std::numeric_limits<int64_t>::max();
     std::string where;

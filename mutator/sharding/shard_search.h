@@ -23,8 +23,9 @@
 // settled, for the values that are still Partial.
 //
 // Degree: every sub-mesh (each axis at each divisor of its size) is searched
-// and the fastest plan that fits wins, one device included, so a mesh of 8
-// may be served by 4 ranks or by one; the curve goes into the plan. A
+// and the fastest plan that fits wins (fewer devices unless more are faster
+// by kDegreeSlack), one device included, so a mesh of 8 may be served by 4
+// ranks or by one; the curve goes into the plan. A
 // sub-mesh is assumed placed on the fewest nodes. Annotations fix the mesh
 // (they name its axes and sizes) and are constraints no move overrides.
 #pragma once
@@ -37,6 +38,10 @@
 #include "mutator/sharding/propagate.h"
 
 namespace tessera::mutator {
+
+// A mesh of more devices is chosen only when it is predicted faster than
+// every smaller one by more than this share.
+inline constexpr double kDegreeSlack = 0.02;
 
 struct ShardSearchOptions {
   DeviceMesh mesh;                           // what is offered

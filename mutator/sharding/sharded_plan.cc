@@ -166,7 +166,9 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
                                                                                          << "); no plan is written");
 
   p.single_s = cost::graph_cost(p.global, device).time_s;
-  cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, mesh, device));
+  // Each rank on its share of the host where ranks share one (CPUs).
+  const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
+  cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, mesh, rank_device));
   p.mesh_s = pc.time_s;
   for (int64_t r = 0; r < mesh.num_devices(); ++r) {
     const Graph& rg = p.ranks.ranks[static_cast<size_t>(r)];
@@ -178,7 +180,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
     const Node& node = r0.node(n);
     if (!op_def(node.kind).is_collective()) continue;
     p.collectives.push_back({node.name, op_name(node.kind), node.attrs.s("mesh_axis"), r0.type(node.inputs[0]).nbytes(),
-                             cost::collective_node_cost(r0, node, device, &mesh).time_s});
+                             cost::collective_node_cost(r0, node, rank_device, &mesh).time_s});
   }
   return p;
 }

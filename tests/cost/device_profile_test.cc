@@ -148,3 +148,28 @@ TEST(DeviceProfile, DetectsHost) {
 
 }  // namespace
 }  // namespace tessera::cost
+
+namespace tessera::cost {
+namespace {
+
+// Ranks that share a CPU host share its cores, FLOP/s and bandwidth; GPU
+// ranks each have their own device.
+TEST(DeviceProfile, RanksSharingACpuHostGetTheirShare) {
+  DeviceProfile host = builtin_profile("cpu");
+  EXPECT_EQ(ranks_per_node(host, 4), host.interconnect[0].devices_per_node);
+  DeviceProfile one = rank_share(host, 2);
+  EXPECT_EQ(one.units, host.units / 2);
+  EXPECT_DOUBLE_EQ(one.peak_flops(DType::kF32, true), host.peak_flops(DType::kF32, true) / 2);
+  EXPECT_DOUBLE_EQ(one.main_memory().bandwidth, host.main_memory().bandwidth / 2);
+  EXPECT_EQ(one.main_memory().capacity_bytes, host.main_memory().capacity_bytes / 2);
+  EXPECT_EQ(one.memory[0].capacity_bytes, host.memory[0].capacity_bytes);  // per core: kept
+  one.validate();
+  DeviceProfile gpu = builtin_profile("h100");
+  EXPECT_EQ(ranks_per_node(gpu, 16), 8);
+  DeviceProfile g8 = rank_share(gpu, 8);
+  EXPECT_EQ(g8.units, gpu.units);
+  EXPECT_DOUBLE_EQ(g8.peak_flops(DType::kF32, true), gpu.peak_flops(DType::kF32, true));
+}
+
+}  // namespace
+}  // namespace tessera::cost

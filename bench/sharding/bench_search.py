@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The sharding search against the hand-written Megatron plans, side by side.
+
+  A. Predicted, --device h100, --mesh tp=2/4/8, for each suite transformer
+     (GPT-2, BERT-base, the Llama-style decoder): `tessera optimize --mesh`
+     with no annotations (the search) against the Megatron annotations of
+     bench/sharding/megatron_<model>.json with --no-shard-search, on the same
+     cost model (plan.json's predicted mesh time: the ranks' critical path
+     on the partitioned programs). Per plan: the devices it uses, the
+     collectives by kind, the bytes a rank sends per layer next to
+     Megatron's formula (2 AllReduces of batch x seq x hidden per layer),
+     and the search's own time (plan.json search.seconds) against its target
+     (10 s; 60 s for the 32-layer llama_deep).
+  B. Measured on this machine, --device cpu --mesh tp=2: the searched plan
+     and the Megatron plan on 2 ranks x 1 thread under mpirun, against the
+     model on 1 rank x 1 thread, in rotated order each round, medians; and
+     each plan's outputs against the single-device run, relative to the
+     output's scale.
+
+Needs the model suite (python3 bench/models/generate.py --only
+gpt2,bert_base,llama_small,llama_deep) and mpirun.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import shutil
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from bench_ranks import inputs_of, median_ms, mpirun, outputs_in, run, scaled_error  # noqa: E402
+
+SUITE = {"gpt2": ("gpt2", 12, 768), "bert": ("bert_base", 12, 768), "llama": ("llama_small", 4, 512)}
+TOKENS = 128  # batch 1 x seq 128, as the suite is exported
+
+
+def plan_facts(plan):
+    j = json.load(open(os.path.join(plan, "plan.json")))
+    kinds = {}
+    sent = 0
+    for c in j["collectives"]:
+        kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+        sent += c["bytes"]
+    s = j.get("search") or {}
+    return {"mesh": j["mesh"], "devices": len(j["ranks"]), "mesh_s": j["predicted_cost"]["mesh_s"],
+            "single_s": j["predicted_cost"]["single_device_s"], "kinds": kinds, "sent": sent,
+            "search_s": s.get("seconds", 0.0), "why": s.get("why", ""), "rewrites": len(s.get("rewrites", [])),
+            "memory": max(r["weight_bytes"] + r["peak_activation_bytes"] for r in j["ranks"])}
+
+
+def kinds_str(k):
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(k.items())) or "none"
+
+
+def predicted(args, work):
+    rows = []
+    for name, (folder, layers, hidden) in SUITE.items():
+        model = os.path.join(ROOT, "bench", "models", "cache", folder, "model.onnx")
+        for tp in (2, 4, 8):
+            auto = os.path.join(work, f"{name}-auto-{tp}")
+            meg = os.path.join(work, f"{name}-meg-{tp}")
+            run([args.tessera, "optimize", model, "-o", auto, "--mesh", f"tp={tp}", "--device", "h100"])
+            run([args.tessera, "optimize", model, "-o", meg, "--mesh", f"tp={tp}", "--device", "h100",
+                 "--shard-file", os.path.join(HERE, f"megatron_{name}.json"), "--no-shard-search"])
+            a, m = plan_facts(auto), plan_facts(meg)
+            formula = 2 * TOKENS * hidden * 4  # bytes per layer: 2 AllReduces of [1, 128, hidden] f32
+            row = {"model": name, "tp": tp, "auto": a, "megatron": m, "formula_per_layer": formula,
+                   "layers": layers}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    deep = os.path.join(ROOT, "bench", "models", "cache", "llama_deep", "model.onnx")
+    deep_row = None
+    if os.path.exists(deep):
+        plan = os.path.join(work, "deep-auto-8")
+        run([args.tessera, "optimize", deep, "-o", plan, "--mesh", "tp=8", "--device", "h100"])
+        deep_row = plan_facts(plan)
+    print()
+    print("| model | offered | search: devices used, predicted ms | Megatron ms (tp=N) | search / Megatron |"
+          " one device ms | search's collectives | Megatron's collectives | bytes sent per layer: search / Megatron / formula | search s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        a, m = r["auto"], r["megatron"]
+        print(f"| {r['model']} | tp={r['tp']} | {a['devices']} ({a['mesh']}), {a['mesh_s'] * 1e3:.4g} | "
+              f"{m['mesh_s'] * 1e3:.4g} | {a['mesh_s'] / m['mesh_s']:.3f} | {a['single_s'] * 1e3:.4g} | "
+              f"{kinds_str(a['kinds'])} | {kinds_str(m['kinds'])} | "
+              f"{a['sent'] / r['layers'] / 1e3:.0f} K / {m['sent'] / r['layers'] / 1e3:.0f} K / "
+              f"{r['formula_per_layer'] / 1e3:.0f} K | {a['search_s']:.2f} |")
+    if deep_row:
+        print(f"\nllama_deep (32 layers), tp=8 offered: search {deep_row['search_s']:.2f} s (target 60 s), "
+              f"{deep_row['devices']} devices, {deep_row['mesh_s'] * 1e3:.4g} ms predicted; {deep_row['why']}")
+    return rows
+
+
+def measured(args, work):
+    mpi = mpirun()
+    rows = []
+    for name, (folder, layers, hidden) in SUITE.items():
+        model_dir = os.path.join(ROOT, "bench", "models", "cache", folder)
+        model = os.path.join(model_dir, "model.onnx")
+        feeds = inputs_of(model_dir)
+        ref = os.path.join(work, f"{name}-single-out")
+        run([args.tessera, "run", model, *feeds, "--output-dir", ref])
+        want = outputs_in(ref)
+        auto = os.path.join(work, f"{name}-cpu-auto")
+        meg = os.path.join(work, f"{name}-cpu-meg")
+        run([args.tessera, "optimize", model, "-o", auto, "--mesh", "tp=2", "--device", "cpu"])
+        run([args.tessera, "optimize", model, "-o", meg, "--mesh", "tp=2", "--device", "cpu",
+             "--shard-file", os.path.join(HERE, f"megatron_{name}.json"), "--no-shard-search"])
+        facts = plan_facts(auto)
+        errs = {}
+        for label, plan in (("auto", auto), ("megatron", meg)):
+            out = os.path.join(work, f"{name}-{label}-out")
+            ranks = plan_facts(plan)["devices"]
+            run([*mpi, "-np", str(ranks), args.tessera, "run", plan, *feeds, "--output-dir", out, "--threads", "1"])
+            errs[label] = scaled_error(outputs_in(out), want)
+        rep = ["--threads", "1", "--repeat", str(args.repeat)]
+        programs = {
+            "single": [args.tessera, "run", model, *feeds, *rep],
+            "auto": [*mpi, "-np", str(facts["devices"]), args.tessera, "run", auto, *feeds, *rep],
+            "megatron": [*mpi, "-np", "2", args.tessera, "run", meg, *feeds, *rep],
+        }
+        times = {k: [] for k in programs}
+        keys = list(programs)
+        for r in range(args.rounds):
+            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+                times[k].append(median_ms(run(programs[k])))
+        row = {"model": name, **{k: float(np.median(v)) for k, v in times.items()}, "errors": errs,
+               "auto_collectives": kinds_str(facts["kinds"]), "auto_devices": facts["devices"],
+               "auto_predicted_ms": facts["mesh_s"] * 1e3, "megatron_predicted_ms": plan_facts(meg)["mesh_s"] * 1e3}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print()
+    print("| model | 1 rank ms | Megatron 2 ranks ms | search's plan ms (ranks) | search vs Megatron | search vs 1 rank |"
+          " predicted search / Megatron ms | search's collectives | max error search / Megatron |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['single']:.2f} | {r['megatron']:.2f} | {r['auto']:.2f} ({r['auto_devices']}) | "
+              f"{r['megatron'] / r['auto']:.2f}x | {r['single'] / r['auto']:.2f}x | "
+              f"{r['auto_predicted_ms']:.3g} / {r['megatron_predicted_ms']:.3g} | {r['auto_collectives']} | "
+              f"{r['errors']['auto']:.1e} / {r['errors']['megatron']:.1e} |")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "bin", "tessera"))
+    ap.add_argument("--part", default="predicted,measured")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args()
+    for name, (folder, _, _) in SUITE.items():
+        if not os.path.exists(os.path.join(ROOT, "bench", "models", "cache", folder, "model.onnx")):
+            sys.exit(f"bench_search: the suite's {folder} is missing: python3 bench/models/generate.py --only {folder}")
+    work = tempfile.mkdtemp(prefix="tessera-search-")
+    try:
+        if "predicted" in args.part:
+            predicted(args, work)
+        if "measured" in args.part:
+            measured(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
