@@ -20,6 +20,10 @@ const char* verification_status_name(Verification::Status s) {
   return "?";
 }
 
+std::string MutationId::name() const {
+  return kind == Kind::kSplice ? "subprogram-" + std::to_string(subprogram) : rule;
+}
+
 std::string fresh_value_name(const Graph& g, const std::string& base) {
   // Counting from the graph's size keeps names a function of the graph, so
   // the same search gives the same names whatever the thread timing.
@@ -104,7 +108,7 @@ std::vector<NodeId> local_topo(const Graph& g, const std::vector<NodeId>& nodes)
 
 Mutation MutationBuilder::finish(std::string description) {
   Mutation m;
-  m.rule = rule_;
+  m.id.rule = rule_;
   m.nodes = local_topo(host_, nodes_);
   std::unordered_set<NodeId> inside(m.nodes.begin(), m.nodes.end());
   // Inputs the replaced nodes read that the replacement does not: the two
@@ -162,8 +166,9 @@ namespace {
 // what became dead, so that several disjoint mutations can share one splice.
 void splice(Graph& g, NodeId host_nodes, const Mutation& m, std::unordered_map<ValueId, ValueId>& redirected) {
   const Graph& r = m.replacement;
+  const std::string base = m.id.name();  // what the new nodes and constants are named after
   TESSERA_CHECK(r.inputs().size() == m.inputs.size() && r.outputs().size() == m.outputs.size(),
-                "mutation " << m.rule << " has a signature that does not match its host values");
+                "mutation " << base << " has a signature that does not match its host values");
   std::vector<ValueId> map(static_cast<size_t>(r.num_values()), kNoValue);
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     ValueId v = m.inputs[i];
@@ -177,13 +182,13 @@ void splice(Graph& g, NodeId host_nodes, const Mutation& m, std::unordered_map<V
     if (same && g.value(*same).is_constant() && g.value(*same).constant->identical(*val.constant))
       map[v] = *same;
     else
-      map[v] = g.add_constant(fresh_value_name(g, m.rule + ".w"), *val.constant);
+      map[v] = g.add_constant(fresh_value_name(g, base + ".w"), *val.constant);
   }
   for (NodeId n : r.topo_order()) {
     const Node& node = r.node(n);
     std::vector<ValueId> ins;
     for (ValueId v : node.inputs) ins.push_back(v == kNoValue ? kNoValue : map[v]);
-    std::string name = fresh_node_name(g, m.rule, node.outputs.size());
+    std::string name = fresh_node_name(g, base, node.outputs.size());
     std::vector<std::string> out_names;
     for (size_t i = 0; i < node.outputs.size(); ++i) out_names.push_back(name + ":" + std::to_string(i));
     NodeId id = g.add_node(node.kind, ins, node.attrs, name, out_names);
@@ -199,7 +204,7 @@ void splice(Graph& g, NodeId host_nodes, const Mutation& m, std::unordered_map<V
       // constant or another output gets an Identity to carry the name.
       bool fresh_node_output = g.value(new_v).producer >= 0 && !graph_outputs.count(new_v) &&
                                g.value(new_v).producer >= host_nodes;
-      if (!fresh_node_output) new_v = g.add(OpKind::kIdentity, {new_v}, {}, fresh_node_name(g, m.rule, 1));
+      if (!fresh_node_output) new_v = g.add(OpKind::kIdentity, {new_v}, {}, fresh_node_name(g, base, 1));
       std::string name = g.value(old_v).name;
       g.replace_all_uses(old_v, new_v);
       g.rename_value(old_v, fresh_value_name(g, name + ".old"));

@@ -29,8 +29,30 @@ struct Verification {
 };
 const char* verification_status_name(Verification::Status s);
 
+// What made a mutation, as values: the generator's kind, the rule's name,
+// and for the search's splice of a subprogram's best program back into the
+// host, that subprogram's index (code that needs the index reads the int).
+struct MutationId {
+  enum class Kind {
+    kRule,        // a rewrite rule (mutator/rules/)
+    kEnumerated,  // a PET sequence (mutator/pet/enumerate.h)
+    kPartial,     // a mutant corrected where it is wrong (mutator/pet/correction.h)
+    kSplice,      // a subprogram's best program spliced back (mutator/search.h)
+    kSharding,    // a rewrite the sharding search makes for its mesh (mutator/sharding/shard_search.h)
+  };
+  Kind kind = Kind::kRule;
+  std::string rule;     // kebab-case name of the rule or generator; empty for a splice
+  int subprogram = -1;  // kSplice: the subprogram's index (partition_subprograms order)
+
+  static MutationId splice(int subprogram) { return {Kind::kSplice, "", subprogram}; }
+  // What the nodes and constants the mutation adds are named after: the
+  // rule's name, or "subprogram-<i>" for a splice.
+  std::string name() const;
+  bool operator==(const MutationId&) const = default;
+};
+
 struct Mutation {
-  std::string rule;  // kebab-case name of the rule or generator
+  MutationId id;  // what made it
   // The host nodes on every path from `inputs` to `outputs`: the computation
   // the replacement stands for (those still read elsewhere stay alive).
   std::vector<NodeId> nodes;

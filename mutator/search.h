@@ -21,6 +21,7 @@
 #include "cost/device_profile.h"
 #include "graph/graph.h"
 #include "mutator/mutation.h"
+#include "mutator/subprogram.h"
 
 namespace tessera::mutator {
 
@@ -47,8 +48,8 @@ struct AppliedMutation {
   std::string rule;
   std::string description;
   Verification verification;
-  int subprogram = 0;
-  bool partial = false;
+  int subprogram = 0;  // the subprogram it rewrote (partition_subprograms order)
+  bool partial = false;  // corrected where it is wrong (MutationId::Kind::kPartial)
 };
 
 struct SearchStats {
@@ -72,8 +73,15 @@ struct SearchResult {
   SearchStats stats;
 };
 
-// Node sets of the subprograms, each in node-id order, ordered by first node.
-std::vector<std::vector<NodeId>> partition_subprograms(const Graph& g);
+struct SpliceResult {
+  Graph graph;
+  std::vector<int> kept;  // the subprograms spliced, in order
+};
+// The host with the subprograms' best programs spliced back: `splices` are
+// Mutations of kind kSplice over disjoint node sets, taken in order. One
+// whose splice would make the host cyclic (or break its signature) is left
+// out, and its subprogram keeps its original program.
+SpliceResult splice_subprograms(const Graph& host, std::vector<Mutation> splices);
 
 SearchResult search(const Graph& g, const SearchOptions& options);
 

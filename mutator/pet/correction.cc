@@ -277,6 +277,7 @@ bool add_corrections(Mutation& m, const std::vector<verifier::OutputRegion>& dif
   g.remove_dead();
   m.replacement = std::move(g);
   m.corrections = differing;
+  m.id.kind = MutationId::Kind::kPartial;
   return true;
 }
 

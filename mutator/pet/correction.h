@@ -18,10 +18,11 @@ namespace tessera::mutator::pet {
 // element-wise ops (with broadcasting), Transpose, Identity.
 //
 // On success m.replacement computes the original on `differing` and the
-// mutant elsewhere, m.corrections = differing, and the result still needs
-// verifying (the search does). Returns false, leaving m unchanged, when the
-// boxes cover more than `max_fraction` of an output (the mutant is then more
-// wrong than right), or when the original cannot be recomputed on a box.
+// mutant elsewhere, m.corrections = differing, m.id.kind = kPartial, and
+// the result still needs verifying (the search does). Returns false, leaving
+// m unchanged, when the boxes cover more than `max_fraction` of an output
+// (the mutant is then more wrong than right), or when the original cannot be
+// recomputed on a box.
 bool add_corrections(Mutation& m, const std::vector<verifier::OutputRegion>& differing, double max_fraction = 0.25);
 
 // The box of `t` (a copy).

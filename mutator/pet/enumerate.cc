@@ -123,6 +123,7 @@ std::vector<Mutation> enumerate_mutants(const RuleContext& ctx, NodeId root, con
   if (NodeId partner = pair_partner(ctx, root); partner >= 0) programs.push_back({root, partner});
   for (const auto& nodes : programs) {
     Mutation base = local_program(ctx, nodes);
+    base.id.kind = MutationId::Kind::kEnumerated;
     for (State& st : enumerate_from(base.replacement, nodes.size() == 2, options)) {
       Mutation m = base;
       m.replacement = std::move(st.g);

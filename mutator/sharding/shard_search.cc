@@ -344,6 +344,7 @@ Graph rewrite_splits(const Graph& g, const std::function<std::vector<Mutation>(c
     for (Mutation& m : rule(ctx, n)) {
       if (std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId x) { return used.count(x) > 0; })) continue;
       used.insert(m.nodes.begin(), m.nodes.end());
+      m.id.kind = MutationId::Kind::kSharding;
       applied.push_back(m.description);
       ms.push_back(std::move(m));
     }
