@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -42,21 +41,8 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SUITE = {"gpt2": "gpt2", "bert": "bert_base", "llama": "llama_small"}
-
-
-def mpirun():
-    exe = shutil.which("mpirun") or shutil.which("mpiexec")
-    if not exe:
-        sys.exit("bench_overlap: mpirun not found (Debian: openmpi-bin)")
-    extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    return [exe, *extra, "--oversubscribe", "--bind-to", "none"]
-
-
-def run(cmd, timeout=1800):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        sys.exit(f"bench_overlap: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout
+sys.path.insert(0, os.path.join(ROOT, "bench", "sharding"))
+from bench_ranks import inputs_of, mpirun, rotated_outputs, run  # noqa: E402
 
 
 def synthetic_model(path, tokens, dim, hidden, branch, seed=0):
@@ -108,12 +94,6 @@ def suite_flops(model):
     return flops / 2
 
 
-def inputs_of(model_dir):
-    manifest = json.load(open(os.path.join(model_dir, "manifest.json")))
-    return [a for i in manifest["inputs"] if i.get("in_graph", True)
-            for a in ("--input", f"{i['name']}={os.path.join(model_dir, i['file'])}")]
-
-
 def outputs_in(folder):
     return {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder)) if f.endswith(".pb")}
 
@@ -144,17 +124,13 @@ def measure(name, plan, feeds, flops, args, mpi, work):
         for ov in ("on", "off"):
             programs[(mode, ov)] = [*prefix, args.tessera, "run", plan, *feeds, "--threads", "1", "--repeat",
                                     str(args.repeat), "--profile", *([] if ov == "on" else ["--no-overlap"])]
-    keys = list(programs)
-    times = {k: [] for k in keys}
-    comm = {k: [] for k in keys}
+    texts = rotated_outputs(programs, args.rounds)
+    times = {k: [number(r"median latency: ([0-9.]+) ms", t) for t in outs] for k, outs in texts.items()}
+    comm = {k: [number(r"collectives: ([0-9.]+) ms per run", t) for t in outs] for k, outs in texts.items()}
     overlapped = {}
-    for r in range(args.rounds):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            text = run(programs[k])
-            times[k].append(number(r"median latency: ([0-9.]+) ms", text))
-            comm[k].append(number(r"collectives: ([0-9.]+) ms per run", text))
-            m = re.search(r"(\d+) of (\d+) overlap", text)
-            overlapped[k] = f"{m.group(1)}/{m.group(2)}" if m else "?"
+    for k, outs in texts.items():
+        m = re.search(r"(\d+) of (\d+) overlap", outs[-1])
+        overlapped[k] = f"{m.group(1)}/{m.group(2)}" if m else "?"
     rows = []
     for mode in ("mpi", "threads"):
         row = {"plan": name, "mode": mode, "bitwise_equal": same[mode], "predicted_comm_ms": predicted_collective_ms(plan),

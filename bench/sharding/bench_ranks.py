@@ -76,6 +76,17 @@ def scaled_error(got, want):
     return err
 
 
+def rotated_outputs(programs, rounds):
+    """Each program's stdout, `rounds` times, the order rotated each round
+    (so that none always runs first or after the same one)."""
+    keys = list(programs)
+    texts = {k: [] for k in keys}
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            texts[k].append(run(programs[k]))
+    return texts
+
+
 def median_ms(text):
     m = re.search(r"median latency: ([0-9.]+) ms", text)
     return float(m.group(1)) if m else float("nan")
@@ -124,18 +135,10 @@ def main():
             "2x1": [*mpi, "-np", "2", args.tessera, "run", plan2, *feeds, "--threads", "1", "--repeat",
                     str(args.repeat), "--profile"],
         }
-        times = {k: [] for k in programs}
-        comm = []
-        keys = list(programs)
-        for r in range(args.rounds):
-            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-                text = run(programs[k])
-                times[k].append(median_ms(text))
-                if k == "2x1":
-                    comm.append(collective_ms(text))
-        for k in keys:
-            row[k] = float(np.median(times[k]))
-        row["comm_2x1"] = float(np.median(comm))
+        texts = rotated_outputs(programs, args.rounds)
+        for k, outs in texts.items():
+            row[k] = float(np.median([median_ms(t) for t in outs]))
+        row["comm_2x1"] = float(np.median([collective_ms(t) for t in texts["2x1"]]))
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()

@@ -12,8 +12,10 @@
      and the search's own time (plan.json search.seconds) against its target
      (10 s; 60 s for the 32-layer llama_deep).
   B. Measured on this machine, --device cpu --mesh tp=2: the searched plan
-     and the Megatron plan on 2 ranks x 1 thread under mpirun, against the
-     model on 1 rank x 1 thread, in rotated order each round, medians; and
+     (on the ranks it chose, the host's cores shared among them) and the
+     Megatron plan on 2 ranks x 1 thread under mpirun, against the model on
+     1 rank x 1 thread and x 2 threads, in rotated order each round,
+     medians; and
      each plan's outputs against the single-device run, relative to the
      output's scale.
 
@@ -33,7 +35,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from bench_ranks import inputs_of, median_ms, mpirun, outputs_in, run, scaled_error  # noqa: E402
+from bench_ranks import inputs_of, median_ms, mpirun, outputs_in, rotated_outputs, run, scaled_error  # noqa: E402
 
 SUITE = {"gpt2": ("gpt2", 12, 768), "bert": ("bert_base", 12, 768), "llama": ("llama_small", 4, 512)}
 TOKENS = 128  # batch 1 x seq 128, as the suite is exported
@@ -118,29 +120,33 @@ def measured(args, work):
             ranks = plan_facts(plan)["devices"]
             run([*mpi, "-np", str(ranks), args.tessera, "run", plan, *feeds, "--output-dir", out, "--threads", "1"])
             errs[label] = scaled_error(outputs_in(out), want)
-        rep = ["--threads", "1", "--repeat", str(args.repeat)]
+        # Every program has the host's cores: 2 ranks x 1 thread, or a plan
+        # the search kept on one device as 1 rank x 2 threads.
+        cores = os.cpu_count() or 2
+        rep = ["--repeat", str(args.repeat)]
+        auto_threads = str(max(1, cores // facts["devices"]))
         programs = {
-            "single": [args.tessera, "run", model, *feeds, *rep],
-            "auto": [*mpi, "-np", str(facts["devices"]), args.tessera, "run", auto, *feeds, *rep],
-            "megatron": [*mpi, "-np", "2", args.tessera, "run", meg, *feeds, *rep],
+            "single": [args.tessera, "run", model, *feeds, "--threads", "1", *rep],
+            "single2": [args.tessera, "run", model, *feeds, "--threads", str(cores), *rep],
+            "auto": [*mpi, "-np", str(facts["devices"]), args.tessera, "run", auto, *feeds, "--threads", auto_threads,
+                     *rep],
+            "megatron": [*mpi, "-np", "2", args.tessera, "run", meg, *feeds, "--threads", "1", *rep],
         }
-        times = {k: [] for k in programs}
-        keys = list(programs)
-        for r in range(args.rounds):
-            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-                times[k].append(median_ms(run(programs[k])))
-        row = {"model": name, **{k: float(np.median(v)) for k, v in times.items()}, "errors": errs,
+        texts = rotated_outputs(programs, args.rounds)
+        row = {"model": name, **{k: float(np.median([median_ms(t) for t in v])) for k, v in texts.items()}, "errors": errs,
                "auto_collectives": kinds_str(facts["kinds"]), "auto_devices": facts["devices"],
                "auto_predicted_ms": facts["mesh_s"] * 1e3, "megatron_predicted_ms": plan_facts(meg)["mesh_s"] * 1e3}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    print("| model | 1 rank ms | Megatron 2 ranks ms | search's plan ms (ranks) | search vs Megatron | search vs 1 rank |"
+    print("| model | 1 rank x 1 thread ms | 1 rank x 2 threads ms | Megatron 2 ranks x 1 thread ms |"
+          " search's plan ms (ranks) | search vs Megatron | search vs 1x1 | search vs 1x2 |"
           " predicted search / Megatron ms | search's collectives | max error search / Megatron |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['single']:.2f} | {r['megatron']:.2f} | {r['auto']:.2f} ({r['auto_devices']}) | "
-              f"{r['megatron'] / r['auto']:.2f}x | {r['single'] / r['auto']:.2f}x | "
+        print(f"| {r['model']} | {r['single']:.2f} | {r['single2']:.2f} | {r['megatron']:.2f} | "
+              f"{r['auto']:.2f} ({r['auto_devices']}) | "
+              f"{r['megatron'] / r['auto']:.2f}x | {r['single'] / r['auto']:.2f}x | {r['single2'] / r['auto']:.2f}x | "
               f"{r['auto_predicted_ms']:.3g} / {r['megatron_predicted_ms']:.3g} | {r['auto_collectives']} | "
               f"{r['errors']['auto']:.1e} / {r['errors']['megatron']:.1e} |")
     return rows

@@ -3,10 +3,23 @@
 
 #include <random>
 
+#include "cost/device_profile.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
 
 namespace tessera::mutator::testing {
+
+inline const cost::DeviceProfile& h100() {
+  static const cost::DeviceProfile p = cost::resolve_device("h100");
+  return p;
+}
+
+// The shipped reference CPU profile (not this host's rescaled one): tests
+// must not depend on the machine.
+inline const cost::DeviceProfile& reference_cpu() {
+  static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
+  return p;
+}
 
 inline Tensor random_tensor(DType dtype, Shape shape, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> dist(-1.0, 1.0);

@@ -24,15 +24,8 @@
 namespace tessera::mutator {
 namespace {
 
-const cost::DeviceProfile& h100() {
-  static const cost::DeviceProfile p = cost::resolve_device("h100");
-  return p;
-}
-
-const cost::DeviceProfile& cpu() {
-  static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
-  return p;
-}
+using testing::h100;
+const cost::DeviceProfile& cpu() { return testing::reference_cpu(); }
 
 // Models only searched, never run, need no data (big ones are quick to make).
 bool zero_weights = false;

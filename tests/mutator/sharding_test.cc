@@ -18,21 +18,13 @@
 #include "mutator/sharding/reshard.h"
 #include "mutator/sharding/sharded_plan.h"
 #include "tests/graph/shard_check.h"
+#include "tests/mutator/mutator_test_util.h"
 
 namespace tessera::mutator {
 namespace {
 
-const cost::DeviceProfile& h100() {
-  static const cost::DeviceProfile p = cost::resolve_device("h100");
-  return p;
-}
-
-// The shipped reference CPU profile (not this host's rescaled one): tests
-// must not depend on the machine.
-const cost::DeviceProfile& cpu() {
-  static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
-  return p;
-}
+using testing::h100;
+const cost::DeviceProfile& cpu() { return testing::reference_cpu(); }
 
 Tensor ramp(const TensorType& t, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -69,7 +61,7 @@ void expect_partition_matches(const Graph& g, const ShardedGraph& s, uint64_t se
   std::vector<std::vector<Tensor>> got = run_ranks(p, inputs);
   for (size_t r = 0; r < got.size(); ++r)
     for (size_t o = 0; o < want.size(); ++o)
-      EXPECT_LE(testing::relative_error(got[r][o], want[o]), 1e-5) << "rank " << r << " output " << o;
+      EXPECT_LE(tessera::testing::relative_error(got[r][o], want[o]), 1e-5) << "rank " << r << " output " << o;
 }
 
 std::vector<ShardConstraint> fix(const Graph& g, std::vector<std::pair<std::string, std::string>> pairs) {
@@ -155,9 +147,9 @@ TEST(Reshard, EveryPairMovesTheData) {
         auto outs = interpret_ranks<double>(graphs, mesh, ins);
         std::vector<Tensor> locals;
         for (auto& o : outs) locals.push_back(from_ref<double>(o[0]));
-        testing::Assembled a = testing::assemble(locals, to, mesh, t);
+        tessera::testing::Assembled a = tessera::testing::assemble(locals, to, mesh, t);
         EXPECT_TRUE(a.replicas_agree) << m << " " << from.str() << " -> " << to.str();
-        EXPECT_LE(testing::relative_error(a.value, x), 1e-6) << m << " " << from.str() << " -> " << to.str();
+        EXPECT_LE(tessera::testing::relative_error(a.value, x), 1e-6) << m << " " << from.str() << " -> " << to.str();
         ++pairs;
       }
   }
