@@ -29,7 +29,11 @@ std::string ms(double s) {
 
 std::string gb(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g GB", static_cast<double>(bytes) / 1e9);
+  auto b = static_cast<double>(bytes);
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.3g GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.3g MB", b / 1e6);
+  else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.3g kB", b / 1e3);
+  else std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
   return buf;
 }
 
