@@ -37,10 +37,13 @@ std::string gb(int64_t bytes) {
   return buf;
 }
 
+// Pin a weight role, or reduce a role of Partial values there.
+enum class DecisionKind { kPinWeight, kReduceAt };
+
 // One decision: a role and the shardings it may be pinned to (index 0 of
 // the state is "not pinned").
 struct Decision {
-  ShardMove::Kind kind;
+  DecisionKind kind;
   int role;
   std::vector<Sharding> options;
   bool product = false;  // the weight of a matrix product, convolution or embedding
@@ -82,7 +85,7 @@ class MeshSearch {
       OpKind k = g.node(role.reader).kind;
       bool product = op_def(k).family == OpFamily::kNn || k == OpKind::kGather;
       if (!opts.empty())
-        decisions_.push_back({ShardMove::Kind::kPinWeight, static_cast<int>(r), std::move(opts), product});
+        decisions_.push_back({DecisionKind::kPinWeight, static_cast<int>(r), std::move(opts), product});
     }
     find_siblings();
   }
@@ -100,6 +103,7 @@ class MeshSearch {
     const std::vector<int> replicated(decisions_.size(), 0);
     std::vector<int> state = replicated;
     Eval best = evaluate(state);
+    if (mesh_.num_devices() == 1) return point(state, best, pins);  // nothing to split over
     descend(state, best, true);
     descend(state, best, false);
     std::vector<std::string> first = taken_;
@@ -118,6 +122,10 @@ class MeshSearch {
       state.resize(decisions_.size(), 0);
       descend(state, best, false);
     }
+    return point(state, best, pins);
+  }
+
+  DegreePoint point(const std::vector<int>& state, const Eval& best, std::vector<ShardConstraint>& pins) {
     DegreePoint p;
     p.mesh = mesh_;
     p.predicted_s = best.time();
@@ -137,7 +145,7 @@ class MeshSearch {
   }
   const Role& role_of(size_t d) const {
     const Decision& dec = decisions_[d];
-    return dec.kind == ShardMove::Kind::kPinWeight ? weight_roles_[static_cast<size_t>(dec.role)]
+    return dec.kind == DecisionKind::kPinWeight ? weight_roles_[static_cast<size_t>(dec.role)]
                                                    : value_roles_[static_cast<size_t>(dec.role)];
   }
 
@@ -145,7 +153,7 @@ class MeshSearch {
     const Decision& dec = decisions_[d];
     const Role& role = role_of(d);
     const Sharding& s = dec.options[static_cast<size_t>(option - 1)];
-    std::string what = dec.kind == ShardMove::Kind::kPinWeight ? "pin " : "reduce ";
+    std::string what = dec.kind == DecisionKind::kPinWeight ? "pin " : "reduce ";
     return what + role.label + " (" + g_.value(role.values[0]).name + (role.values.size() > 1 ? ", ..." : "") +
            ") to " + s.str();
   }
@@ -312,7 +320,7 @@ class MeshSearch {
         } catch (const Error&) {
         }
       }
-      decisions_.push_back({ShardMove::Kind::kReduceAt, static_cast<int>(r), std::move(opts), false});
+      decisions_.push_back({DecisionKind::kReduceAt, static_cast<int>(r), std::move(opts), false});
     }
     return true;
   }

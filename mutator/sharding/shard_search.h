@@ -53,14 +53,6 @@ struct ShardSearchOptions {
   bool rewrites = true;
 };
 
-struct ShardMove {
-  enum class Kind { kPinWeight, kReduceAt };
-  Kind kind = Kind::kPinWeight;
-  int role = 0;          // index into the search's roles
-  Sharding sharding;
-  std::string description;
-};
-
 // One point of the degree curve.
 struct DegreePoint {
   DeviceMesh mesh;           // no axes: one device

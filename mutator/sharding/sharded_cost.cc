@@ -133,7 +133,6 @@ ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
   for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s);
   c.comm_s = s.reshard_seconds;
   // Weights: each constant's distinct blocks as its readers read them.
-  std::vector<std::vector<NodeId>> users;  // computed lazily below
   std::set<std::pair<ValueId, std::string>> held;
   for (NodeId n : order_) {
     const Node& node = g_.node(n);
