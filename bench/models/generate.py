@@ -191,6 +191,9 @@ MODELS = {
     # Deep and narrow: what the sharding search's time must not grow with.
     "llama_deep": (lambda: build_llama(layers=32, hidden=256, intermediate=688, heads=8, vocab=8000),
                    "Llama-style decoder: hidden 256, 32 layers, 8 heads, SwiGLU 688, seq 128"),
+    # Wide: big enough that an H100 mesh gains from tensor parallelism.
+    "llama_wide": (lambda: build_llama(layers=2, hidden=2048, intermediate=5504, heads=16, vocab=8000),
+                   "Llama-style decoder: hidden 2048, 2 layers, 16 heads, SwiGLU 5504, seq 128"),
 }
 
 

@@ -20,7 +20,7 @@
      output's scale.
 
 Needs the model suite (python3 bench/models/generate.py --only
-gpt2,bert_base,llama_small,llama_deep) and mpirun.
+gpt2,bert_base,llama_small,llama_deep[,llama_wide]) and mpirun.
 """
 import argparse
 import json
@@ -38,6 +38,9 @@ sys.path.insert(0, HERE)
 from bench_ranks import inputs_of, median_ms, mpirun, outputs_in, rotated_outputs, run, scaled_error  # noqa: E402
 
 SUITE = {"gpt2": ("gpt2", 12, 768), "bert": ("bert_base", 12, 768), "llama": ("llama_small", 4, 512)}
+# Predicted only, when generated: a Llama-style decoder wide enough for an
+# H100 mesh to gain (hidden 2048), with the Llama annotations.
+WIDE = {"llama_wide": ("llama_wide", 2, 2048, "llama")}
 TOKENS = 128  # batch 1 x seq 128, as the suite is exported
 
 
@@ -61,14 +64,17 @@ def kinds_str(k):
 
 def predicted(args, work):
     rows = []
-    for name, (folder, layers, hidden) in SUITE.items():
+    models = [(n, f, l, h, n) for n, (f, l, h) in SUITE.items()]
+    models += [(n, f, l, h, a) for n, (f, l, h, a) in WIDE.items()
+               if os.path.exists(os.path.join(ROOT, "bench", "models", "cache", f, "model.onnx"))]
+    for name, folder, layers, hidden, annotations in models:
         model = os.path.join(ROOT, "bench", "models", "cache", folder, "model.onnx")
         for tp in (2, 4, 8):
             auto = os.path.join(work, f"{name}-auto-{tp}")
             meg = os.path.join(work, f"{name}-meg-{tp}")
             run([args.tessera, "optimize", model, "-o", auto, "--mesh", f"tp={tp}", "--device", "h100"])
             run([args.tessera, "optimize", model, "-o", meg, "--mesh", f"tp={tp}", "--device", "h100",
-                 "--shard-file", os.path.join(HERE, f"megatron_{name}.json"), "--no-shard-search"])
+                 "--shard-file", os.path.join(HERE, f"megatron_{annotations}.json"), "--no-shard-search"])
             a, m = plan_facts(auto), plan_facts(meg)
             formula = 2 * TOKENS * hidden * 4  # bytes per layer: 2 AllReduces of [1, 128, hidden] f32
             row = {"model": name, "tp": tp, "auto": a, "megatron": m, "formula_per_layer": formula,
