@@ -113,6 +113,90 @@ Graph gpt2_like(int layers, int64_t tokens, int64_t d, int64_t heads, uint64_t s
   return g;
 }
 
+ValueId scalar(Graph& g, const std::string& name, double v) {
+  return g.add_constant(name, Tensor::from_doubles(DType::kF32, {}, {v}));
+}
+
+// RMSNorm as exported: x / Sqrt(ReduceMean(x^2) + eps) * w.
+ValueId rms_norm(Graph& g, ValueId x, int64_t d, std::mt19937_64& rng, const std::string& name) {
+  ValueId sq = g.add(OpKind::kPow, {x, scalar(g, name + ".two", 2.0)}, {}, name + "/Pow");
+  Attrs mean;
+  mean.set("axes", std::vector<int64_t>{-1});
+  mean.set("keepdims", int64_t{1});
+  ValueId m = g.add(OpKind::kReduceMean, {sq}, mean, name + "/ReduceMean");
+  ValueId r = g.add(OpKind::kSqrt, {g.add(OpKind::kAdd, {m, scalar(g, name + ".eps", 1e-6)}, {}, name + "/Add")}, {},
+                    name + "/Sqrt");
+  ValueId n = g.add(OpKind::kDiv, {x, r}, {}, name + "/Div");
+  return g.add(OpKind::kMul, {n, weight(g, name + ".w", {d}, rng)}, {}, name + "/Mul");
+}
+
+// Rotary embedding on [1, H, T, hd]: x * cos + rotate_half(x) * sin.
+ValueId rope(Graph& g, ValueId x, ValueId cos, ValueId sin, int64_t hd, const std::string& name) {
+  auto half = [&](int64_t begin, int64_t end, const char* tag) {
+    Attrs a;
+    a.set("starts", std::vector<int64_t>{begin});
+    a.set("ends", std::vector<int64_t>{end});
+    a.set("axes", std::vector<int64_t>{3});
+    a.set("steps", std::vector<int64_t>{1});
+    return g.add(OpKind::kSlice, {x}, a, name + "/Slice_" + tag);
+  };
+  ValueId lo = half(0, hd / 2, "lo"), hi = half(hd / 2, hd, "hi");
+  Attrs cat;
+  cat.set("axis", int64_t{3});
+  ValueId rot = g.add(OpKind::kConcat, {g.add(OpKind::kNeg, {hi}, {}, name + "/Neg"), lo}, cat, name + "/Concat");
+  return g.add(OpKind::kAdd, {g.add(OpKind::kMul, {x, cos}, {}, name + "/Mul_cos"),
+                              g.add(OpKind::kMul, {rot, sin}, {}, name + "/Mul_sin")},
+               {}, name + "/Add");
+}
+
+// A Llama-style decoder as transformers exports it: RMSNorm, separate Q, K
+// and V projections, heads through Reshape and Transpose, rotary
+// embeddings, Softmax attention, the output projection and the residual;
+// RMSNorm, the SwiGLU MLP (gate, up, SiLU, down) and the residual.
+Graph llama_like(int layers, int64_t tokens, int64_t d, int64_t heads, int64_t ffn, bool zeros = true) {
+  std::mt19937_64 rng(5);
+  zero_weights = zeros;
+  Graph g;
+  g.name = "llama_like";
+  const int64_t hd = d / heads;
+  ValueId x = g.add_input("x", {DType::kF32, {1, tokens, d}});
+  ValueId cos = weight(g, "rope.cos", {1, 1, tokens, hd}, rng), sin = weight(g, "rope.sin", {1, 1, tokens, hd}, rng);
+  for (int l = 0; l < layers; ++l) {
+    std::string p = "/layers." + std::to_string(l);
+    ValueId h = rms_norm(g, x, d, rng, p + "/input_layernorm");
+    std::vector<ValueId> qkv;
+    for (const char* n : {"q", "k", "v"}) {
+      std::string q = p + "/self_attn/" + n + "_proj";
+      ValueId y = g.add(OpKind::kMatMul, {h, weight(g, q + ".w", {d, d}, rng)}, {}, q + "/MatMul");
+      y = g.add(OpKind::kReshape, {y}, with("shape", {1, tokens, heads, hd}), q + "/Reshape");
+      qkv.push_back(g.add(OpKind::kTranspose, {y}, with("perm", {0, 2, 1, 3}), q + "/Transpose"));
+    }
+    ValueId q = rope(g, qkv[0], cos, sin, hd, p + "/self_attn/rope_q");
+    ValueId k = rope(g, qkv[1], cos, sin, hd, p + "/self_attn/rope_k");
+    k = g.add(OpKind::kTranspose, {k}, with("perm", {0, 1, 3, 2}), p + "/self_attn/Transpose_k");
+    ValueId s = g.add(OpKind::kMatMul, {q, k}, {}, p + "/self_attn/MatMul");
+    s = g.add(OpKind::kMul, {s, scalar(g, p + ".scale", 0.125)}, {}, p + "/self_attn/Mul");
+    Attrs soft;
+    soft.set("axis", int64_t{-1});
+    s = g.add(OpKind::kSoftmax, {s}, soft, p + "/self_attn/Softmax");
+    ValueId c = g.add(OpKind::kMatMul, {s, qkv[2]}, {}, p + "/self_attn/MatMul_1");
+    c = g.add(OpKind::kTranspose, {c}, with("perm", {0, 2, 1, 3}), p + "/self_attn/Transpose_1");
+    c = g.add(OpKind::kReshape, {c}, with("shape", {1, tokens, d}), p + "/self_attn/Reshape");
+    ValueId o = g.add(OpKind::kMatMul, {c, weight(g, p + ".o_proj.w", {d, d}, rng)}, {}, p + "/self_attn/o_proj/MatMul");
+    x = g.add(OpKind::kAdd, {x, o}, {}, p + "/Add");
+    h = rms_norm(g, x, d, rng, p + "/post_attention_layernorm");
+    ValueId gate = g.add(OpKind::kMatMul, {h, weight(g, p + ".gate.w", {d, ffn}, rng)}, {}, p + "/mlp/gate_proj/MatMul");
+    ValueId silu = g.add(OpKind::kMul, {gate, g.add(OpKind::kSigmoid, {gate}, {}, p + "/mlp/act_fn/Sigmoid")}, {},
+                         p + "/mlp/act_fn/Mul");
+    ValueId up = g.add(OpKind::kMatMul, {h, weight(g, p + ".up.w", {d, ffn}, rng)}, {}, p + "/mlp/up_proj/MatMul");
+    ValueId m = g.add(OpKind::kMul, {silu, up}, {}, p + "/mlp/Mul");
+    ValueId down = g.add(OpKind::kMatMul, {m, weight(g, p + ".down.w", {ffn, d}, rng)}, {}, p + "/mlp/down_proj/MatMul");
+    x = g.add(OpKind::kAdd, {x, down}, {}, p + "/Add_1");
+  }
+  g.set_outputs({rms_norm(g, x, d, rng, "/norm")});
+  return g;
+}
+
 // The ranks' programs, run in lockstep, compute the single-device graph.
 void expect_ranks_match(const Graph& g, const ShardedGraph& s) {
   RankPrograms p = partition(g, s);
@@ -268,6 +352,49 @@ TEST(ShardSearch, FindsTheMegatronPlanOnAGpt2LikeModel) {
     EXPECT_FALSE(r.rewrites.empty()) << "the merged QKV weight as exported cannot give whole heads";
     (void)ways;
   }
+}
+
+// The same for a Llama-style decoder: separate Q, K and V, RMSNorm, rotary
+// embeddings and the SwiGLU MLP. Gate and up column-parallel, down and
+// o_proj row-parallel, one AllReduce per block.
+TEST(ShardSearch, FindsTheMegatronPlanOnALlamaLikeModel) {
+  const int layers = 2;
+  Graph g = llama_like(layers, 128, 2048, 16, 5504);
+  for (const char* mesh : {"tp=2", "tp=4"}) {
+    ShardSearchResult r = search(g, h100(), mesh);
+    ASSERT_EQ(r.mesh.str(), mesh) << r.why;
+    ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
+    std::map<std::string, int> kinds = reshard_kinds(r.graph, s);
+    EXPECT_EQ(kinds["all-reduce"] + kinds["reduce-scatter"], 2 * layers) << describe(r.graph, s);
+    EXPECT_EQ(kinds["all-gather"], kinds["reduce-scatter"]) << describe(r.graph, s);
+    EXPECT_EQ(kinds["all-to-all"], 0) << describe(r.graph, s);
+    int column = 0, row = 0;
+    for (NodeId n = 0; n < r.graph.num_nodes(); ++n) {
+      const Node& node = r.graph.node(n);
+      if (node.kind != OpKind::kMatMul || !r.graph.value(node.inputs[1]).constant) continue;
+      const Sharding& w = s.nodes[static_cast<size_t>(n)].inputs[1];
+      column += w == Sharding::parse("[S(1)]");
+      row += w == Sharding::parse("[S(0)]");
+    }
+    EXPECT_EQ(column, 5 * layers) << "q, k, v, gate and up by columns";
+    EXPECT_EQ(row, 2 * layers) << "o_proj and down by rows";
+  }
+  zero_weights = false;
+}
+
+// Small enough to run, big enough to split: the searched plan of a
+// Llama-like layer on 2 ranks computes the single-device graph.
+TEST(ShardSearch, ALlamaLikePlanRunsOnTheRanks) {
+  Graph g = llama_like(1, 128, 1024, 8, 2048, /*zeros=*/false);
+  zero_weights = false;
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse("tp=2");
+  o.degrees = false;
+  o.threads = 2;
+  ShardSearchResult r = search_shardings(g, h100(), o);
+  ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
+  EXPECT_GE(reshard_kinds(r.graph, s)["all-reduce"], 1) << describe(r.graph, s);
+  expect_ranks_match(r.graph, s);
 }
 
 TEST(ShardSearch, ASmallModelStaysOnOneDeviceAndSaysWhy) {
