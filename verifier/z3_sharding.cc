@@ -119,18 +119,34 @@ z3::expr gemm_bias(Enc& e, int n, bool bias_everywhere) {
   return reduced == e.sum(e.num(n) * S, global) + b(j);
 }
 
+// A row i of X [R, C] whose columns are split in n blocks of S (C = n * S),
+// each rank's block its own tensor tied to X: what the reductions over a
+// sharded axis read.
+struct RowBlocks {
+  RowBlocks(Enc& e, int n)
+      : S((e.sums_as_atoms(), e.dim("S"))), X(e.tensor("X", 2)), Xs(blocks(e, X, "X", 1, n, S)), i(e.index("i")) {
+    assume_rank_blocks(e, n, S, global(), [this](int r) { return local(r); });
+  }
+  Fn global() const {
+    return [this](const z3::expr& k) { return X(i, k); };
+  }
+  Fn local(int r) const {
+    return [this, r](const z3::expr& k) { return Xs[static_cast<size_t>(r)](i, k); };
+  }
+  z3::expr S;
+  z3::func_decl X;
+  std::vector<z3::func_decl> Xs;
+  z3::expr i;
+};
+
 // ReduceSum over a sharded axis: X [R, C] sharded on C (C = n * S):
 //   AllReduce(ReduceSum_1(X_r)) = ReduceSum_1(X).
 // `average`: the AllReduce averages (Partial(avg) taken for Partial(sum)).
 z3::expr reduce_sum(Enc& e, int n, bool average) {
-  e.sums_as_atoms();
-  z3::expr S = e.dim("S");
-  z3::func_decl X = e.tensor("X", 2);
-  auto Xs = blocks(e, X, "X", 1, n, S);
-  z3::expr i = e.index("i");
-  Fn global = [&](const z3::expr& k) { return X(i, k); };
-  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return Xs[r](i, k); }); };
-  assume_rank_blocks(e, n, S, global, local);
+  RowBlocks x(e, n);
+  z3::expr S = x.S;
+  Fn global = x.global();
+  auto local = [&](int r) { return x.local(r); };
   z3::expr reduced = all_reduce(e, n, [&](int r) { return e.sum(S, local(r)); });
   if (average) reduced = reduced * e.ctx().real_val(1, n);
   return reduced == e.sum(e.num(n) * S, global);
@@ -141,14 +157,10 @@ z3::expr reduce_sum(Enc& e, int n, bool average) {
 //   AllReduce(ReduceMean_1(X_r) / n) = ReduceMean_1(X).
 // `unscaled`: the local means summed without the 1/n (n times the mean).
 z3::expr reduce_mean(Enc& e, int n, bool unscaled) {
-  e.sums_as_atoms();
-  z3::expr S = e.dim("S");
-  z3::func_decl X = e.tensor("X", 2);
-  auto Xs = blocks(e, X, "X", 1, n, S);
-  z3::expr i = e.index("i");
-  Fn global = [&](const z3::expr& k) { return X(i, k); };
-  auto local = [&](int r) { return Fn([&, r](const z3::expr& k) { return Xs[r](i, k); }); };
-  assume_rank_blocks(e, n, S, global, local);
+  RowBlocks x(e, n);
+  z3::expr S = x.S;
+  Fn global = x.global();
+  auto local = [&](int r) { return x.local(r); };
   z3::expr scale = unscaled ? e.ctx().real_val(1) : e.ctx().real_val(1, n);
   z3::expr reduced = all_reduce(e, n, [&](int r) { return e.sum(S, local(r)) / z3::to_real(S) * scale; });
   return reduced == e.sum(e.num(n) * S, global) / z3::to_real(e.num(n) * S);
