@@ -135,39 +135,63 @@ PlanCost plan_cost(const std::vector<RankProgram>& ranks, const PlanCostOptions&
   return c;
 }
 
+namespace {
+
+// The steps of graph g for each of `ranks`; a collective gets the rank's
+// group on `mesh` for the axis it runs over.
+std::vector<RankProgram> programs_of(const Graph& g, const std::vector<int64_t>& ranks, const DeviceMesh& mesh,
+                                     const DeviceProfile& device, const CostOptions& options) {
+  CostOptions opts = options;
+  opts.mesh = &mesh;
+  GraphCost gc = graph_cost(g, device, opts, kernel_groups(g));
+  std::vector<int> step_of_value(static_cast<size_t>(g.num_values()), -1);
+  RankProgram prog;
+  std::vector<int> axis;  // per step: the mesh axis of a collective, -1 otherwise
+  for (size_t k = 0; k < gc.groups.size(); ++k) {
+    const auto& group = gc.groups[k];
+    const Node& root = g.node(group[0]);
+    PlanStep s;
+    s.name = root.name;
+    s.time_s = gc.kernels[k].time_s;
+    s.collective = op_def(root.kind).is_collective();
+    axis.push_back(s.collective ? mesh.axis_index(root.attrs.s("mesh_axis")) : -1);
+    for (NodeId id : group)
+      for (ValueId v : g.node(id).inputs)
+        if (v != kNoValue && step_of_value[static_cast<size_t>(v)] >= 0) s.deps.push_back(step_of_value[static_cast<size_t>(v)]);
+    std::sort(s.deps.begin(), s.deps.end());
+    s.deps.erase(std::unique(s.deps.begin(), s.deps.end()), s.deps.end());
+    for (NodeId id : group)
+      for (ValueId v : g.node(id).outputs) step_of_value[static_cast<size_t>(v)] = static_cast<int>(prog.steps.size());
+    prog.steps.push_back(std::move(s));
+  }
+  std::vector<RankProgram> out;
+  for (int64_t r : ranks) {
+    RankProgram p = prog;
+    for (size_t k = 0; k < p.steps.size(); ++k)
+      if (axis[k] >= 0) p.steps[k].group = mesh.group(r, axis[k]);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<RankProgram> rank_programs(const std::vector<Graph>& rank_graphs, const DeviceMesh& mesh,
                                        const DeviceProfile& device, const CostOptions& options) {
   if (static_cast<int64_t>(rank_graphs.size()) != mesh.num_devices())
     TESSERA_THROW(ErrorKind::kUsage, rank_graphs.size() << " rank programs for mesh " << mesh.str() << " of "
                                                         << mesh.num_devices() << " devices");
-  CostOptions opts = options;
-  opts.mesh = &mesh;
   std::vector<RankProgram> programs;
-  for (size_t r = 0; r < rank_graphs.size(); ++r) {
-    const Graph& g = rank_graphs[r];
-    GraphCost gc = graph_cost(g, device, opts, kernel_groups(g));
-    std::vector<int> step_of_value(static_cast<size_t>(g.num_values()), -1);
-    RankProgram prog;
-    for (size_t k = 0; k < gc.groups.size(); ++k) {
-      const auto& group = gc.groups[k];
-      const Node& root = g.node(group[0]);
-      PlanStep s;
-      s.name = root.name;
-      s.time_s = gc.kernels[k].time_s;
-      s.collective = op_def(root.kind).is_collective();
-      if (s.collective) s.group = mesh.group(static_cast<int64_t>(r), mesh.axis_index(root.attrs.s("mesh_axis")));
-      for (NodeId id : group)
-        for (ValueId v : g.node(id).inputs)
-          if (v != kNoValue && step_of_value[static_cast<size_t>(v)] >= 0) s.deps.push_back(step_of_value[static_cast<size_t>(v)]);
-      std::sort(s.deps.begin(), s.deps.end());
-      s.deps.erase(std::unique(s.deps.begin(), s.deps.end()), s.deps.end());
-      for (NodeId id : group)
-        for (ValueId v : g.node(id).outputs) step_of_value[static_cast<size_t>(v)] = static_cast<int>(prog.steps.size());
-      prog.steps.push_back(std::move(s));
-    }
-    programs.push_back(std::move(prog));
-  }
+  for (size_t r = 0; r < rank_graphs.size(); ++r)
+    programs.push_back(std::move(programs_of(rank_graphs[r], {static_cast<int64_t>(r)}, mesh, device, options)[0]));
   return programs;
+}
+
+std::vector<RankProgram> spmd_rank_programs(const Graph& rank0, const DeviceMesh& mesh, const DeviceProfile& device,
+                                            const CostOptions& options) {
+  std::vector<int64_t> ranks(static_cast<size_t>(mesh.num_devices()));
+  for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int64_t>(r);
+  return programs_of(rank0, ranks, mesh, device, options);
 }
 
 }  // namespace tessera::cost

@@ -56,4 +56,11 @@ PlanCost plan_cost(const std::vector<RankProgram>& ranks, const PlanCostOptions&
 std::vector<RankProgram> rank_programs(const std::vector<Graph>& rank_graphs, const DeviceMesh& mesh,
                                        const DeviceProfile& device, const CostOptions& options = {});
 
+// The same for an SPMD plan whose ranks run one program (the same nodes on
+// the same local shapes; only constant data and slice offsets differ):
+// rank 0's graph is costed once and every rank gets its steps, with its own
+// collective groups.
+std::vector<RankProgram> spmd_rank_programs(const Graph& rank0, const DeviceMesh& mesh, const DeviceProfile& device,
+                                            const CostOptions& options = {});
+
 }  // namespace tessera::cost

@@ -64,6 +64,14 @@ ValueId MutationBuilder::add(OpKind kind, std::vector<ValueId> inputs, Attrs att
   return add_multi(kind, std::move(inputs), std::move(attrs), 1)[0];
 }
 
+ValueId MutationBuilder::add_as(NodeId host, OpKind kind, std::vector<ValueId> inputs, Attrs attrs) {
+  TESSERA_CHECK(std::find(nodes_.begin(), nodes_.end(), host) != nodes_.end(),
+                "rule " << rule_ << " names a node after host node '" << host_.node(host).name << "' it does not replace");
+  const std::string& name = host_.node(host).name;
+  NodeId n = g_.add_node(kind, std::move(inputs), std::move(attrs), name, {name + ":0"});
+  return g_.node(n).outputs[0];
+}
+
 std::vector<ValueId> MutationBuilder::add_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
                                                 int outputs) {
   std::string name = "tsr.n" + std::to_string(counter_++);
@@ -188,10 +196,13 @@ void splice(Graph& g, NodeId host_nodes, const Mutation& m, std::unordered_map<V
     const Node& node = r.node(n);
     std::vector<ValueId> ins;
     for (ValueId v : node.inputs) ins.push_back(v == kNoValue ? kNoValue : map[v]);
-    std::string name = fresh_node_name(g, base, node.outputs.size());
+    // Builder nodes are named tsr.n<k>; one named after the host node it
+    // stands for (add_as) keeps that name, its outputs get fresh ones.
+    const bool kept = node.name.rfind("tsr.n", 0) != 0;
+    std::string name = fresh_node_name(g, kept ? node.name : base, node.outputs.size());
     std::vector<std::string> out_names;
     for (size_t i = 0; i < node.outputs.size(); ++i) out_names.push_back(name + ":" + std::to_string(i));
-    NodeId id = g.add_node(node.kind, ins, node.attrs, name, out_names);
+    NodeId id = g.add_node(node.kind, ins, node.attrs, kept ? node.name : name, out_names);
     for (size_t i = 0; i < node.outputs.size(); ++i) map[node.outputs[i]] = g.node(id).outputs[i];
   }
   std::unordered_set<ValueId> graph_outputs(g.outputs().begin(), g.outputs().end());

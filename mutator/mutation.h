@@ -89,6 +89,10 @@ class MutationBuilder {
   ValueId constant(Tensor data);
   ValueId add(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = {});
   std::vector<ValueId> add_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, int outputs);
+  // A node that stands for the host node `host` it replaces (the same op,
+  // rewritten): spliced under that node's name, so that module paths and
+  // annotations naming it (`*/c_attn/Gemm:in1`) still find it.
+  ValueId add_as(NodeId host, OpKind kind, std::vector<ValueId> inputs, Attrs attrs = {});
   void replace(ValueId host_value, ValueId replacement_value);
   const TensorType& type(ValueId replacement_value) const { return g_.type(replacement_value); }
   Mutation finish(std::string description);

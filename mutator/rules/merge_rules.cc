@@ -182,8 +182,9 @@ namespace {
 
 // x times columns [begin, begin + count) of the merged weight (and bias), as
 // the product was written.
+// `as_host`: the product stands for the merged one (keeps its name).
 ValueId part_product(MutationBuilder& b, const Graph& g, const MergedProjection& m, ValueId x, const Tensor& w,
-                     const Tensor& gbias, const Tensor& bias) {
+                     const Tensor& gbias, const Tensor& bias, bool as_host = false) {
   ValueId wi = b.constant(w);
   ValueId y;
   if (g.node(m.product).kind == OpKind::kGemm) {
@@ -192,9 +193,10 @@ ValueId part_product(MutationBuilder& b, const Graph& g, const MergedProjection&
     a.set("beta", 1.0);
     a.set("transA", int64_t{0});
     a.set("transB", int64_t{0});
-    y = b.add(OpKind::kGemm, {x, wi, b.constant(gbias)}, a);
+    y = as_host ? b.add_as(m.product, OpKind::kGemm, {x, wi, b.constant(gbias)}, a)
+                : b.add(OpKind::kGemm, {x, wi, b.constant(gbias)}, a);
   } else {
-    y = b.add(OpKind::kMatMul, {x, wi});
+    y = as_host ? b.add_as(m.product, OpKind::kMatMul, {x, wi}) : b.add(OpKind::kMatMul, {x, wi});
   }
   if (m.add >= 0) y = b.add(OpKind::kAdd, {y, b.constant(bias)});
   return y;
@@ -262,7 +264,7 @@ std::vector<Mutation> permute_merged_projection(const RuleContext& ctx, NodeId r
   MutationBuilder b(g, "permute-merged-projection", m->nodes);
   ValueId y = part_product(b, g, *m, b.in(prod.inputs[0]), permute(m->weight),
                            m->gemm_bias.defined() ? permute(m->gemm_bias) : Tensor{},
-                           m->bias.defined() ? permute(m->bias) : Tensor{});
+                           m->bias.defined() ? permute(m->bias) : Tensor{}, true);
   Shape lead = g.type(split.inputs[0]).shape;
   lead.pop_back();
   Shape blocked = lead;

@@ -113,4 +113,10 @@ RankPrograms partition(const Graph& g, const ShardedGraph& sharded) {
   return p;
 }
 
+Graph partition_rank(const Graph& g, const ShardedGraph& sharded, int64_t rank) {
+  TESSERA_CHECK(sharded.nodes.size() == static_cast<size_t>(g.num_nodes()), "sharding is for another graph");
+  TESSERA_CHECK(rank >= 0 && rank < sharded.mesh.num_devices(), "rank " << rank << " is not in " << sharded.mesh.str());
+  return RankBuilder(g, sharded, rank).build();
+}
+
 }  // namespace tessera::mutator

@@ -25,4 +25,7 @@ struct RankPrograms {
 
 RankPrograms partition(const Graph& g, const ShardedGraph& sharded);
 
+// One rank's program of partition(g, sharded).
+Graph partition_rank(const Graph& g, const ShardedGraph& sharded, int64_t rank);
+
 }  // namespace tessera::mutator

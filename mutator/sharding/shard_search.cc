@@ -8,11 +8,16 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "cost/graph_cost.h"
+#include "cost/plan_cost.h"
 #include "graph/error.h"
 #include "mutator/rules/rule.h"
+#include "mutator/sharding/annotations.h"
+#include "mutator/sharding/partition.h"
 #include "mutator/sharding/sharded_cost.h"
 #include "mutator/sharding/structure.h"
 
@@ -398,6 +403,30 @@ std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh) {
   return out;
 }
 
+namespace {
+
+// The point's plan as it will be written: propagated from its pins,
+// partitioned (rank 0; SPMD ranks run alike), and priced on the ranks'
+// critical path, so that degrees and rewrites are compared on the number
+// plan.json reports.
+void price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
+                       const std::vector<ShardConstraint>& pins, DegreePoint& p) {
+  p.search_s = p.predicted_s;
+  if (mesh.num_devices() == 1) {
+    p.predicted_s = p.compute_s = cost::graph_cost(g, device).time_s;
+    p.comm_s = 0;
+    return;
+  }
+  ShardedGraph sharded = propagate(g, mesh, pins, device);
+  Graph rank0 = partition_rank(g, sharded, 0);
+  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(rank0, mesh, device));
+  p.predicted_s = pc.time_s;
+  p.compute_s = pc.compute_s[0];
+  p.comm_s = pc.comm_s[0];
+}
+
+}  // namespace
+
 ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& device,
                                    const ShardSearchOptions& options) {
   auto start = Clock::now();
@@ -415,7 +444,17 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   };
   std::vector<Variant> variants;
   variants.push_back({"as exported", g, {}});
-  const bool rewrites = options.rewrites && options.constraints.empty();
+  // Rewrites are tried with no annotations, or with annotations given as
+  // specs (resolved on each rewritten graph).
+  const bool rewrites = options.rewrites && (options.constraints.empty() || !options.specs.empty());
+  auto constraints_on = [&](const Variant& v) -> std::optional<std::vector<ShardConstraint>> {
+    if (v.rewrites.empty() || options.specs.empty()) return options.constraints;
+    try {
+      return resolve_annotations(v.graph, options.mesh, options.specs);
+    } catch (const Error&) {
+      return std::nullopt;  // the annotations do not name this graph's tensors
+    }
+  };
   if (rewrites) {
     std::vector<std::string> applied;
     Graph split = rewrite_splits(g, find_rule("split-merged-projection").fn, applied);
@@ -449,9 +488,11 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       if (it->second > 0) tried.push_back(it->second);
     }
     for (size_t v : tried) {
+      std::optional<std::vector<ShardConstraint>> fixed = constraints_on(variants[v]);
+      if (!fixed) continue;
       // A rank's share of the host where ranks share one (CPUs).
       const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
-      MeshSearch s(variants[v].graph, mesh, rank_device, options.constraints, r.device_memory, threads, deadline);
+      MeshSearch s(variants[v].graph, mesh, rank_device, *fixed, r.device_memory, threads, deadline);
       if (r.roles == 0 && v == 0) {
         r.roles = s.weight_decisions();
         for (const Role& role : s.weight_roles_list()) r.weights_in_roles += static_cast<int64_t>(role.values.size());
@@ -459,6 +500,7 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       pins.emplace_back();
       DegreePoint p = s.run(pins.back());
       p.graph = variants[v].name;
+      price_partitioned(variants[v].graph, mesh, rank_device, pins.back(), p);
       r.evaluations += s.evaluations();
       r.budget_exhausted |= s.exhausted();
       r.curve.push_back(std::move(p));

@@ -27,7 +27,9 @@
 // by kDegreeSlack), one device included, so a mesh of 8 may be served by 4
 // ranks or by one; the curve goes into the plan. A
 // sub-mesh is assumed placed on the fewest nodes. Annotations fix the mesh
-// (they name its axes and sizes) and are constraints no move overrides.
+// (they name its axes and sizes) and are constraints no move overrides; the
+// graph rewrites are tried under them too (so Megatron's column split of a
+// merged QKV weight, permuted, gives each rank whole heads).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,12 @@ inline constexpr double kDegreeSlack = 0.02;
 struct ShardSearchOptions {
   DeviceMesh mesh;                           // what is offered
   std::vector<ShardConstraint> constraints;  // resolved annotations (on the graph given)
+  // The annotations as given (annotations.h): resolved again on each
+  // rewritten graph, so that a rewrite is tried under them where they still
+  // name what they named (a permuted merged projection keeps its node). A
+  // rewrite they do not fit is not tried. Empty: `constraints` only, and
+  // the graph as given.
+  std::vector<std::string> specs;
   int64_t device_memory = 0;                 // bytes per device; 0: the profile's main memory
   double budget_s = 60;
   int threads = 0;  // 0: one per core
@@ -57,8 +65,14 @@ struct ShardSearchOptions {
 struct DegreePoint {
   DeviceMesh mesh;           // no axes: one device
   std::string graph;         // "as exported" or the rewrite it used
-  double predicted_s = 0;    // one rank's kernels + reshards
+  // The partitioned plan's predicted time (cost/plan_cost.h on the ranks'
+  // programs, as plan.json gives it), its kernels and collectives on rank 0;
+  // search_s: the descent's own estimate (ShardedCostModel), which ranks
+  // moves but does not see fusion broken by a collective or reshards of
+  // constants folded at export.
+  double predicted_s = 0;
   double compute_s = 0, comm_s = 0;
+  double search_s = 0;
   int64_t memory_bytes = 0;  // per device
   bool fits = true;
   std::vector<std::string> moves;

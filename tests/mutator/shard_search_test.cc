@@ -12,6 +12,7 @@
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "mutator/rules/rule.h"
+#include "mutator/sharding/annotations.h"
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 #include "mutator/sharding/shard_search.h"
@@ -470,6 +471,57 @@ TEST(ShardSearch, AnnotationsAreKept) {
   ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
   EXPECT_EQ(s.values[static_cast<size_t>(fc1)], Sharding::parse("[S(0)]"));
   EXPECT_TRUE(s.fixed[static_cast<size_t>(fc1)]);
+}
+
+// Megatron's annotations on a merged QKV weight: a plain column split of
+// it would gather Q, K and V before the heads; under the same annotations
+// the search takes the permuted projection (which keeps the node's name, so
+// the annotation still names it), and each rank has whole heads: one
+// AllReduce per block, no AllGather.
+TEST(ShardSearch, MegatronAnnotationsOnAMergedProjectionGiveWholeHeads) {
+  const int layers = 2;
+  Graph g = gpt2_like(layers, 128, 1024, 8, 3, /*zeros=*/true);
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  std::vector<std::string> specs = {"*/attn/c_attn/Gemm:in1=[S(1)]", "*/attn/c_proj/Gemm:in1=[S(0)]",
+                                    "*/mlp/c_fc/Gemm:in1=[S(1)]", "*/mlp/c_proj/Gemm:in1=[S(0)]"};
+  ShardSearchOptions o;
+  o.mesh = mesh;
+  o.specs = specs;
+  o.constraints = resolve_annotations(g, mesh, specs);
+  o.threads = 2;
+  // As exported, the annotations gather the merged product's result.
+  std::map<std::string, int> plain = reshard_kinds(g, propagate(g, mesh, o.constraints, h100()));
+  EXPECT_EQ(plain["all-gather"], layers);
+  ShardSearchResult r = search_shardings(g, h100(), o);
+  std::string curve;
+  for (const DegreePoint& q : r.curve) curve += q.graph + ": " + std::to_string(q.predicted_s * 1e3) + " ms\n";
+  ASSERT_EQ(r.rewrites.size(), static_cast<size_t>(layers)) << curve;
+  EXPECT_NE(r.rewrites[0].find("columns in 2 blocks"), std::string::npos) << r.rewrites[0];
+  EXPECT_EQ(r.mesh.str(), "tp=2");
+  for (int l = 0; l < layers; ++l) {
+    std::string name = "/h." + std::to_string(l) + "/attn/c_attn/Gemm";
+    bool found = false;
+    for (NodeId n = 0; n < r.graph.num_nodes(); ++n) found |= r.graph.node(n).name == name;
+    EXPECT_TRUE(found) << name << " is gone from the rewritten graph";
+  }
+  ShardedGraph s = propagate(r.graph, r.mesh, r.constraints, h100());
+  expect_one_reduction_per_block(r.graph, s, layers);
+  EXPECT_EQ(reshard_kinds(r.graph, s)["all-gather"], 0) << describe(r.graph, s);
+  expect_ranks_match(r.graph, s);
+}
+
+// The degree curve is priced as the plan is written: the chosen point's
+// time is the partitioned plan's predicted time in plan.json.
+TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {
+  ShardOptions o;
+  o.device = "h100";
+  o.mesh = DeviceMesh::parse("tp=4");
+  ShardedPlan p = shard(gpt2_like(2, 128, 1024, 8, 3, /*zeros=*/true), o);
+  ASSERT_TRUE(p.searched);
+  ASSERT_GT(p.search.mesh.num_devices(), 1) << p.search.why;
+  const DegreePoint& chosen = p.search.curve[p.search.chosen];
+  EXPECT_NEAR(chosen.predicted_s, p.mesh_s, 1e-12 + 1e-9 * p.mesh_s);
+  for (const DegreePoint& q : p.search.curve) EXPECT_GT(q.search_s, 0) << q.mesh.str() << " " << q.graph;
 }
 
 // The whole path: search, partition, the end-to-end check on the ranks.
