@@ -411,7 +411,7 @@ namespace {
 // plan.json reports.
 void price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
                        const std::vector<ShardConstraint>& pins, DegreePoint& p) {
-  p.search_s = p.predicted_s;
+  p.priced_as_plan = true;
   if (mesh.num_devices() == 1) {
     p.predicted_s = p.compute_s = cost::graph_cost(g, device).time_s;
     p.comm_s = 0;
@@ -500,12 +500,24 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       pins.emplace_back();
       DegreePoint p = s.run(pins.back());
       p.graph = variants[v].name;
-      price_partitioned(variants[v].graph, mesh, rank_device, pins.back(), p);
       r.evaluations += s.evaluations();
       r.budget_exhausted |= s.exhausted();
       r.curve.push_back(std::move(p));
       variant_of.push_back(v);
     }
+  }
+  // The finalists priced as written.
+  double best_estimate = std::numeric_limits<double>::infinity();
+  for (DegreePoint& p : r.curve) {
+    p.search_s = p.predicted_s;
+    if (p.fits) best_estimate = std::min(best_estimate, p.predicted_s);
+  }
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    DegreePoint& p = r.curve[k];
+    if (!p.fits || p.search_s > best_estimate * (1 + kRepriceSlack)) continue;
+    const cost::DeviceProfile rank_device =
+        cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
+    price_partitioned(variants[variant_of[k]].graph, p.mesh, rank_device, pins[k], p);
   }
   // The fastest plan that fits, or one on fewer devices within kDegreeSlack
   // of it: a gain smaller than that is within the cost model's error, and

@@ -44,6 +44,10 @@ namespace tessera::mutator {
 // A mesh of more devices is chosen only when it is predicted faster than
 // every smaller one by more than this share.
 inline constexpr double kDegreeSlack = 0.02;
+// Points of the curve whose descent estimate is within this share of the
+// best are priced again as the plan will be written (partitioned), and the
+// choice is made on those prices; the rest keep their estimate.
+inline constexpr double kRepriceSlack = 0.25;
 
 struct ShardSearchOptions {
   DeviceMesh mesh;                           // what is offered
@@ -73,6 +77,9 @@ struct DegreePoint {
   double predicted_s = 0;
   double compute_s = 0, comm_s = 0;
   double search_s = 0;
+  // Whether predicted_s is the partitioned plan's (points within
+  // kRepriceSlack of the best estimate) or the descent's estimate.
+  bool priced_as_plan = false;
   int64_t memory_bytes = 0;  // per device
   bool fits = true;
   std::vector<std::string> moves;

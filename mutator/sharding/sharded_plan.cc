@@ -91,6 +91,7 @@ json search_json(const ShardedPlan& p) {
     curve.push_back({{"mesh", d.mesh.str()}, {"devices", d.mesh.num_devices()}, {"graph", d.graph},
                      {"predicted_s", d.predicted_s}, {"compute_s", d.compute_s}, {"comm_s", d.comm_s},
                      {"memory_bytes", d.memory_bytes}, {"fits", d.fits}, {"moves", d.moves},
+                     {"priced", d.priced_as_plan ? "plan" : "estimate"}, {"search_estimate_s", d.search_s},
                      {"chosen", k == r.chosen}});
   }
   return {{"offered_mesh", r.offered.str()},
@@ -236,9 +237,10 @@ std::string sharded_report_text(const ShardedPlan& p) {
     os << "  degree curve (predicted per run, memory per device):\n";
     for (size_t k = 0; k < r.curve.size(); ++k) {
       const DegreePoint& d = r.curve[k];
-      std::snprintf(buf, sizeof buf, "  %s %-10s %-32s %10.4g ms  (kernels %.4g + collectives %.4g)  %s%s\n",
+      std::snprintf(buf, sizeof buf, "  %s %-10s %-32s %10.4g ms  (kernels %.4g + collectives %.4g)  %s%s%s\n",
                     k == r.chosen ? "*" : " ", d.mesh.str().c_str(), d.graph.c_str(), d.predicted_s * 1e3,
-                    d.compute_s * 1e3, d.comm_s * 1e3, mb(d.memory_bytes).c_str(), d.fits ? "" : "  does not fit");
+                    d.compute_s * 1e3, d.comm_s * 1e3, mb(d.memory_bytes).c_str(), d.fits ? "" : "  does not fit",
+                    d.fits && !d.priced_as_plan ? "  (search's estimate)" : "");
       os << buf;
     }
     os << "\n";

@@ -520,6 +520,7 @@ TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {
   ASSERT_TRUE(p.searched);
   ASSERT_GT(p.search.mesh.num_devices(), 1) << p.search.why;
   const DegreePoint& chosen = p.search.curve[p.search.chosen];
+  EXPECT_TRUE(chosen.priced_as_plan);
   EXPECT_NEAR(chosen.predicted_s, p.mesh_s, 1e-12 + 1e-9 * p.mesh_s);
   for (const DegreePoint& q : p.search.curve) EXPECT_GT(q.search_s, 0) << q.mesh.str() << " " << q.graph;
 }
