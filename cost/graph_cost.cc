@@ -9,13 +9,22 @@ namespace {
 // Groups the CPU backend forms but oneDNN does not run fused, so that the
 // runtime runs their links one by one (runtime/cpu/cpu_compiler.cc,
 // add_group): a binary root whose first operand broadcasts (oneDNN's binary
-// primitive needs src0 of the destination's shape), and a unary root with a
+// primitive needs src0 of the destination's shape; a commutative one whose
+// second operand has it runs swapped, onednn_ops.cc), and a unary root with a
 // binary link (only oneDNN's reference eltwise takes binary post-ops, and
 // the runtime refuses fused reference kernels).
 bool runtime_splits(const Graph& g, const FusedGroup& grp) {
   if (grp.post.empty()) return false;
   const Node& root = g.node(grp.root);
-  if (is_binary_post_op(root.kind)) return g.type(root.inputs[0]).shape != g.type(root.outputs[0]).shape;
+  if (is_binary_post_op(root.kind)) {
+    // An operand that broadcasts into the output has its element count only
+    // when it is the output's shape, up to leading ones.
+    const int64_t y = g.type(root.outputs[0]).numel();
+    if (g.type(root.inputs[0]).numel() == y) return false;
+    bool commutative = root.kind == OpKind::kAdd || root.kind == OpKind::kMul || root.kind == OpKind::kMax ||
+                       root.kind == OpKind::kMin;
+    return !commutative || g.type(root.inputs[1]).numel() != y;
+  }
   if (is_eltwise_post_op(root))
     for (const PostOp& p : grp.post)
       if (p.other != kNoValue) return true;

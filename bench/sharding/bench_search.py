@@ -4,7 +4,9 @@
   A. Predicted, --device h100, --mesh tp=2/4/8, for each suite transformer
      (GPT-2, BERT-base, the Llama-style decoder): `tessera optimize --mesh`
      with no annotations (the search) against the Megatron annotations of
-     bench/sharding/megatron_<model>.json with --no-shard-search, on the same
+     bench/sharding/megatron_<model>.json (the search under them: on GPT-2's
+     merged QKV weight it takes the permuted projection, so that the column
+     split gives whole heads as Megatron-LM's interleaved layout does), on the same
      cost model (plan.json's predicted mesh time: the ranks' critical path
      on the partitioned programs). Per plan: the devices it uses, the
      collectives by kind, the bytes a rank sends per layer next to
@@ -74,7 +76,7 @@ def predicted(args, work):
             meg = os.path.join(work, f"{name}-meg-{tp}")
             run([args.tessera, "optimize", model, "-o", auto, "--mesh", f"tp={tp}", "--device", "h100"])
             run([args.tessera, "optimize", model, "-o", meg, "--mesh", f"tp={tp}", "--device", "h100",
-                 "--shard-file", os.path.join(HERE, f"megatron_{annotations}.json"), "--no-shard-search"])
+                 "--shard-file", os.path.join(HERE, f"megatron_{annotations}.json")])
             a, m = plan_facts(auto), plan_facts(meg)
             formula = 2 * TOKENS * hidden * 4  # bytes per layer: 2 AllReduces of [1, 128, hidden] f32
             row = {"model": name, "tp": tp, "auto": a, "megatron": m, "formula_per_layer": formula,
@@ -118,7 +120,7 @@ def measured(args, work):
         meg = os.path.join(work, f"{name}-cpu-meg")
         run([args.tessera, "optimize", model, "-o", auto, "--mesh", "tp=2", "--device", "cpu"])
         run([args.tessera, "optimize", model, "-o", meg, "--mesh", "tp=2", "--device", "cpu",
-             "--shard-file", os.path.join(HERE, f"megatron_{name}.json"), "--no-shard-search"])
+             "--shard-file", os.path.join(HERE, f"megatron_{name}.json")])
         facts = plan_facts(auto)
         errs = {}
         for label, plan in (("auto", auto), ("megatron", meg)):

@@ -91,6 +91,19 @@ TEST(GraphCost, FusionMatchesTheRuntime) {
     g.set_outputs({d});
     graphs.push_back(std::move(g));
   }
+  {  // after an AllReduce, as row-parallel plans have it: Add(bias, x) with
+     // the bias first runs swapped and takes the residual Add as a post-op;
+     // Sub(bias, x) cannot swap
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 16, 32}});
+    ValueId r = g.add_input("r", {DType::kF32, {1, 16, 32}});
+    ValueId bias = g.add_constant("bias", Tensor(DType::kF32, {32}));
+    ValueId a = g.add(OpKind::kAdd, {g.add(OpKind::kAdd, {bias, x}, {}, "bias_add"), r}, {}, "residual");
+    ValueId s = g.add(OpKind::kAdd, {g.add(OpKind::kSub, {bias, a}, {}, "bias_sub"), r}, {}, "residual2");
+    g.set_outputs({s});
+    EXPECT_EQ(kernel_groups(g).size(), 3u);
+    graphs.push_back(std::move(g));
+  }
   {  // a MatMul output read twice: by Relu and by the Add after it
     Graph g;
     ValueId a = g.add_input("a", {DType::kF32, {8, 8}});
