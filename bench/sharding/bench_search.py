@@ -4,9 +4,9 @@
   A. Predicted, --device h100, --mesh tp=2/4/8, for each suite transformer
      (GPT-2, BERT-base, the Llama-style decoder): `tessera optimize --mesh`
      with no annotations (the search) against the Megatron annotations of
-     bench/sharding/megatron_<model>.json (the search under them: on GPT-2's
-     merged QKV weight it takes the permuted projection, so that the column
-     split gives whole heads as Megatron-LM's interleaved layout does), on the same
+     bench/sharding/megatron_<model>.json (on GPT-2's merged QKV weight with
+     --shard-rewrite permute-merged-projection, so that the column split
+     gives whole heads as Megatron-LM's interleaved layout does), on the same
      cost model (plan.json's predicted mesh time: the ranks' critical path
      on the partitioned programs). Per plan: the devices it uses, the
      collectives by kind, the bytes a rank sends per layer next to
@@ -44,6 +44,9 @@ SUITE = {"gpt2": ("gpt2", 12, 768), "bert": ("bert_base", 12, 768), "llama": ("l
 # H100 mesh to gain (hidden 2048), with the Llama annotations.
 WIDE = {"llama_wide": ("llama_wide", 2, 2048, "llama")}
 TOKENS = 128  # batch 1 x seq 128, as the suite is exported
+# Megatron-LM lays a merged QKV weight out per head group, so that a column
+# split gives each rank whole heads: the permuted projection.
+MEGATRON_ARGS = {"gpt2": ["--shard-rewrite", "permute-merged-projection"]}
 
 
 def plan_facts(plan):
@@ -76,7 +79,7 @@ def predicted(args, work):
             meg = os.path.join(work, f"{name}-meg-{tp}")
             run([args.tessera, "optimize", model, "-o", auto, "--mesh", f"tp={tp}", "--device", "h100"])
             run([args.tessera, "optimize", model, "-o", meg, "--mesh", f"tp={tp}", "--device", "h100",
-                 "--shard-file", os.path.join(HERE, f"megatron_{annotations}.json")])
+                 "--shard-file", os.path.join(HERE, f"megatron_{annotations}.json"), *MEGATRON_ARGS.get(name, [])])
             a, m = plan_facts(auto), plan_facts(meg)
             formula = 2 * TOKENS * hidden * 4  # bytes per layer: 2 AllReduces of [1, 128, hidden] f32
             row = {"model": name, "tp": tp, "auto": a, "megatron": m, "formula_per_layer": formula,
@@ -120,7 +123,7 @@ def measured(args, work):
         meg = os.path.join(work, f"{name}-cpu-meg")
         run([args.tessera, "optimize", model, "-o", auto, "--mesh", "tp=2", "--device", "cpu"])
         run([args.tessera, "optimize", model, "-o", meg, "--mesh", "tp=2", "--device", "cpu",
-             "--shard-file", os.path.join(HERE, f"megatron_{name}.json")])
+             "--shard-file", os.path.join(HERE, f"megatron_{name}.json"), *MEGATRON_ARGS.get(name, [])])
         facts = plan_facts(auto)
         errs = {}
         for label, plan in (("auto", auto), ("megatron", meg)):

@@ -444,6 +444,10 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   };
   std::vector<Variant> variants;
   variants.push_back({"as exported", g, {}});
+  if (!options.rewrite.empty() && options.rewrite != "none" && options.rewrite != "split-merged-projection" &&
+      options.rewrite != "permute-merged-projection")
+    TESSERA_THROW(ErrorKind::kUsage, "unknown sharding rewrite '" << options.rewrite
+                                                                  << "' (none, split-merged-projection, permute-merged-projection)");
   // Rewrites are tried with no annotations, or with annotations given as
   // specs (resolved on each rewritten graph).
   const bool rewrites = options.rewrites && (options.constraints.empty() || !options.specs.empty());
@@ -487,13 +491,20 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       }
       if (it->second > 0) tried.push_back(it->second);
     }
+    if (!options.rewrite.empty() && mesh.num_devices() > 1) {
+      // One graph asked for: as exported, or one rewrite's.
+      std::vector<size_t> only;
+      for (size_t v : tried)
+        if (options.rewrite == "none" ? v == 0 : variants[v].name.rfind(options.rewrite, 0) == 0) only.push_back(v);
+      tried = only;
+    }
     for (size_t v : tried) {
       std::optional<std::vector<ShardConstraint>> fixed = constraints_on(variants[v]);
       if (!fixed) continue;
       // A rank's share of the host where ranks share one (CPUs).
       const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
       MeshSearch s(variants[v].graph, mesh, rank_device, *fixed, r.device_memory, threads, deadline);
-      if (r.roles == 0 && v == 0) {
+      if (r.roles == 0) {
         r.roles = s.weight_decisions();
         for (const Role& role : s.weight_roles_list()) r.weights_in_roles += static_cast<int64_t>(role.values.size());
       }
@@ -506,6 +517,11 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       variant_of.push_back(v);
     }
   }
+  if (!options.rewrite.empty() && options.rewrite != "none" &&
+      std::none_of(r.curve.begin(), r.curve.end(), [&](const DegreePoint& p) { return p.graph.rfind(options.rewrite, 0) == 0; }))
+    TESSERA_THROW(ErrorKind::kUsage, "sharding rewrite '" << options.rewrite << "' applies nowhere in the model on "
+                                                          << options.mesh.str()
+                                                          << (options.specs.empty() ? "" : " under its annotations"));
   // The finalists priced as written.
   double best_estimate = std::numeric_limits<double>::infinity();
   for (DegreePoint& p : r.curve) {
@@ -514,7 +530,10 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   }
   for (size_t k = 0; k < r.curve.size(); ++k) {
     DegreePoint& p = r.curve[k];
-    if (!p.fits || p.search_s > best_estimate * (1 + kRepriceSlack)) continue;
+    // One device is the baseline every other point is read against (and
+    // cheap to price): always priced as written.
+    bool finalist = p.fits && p.search_s <= best_estimate * (1 + kRepriceSlack);
+    if (!finalist && p.mesh.num_devices() > 1) continue;
     const cost::DeviceProfile rank_device =
         cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
     price_partitioned(variants[variant_of[k]].graph, p.mesh, rank_device, pins[k], p);

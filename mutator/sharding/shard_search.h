@@ -46,7 +46,8 @@ namespace tessera::mutator {
 inline constexpr double kDegreeSlack = 0.02;
 // Points of the curve whose descent estimate is within this share of the
 // best are priced again as the plan will be written (partitioned), and the
-// choice is made on those prices; the rest keep their estimate.
+// choice is made on those prices; the rest keep their estimate. One device
+// is always priced as written.
 inline constexpr double kRepriceSlack = 0.25;
 
 struct ShardSearchOptions {
@@ -63,6 +64,11 @@ struct ShardSearchOptions {
   int threads = 0;  // 0: one per core
   bool degrees = true;  // try sub-meshes (off when annotations fix the mesh)
   bool rewrites = true;
+  // "": every rewrite and the graph as exported, compared; "none": as
+  // exported only; a rewrite's name (split-merged-projection,
+  // permute-merged-projection): that one only. Throws Error(kUsage) for
+  // another name, and for a rewrite that applies nowhere in the graph.
+  std::string rewrite;
 };
 
 // One point of the degree curve.

@@ -142,6 +142,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
     so.mesh = options.mesh;
     so.constraints = p.constraints;
     so.specs = options.specs;
+    so.rewrite = options.rewrite;
     so.device_memory = options.device_memory;
     so.budget_s = options.budget_s;
     so.threads = options.threads;

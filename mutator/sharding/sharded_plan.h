@@ -28,6 +28,7 @@ struct ShardOptions {
   // annotations and propagation alone.
   bool search = true;
   int64_t device_memory = 0;  // bytes per device; 0: the device profile's
+  std::string rewrite;        // ShardSearchOptions::rewrite
   double budget_s = 60;
   int threads = 0;
 };

@@ -510,6 +510,36 @@ TEST(ShardSearch, MegatronAnnotationsOnAMergedProjectionGiveWholeHeads) {
   expect_ranks_match(r.graph, s);
 }
 
+// --shard-rewrite: one graph only; a name it does not know, or a rewrite
+// that applies nowhere, is a usage error.
+TEST(ShardSearch, ARewriteCanBeAskedFor) {
+  Graph g = gpt2_like(1, 64, 256, 4, 3, /*zeros=*/true);
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse("tp=2");
+  o.threads = 2;
+  o.rewrite = "none";
+  for (const DegreePoint& p : search_shardings(g, h100(), o).curve) EXPECT_EQ(p.graph, "as exported");
+  o.rewrite = "permute-merged-projection";
+  ShardSearchResult r = search_shardings(g, h100(), o);
+  for (const DegreePoint& p : r.curve)
+    if (p.mesh.num_devices() > 1) EXPECT_EQ(p.graph.rfind("permute-merged-projection", 0), 0u) << p.graph;
+  o.rewrite = "merge-everything";
+  try {
+    search_shardings(g, h100(), o);
+    ADD_FAILURE() << "an unknown rewrite was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+  }
+  o.rewrite = "split-merged-projection";
+  try {
+    search_shardings(llama_like(1, 32, 64, 4, 128), h100(), o);
+    ADD_FAILURE() << "a rewrite that applies nowhere was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("applies nowhere"), std::string::npos) << e.what();
+  }
+}
+
 // The degree curve is priced as the plan is written: the chosen point's
 // time is the partitioned plan's predicted time in plan.json.
 TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {

@@ -86,6 +86,7 @@ OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const Opt
   o.specs = config.shards;
   o.search = config.shard_search;
   o.device_memory = config.device_memory;
+  o.rewrite = config.shard_rewrite;
   o.budget_s = std::max(1.0, config.budget_s - config.spent_s);
   o.threads = config.threads;
   if (!config.shard_file.empty())

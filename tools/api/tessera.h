@@ -102,6 +102,11 @@ struct OptimizeConfig {
   // false: annotations and propagation only.
   bool shard_search = true;
   int64_t device_memory = 0;  // bytes per device; 0: the device profile's
+  // Mesh plans: the graph the sharding search shards: "" (each rewrite it
+  // knows and the graph as exported, compared under one cost), "none" (as
+  // exported), or a rewrite's name (split-merged-projection,
+  // permute-merged-projection).
+  std::string shard_rewrite;
 };
 
 struct OptimizeSummary {

@@ -62,6 +62,10 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
   cmd->add_flag("--no-shard-search", flags->no_shard_search,
                 "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
+  cmd->add_option("--shard-rewrite", flags->config.shard_rewrite,
+                  "Mesh plans: shard the graph as exported (none) or rewritten by one rule "
+                  "(split-merged-projection, permute-merged-projection); default: compare them all")
+      ->check(CLI::IsMember({"none", "split-merged-projection", "permute-merged-projection"}));
   cmd->add_option("--device-memory", flags->config.device_memory,
                   "Mesh plans: bytes of memory per device (default: the device profile's)")
       ->check(CLI::PositiveNumber);
