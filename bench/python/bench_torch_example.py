@@ -32,11 +32,12 @@ def median_ms(fn, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="the device the plan is for (default: this CPU, where it runs)")
     ap.add_argument("--budget", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--threads", type=int, default=0, help="Tessera and torch threads (0: their defaults)")
     args = ap.parse_args()
-    import torch
+    import torch  # before tessera: both load NCCL, and torch needs its own build of it
     import tessera
 
     spec = importlib.util.spec_from_file_location("torch_optimize", EXAMPLE)
@@ -45,10 +46,10 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     net = example.build_module(torch)
-    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0))
     model = example.export(torch, net, x)
     t0 = time.perf_counter()
-    plan = tessera.optimize(model, device="cpu", budget=args.budget, measure=False, threads=args.threads)
+    plan = tessera.optimize(model, device=args.device, budget=args.budget, measure=False, threads=args.threads)
     optimize_s = time.perf_counter() - t0
     original = tessera.load(model)
     feeds = {"x": x.numpy()}
@@ -57,9 +58,10 @@ def main():
         torch_ms = median_ms(lambda: net(x), args.repeat)
     orig_ms = median_ms(lambda: original.run(feeds, threads=args.threads), args.repeat)
     plan_ms = median_ms(lambda: plan.run(feeds, threads=args.threads), args.repeat)
-    got = plan.run(feeds, threads=args.threads)["logits"]
+    got = plan.run(feeds, threads=args.threads)["y"]
     err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-6))
-    print("tessera.optimize: %.2f s, %d mutations" % (optimize_s, len(plan.mutations)))
+    print("tessera.optimize (device %s): %.2f s, %d mutations: %s" % (
+        args.device, optimize_s, len(plan.mutations), ", ".join(m["rule"] for m in plan.mutations) or "none"))
     print("%-34s %10s %10s" % ("", "median ms", "vs torch"))
     for name, ms in (("torch (eager)", torch_ms), ("tessera run, exported model", orig_ms),
                      ("tessera run, optimized plan", plan_ms)):
