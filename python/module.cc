@@ -200,7 +200,6 @@ api::Plan optimize(const Model& m, const std::string& device, const std::string&
   config.device_memory = device_memory;
   config.threads = threads;
   config.measure = measure;
-  if (!(budget > 0)) TESSERA_THROW(ErrorKind::kUsage, "budget must be > 0 seconds, got " << budget);
   py::gil_scoped_release release;
   return api::optimize(m.graph, config);
 }

@@ -141,10 +141,14 @@ def test_errors_carry_the_cli_message(cli, tiny_cnn):
     assert r.stderr.strip() == "tessera: error: " + str(e.value)
     assert "/nonexistent/model.onnx" in str(e.value) and e.value.kind == "I/O error"
     path, x, _ = tiny_cnn
-    with pytest.raises(tessera.Error, match="unknown device|device"):
+    with pytest.raises(tessera.Error, match="unknown device .abacus."):
         tessera.optimize(path, device="abacus", budget=5)
-    with pytest.raises(tessera.Error, match="budget"):
-        tessera.optimize(path, budget=0)
+    for mesh in (None, "tp=2"):
+        with pytest.raises(tessera.Error, match="--budget must be > 0 seconds, got 0") as e:
+            tessera.optimize(path, mesh=mesh, budget=0)
+        assert e.value.kind == "usage error"
+    with pytest.raises(tessera.Error, match="bad mesh .tp=two."):
+        tessera.optimize(path, mesh="tp=two", budget=5)
     with pytest.raises(tessera.Error):
         tessera.load(b"not a model")
     m = tessera.load(path)

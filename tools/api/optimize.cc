@@ -167,6 +167,7 @@ void Plan::save(const std::string& dir) const {
 }
 
 Plan optimize(const Graph& g, const OptimizeConfig& config) {
+  if (!(config.budget_s > 0)) TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << config.budget_s);
   DeviceMesh mesh = DeviceMesh::parse(config.mesh);
   if (mesh.num_devices() > 1) return optimize_sharded(g, config, mesh);
   if (!config.shards.empty() || !config.shard_file.empty())
