@@ -158,10 +158,10 @@ py::dict mutation_dict(const api::Mutation& m) {
   py::dict d(py::arg("stage") = m.stage, py::arg("rule") = m.rule, py::arg("verification") = m.verification);
   if (m.stage == "canonicalize") d["times"] = m.times;
   if (m.stage == "search") {
-    d["description"] = m.description;
     d["subprogram"] = m.subprogram;
     d["partial"] = m.partial;
   }
+  if (!m.description.empty()) d["description"] = m.description;
   return d;
 }
 

@@ -105,7 +105,8 @@ Plan optimize_sharded(const Graph& g, const OptimizeConfig& config, const Device
   p.report_text = mutator::sharded_report_text(plan);
   p.mutations = canonical_mutations(plan.canonical);
   if (plan.searched)
-    for (const std::string& r : plan.search.rewrites) p.mutations.push_back({"shard-search", r, "", 1, -1, false, "checked-end-to-end"});
+    for (const std::string& r : plan.search.rewrites)
+      p.mutations.push_back({"shard-search", "", r, 1, -1, false, "checked-end-to-end"});
   OptimizeSummary& s = p.summary;
   s.nodes_before = g.num_nodes();
   s.nodes_after = plan.ranks.ranks[0].num_nodes();

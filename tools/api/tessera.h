@@ -189,8 +189,8 @@ struct OptimizeSummary {
 // One rewrite the plan applied, as plan.json lists it.
 struct Mutation {
   std::string stage;        // "canonicalize" (always-on passes), "search", "shard-search"
-  std::string rule;         // kebab-case name (--disable-rule)
-  std::string description;  // search: what it rewrote
+  std::string rule;         // kebab-case name (--disable-rule); shard-search: empty
+  std::string description;  // search, shard-search: what it rewrote (plan.json's search.rewrites)
   int times = 1;            // canonicalize: the runs that changed the graph
   int subprogram = -1;      // search: the subprogram it rewrote
   bool partial = false;     // search: corrected on the output boxes where it is wrong
