@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
+#include <utility>
 
 #include <tessera/tessera.h>
 
@@ -102,9 +104,37 @@ py::bytes bytes_of(const Graph& g) {
   return py::bytes(b);
 }
 
+// Compiled plans of one graph by (backend, threads), made on first use, so
+// that repeated runs do not compile again. Called with the GIL held, which
+// guards the map; compiling and running release it.
+class ExecutableCache {
+ public:
+  std::shared_ptr<api::Executable> get(const Graph& g, const std::string& backend, int threads) {
+    auto key = std::make_pair(backend, threads);
+    if (auto it = by_config_.find(key); it != by_config_.end()) return it->second;
+    std::shared_ptr<api::Executable> e;
+    {
+      py::gil_scoped_release release;
+      e = std::make_shared<api::Executable>(g, run_config(backend, threads));
+    }
+    return by_config_.emplace(key, e).first->second;
+  }
+
+ private:
+  std::map<std::pair<std::string, int>, std::shared_ptr<api::Executable>> by_config_;
+};
+
+api::RunResult run_cached(ExecutableCache& cache, const Graph& g, const std::vector<Tensor>& inputs,
+                          const std::string& backend, int threads) {
+  std::shared_ptr<api::Executable> e = cache.get(g, backend, threads);
+  py::gil_scoped_release release;
+  return e->run(inputs);
+}
+
 // A loaded model: the graph and what the API says about it.
 struct Model {
   Graph graph;
+  ExecutableCache compiled;
 
   py::dict summary() const {
     api::ModelSummary s = api::summarize(graph);
@@ -120,13 +150,9 @@ struct Model {
                     py::arg("parameter_bytes") = s.parameter_bytes, py::arg("flops") = s.flops);
   }
 
-  py::list run(const py::object& inputs, const std::string& backend, int threads) const {
+  py::list run(const py::object& inputs, const std::string& backend, int threads) {
     std::vector<Tensor> bound = bind(graph, inputs);
-    api::RunResult r;
-    {
-      py::gil_scoped_release release;
-      r = api::run(graph, bound, run_config(backend, threads));
-    }
+    api::RunResult r = run_cached(compiled, graph, bound, backend, threads);
     py::list out;
     for (const Tensor& t : r.outputs) out.append(to_numpy(t));
     return out;
@@ -172,19 +198,28 @@ py::dict named_outputs(const Graph& g, const std::vector<Tensor>& outputs) {
   return out;
 }
 
-const Graph& interface_graph(const api::Plan& p) { return p.is_mesh() ? p.ranks[0] : p.model; }
+// An optimized model in memory and, for one device, its compiled plans.
+// (A mesh plan's ranks are compiled on every run, as api::run_mesh does.)
+struct Plan {
+  api::Plan plan;
+  ExecutableCache compiled;
 
-py::dict run_plan(const api::Plan& p, const py::object& inputs, const std::string& backend, int threads) {
-  std::vector<Tensor> bound = bind(interface_graph(p), inputs);
-  api::RunResult r;
-  {
-    py::gil_scoped_release release;
-    r = api::run(p, bound, run_config(backend, threads));
+  const Graph& interface() const { return plan.is_mesh() ? plan.ranks[0] : plan.model; }
+
+  py::dict run(const py::object& inputs, const std::string& backend, int threads) {
+    std::vector<Tensor> bound = bind(interface(), inputs);
+    api::RunResult r;
+    if (plan.is_mesh()) {
+      py::gil_scoped_release release;
+      r = api::run(plan, bound, run_config(backend, threads));
+    } else {
+      r = run_cached(compiled, plan.model, bound, backend, threads);
+    }
+    return named_outputs(interface(), r.outputs);
   }
-  return named_outputs(interface_graph(p), r.outputs);
-}
+};
 
-api::Plan optimize(const Model& m, const std::string& device, const std::string& mesh, double budget, uint64_t seed,
+Plan optimize(const Model& m, const std::string& device, const std::string& mesh, double budget, uint64_t seed,
                    bool partial, const std::vector<std::string>& disabled_rules, const std::vector<std::string>& shards,
                    const std::string& shard_file, bool shard_search, int64_t device_memory, int threads, bool measure) {
   api::OptimizeConfig config;
@@ -201,7 +236,7 @@ api::Plan optimize(const Model& m, const std::string& device, const std::string&
   config.threads = threads;
   config.measure = measure;
   py::gil_scoped_release release;
-  return api::optimize(m.graph, config);
+  return Plan{api::optimize(m.graph, config), {}};
 }
 
 py::list differing_list(const api::Verdict& v) {
@@ -248,33 +283,33 @@ PYBIND11_MODULE(_tessera, m) {
            },
            py::arg("seed") = 0, "Seeded random inputs, as `tessera run` makes them.");
 
-  py::class_<api::Plan>(m, "Plan", "An optimized model in memory (tessera.Plan wraps it).")
-      .def_property_readonly("mesh", [](const api::Plan& p) { return p.mesh; })
-      .def_property_readonly("is_mesh", &api::Plan::is_mesh)
-      .def_property_readonly("num_ranks", [](const api::Plan& p) { return p.ranks.size(); })
+  py::class_<Plan>(m, "Plan", "An optimized model in memory (tessera.Plan wraps it).")
+      .def_property_readonly("mesh", [](const Plan& p) { return p.plan.mesh; })
+      .def_property_readonly("is_mesh", [](const Plan& p) { return p.plan.is_mesh(); })
+      .def_property_readonly("num_ranks", [](const Plan& p) { return p.plan.ranks.size(); })
       .def("model_bytes",
-           [](const api::Plan& p, int64_t rank) {
-             if (!p.is_mesh()) return bytes_of(p.model);
-             if (rank < 0 || rank >= static_cast<int64_t>(p.ranks.size()))
-               TESSERA_THROW(ErrorKind::kUsage, "rank " << rank << " is not in 0.." << p.ranks.size() - 1);
-             return bytes_of(p.ranks[static_cast<size_t>(rank)]);
+           [](const Plan& p, int64_t rank) {
+             if (!p.plan.is_mesh()) return bytes_of(p.plan.model);
+             if (rank < 0 || rank >= static_cast<int64_t>(p.plan.ranks.size()))
+               TESSERA_THROW(ErrorKind::kUsage, "rank " << rank << " is not in 0.." << p.plan.ranks.size() - 1);
+             return bytes_of(p.plan.ranks[static_cast<size_t>(rank)]);
            },
            py::arg("rank") = 0, "The optimized model (a mesh plan: rank `rank`'s program) as serialized ONNX.")
-      .def_property_readonly("plan_json", [](const api::Plan& p) { return p.plan_json; })
-      .def_property_readonly("report_json", [](const api::Plan& p) { return p.report_json; })
-      .def_property_readonly("report_text", [](const api::Plan& p) { return p.report_text; })
-      .def_property_readonly("files", &api::Plan::files)
+      .def_property_readonly("plan_json", [](const Plan& p) { return p.plan.plan_json; })
+      .def_property_readonly("report_json", [](const Plan& p) { return p.plan.report_json; })
+      .def_property_readonly("report_text", [](const Plan& p) { return p.plan.report_text; })
+      .def_property_readonly("files", [](const Plan& p) { return p.plan.files(); })
       .def_property_readonly("mutations",
-                             [](const api::Plan& p) {
+                             [](const Plan& p) {
                                py::list out;
-                               for (const api::Mutation& mu : p.mutations) out.append(mutation_dict(mu));
+                               for (const api::Mutation& mu : p.plan.mutations) out.append(mutation_dict(mu));
                                return out;
                              })
-      .def("run", &run_plan, py::arg("inputs"), py::arg("backend") = "cpu", py::arg("threads") = 0)
+      .def("run", &Plan::run, py::arg("inputs"), py::arg("backend") = "cpu", py::arg("threads") = 0)
       .def("save",
-           [](const api::Plan& p, const std::string& dir) {
+           [](const Plan& p, const std::string& dir) {
              py::gil_scoped_release release;
-             p.save(dir);
+             p.plan.save(dir);
            },
            py::arg("dir"));
 

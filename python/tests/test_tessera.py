@@ -62,6 +62,31 @@ def test_optimize_a_model_proto_in_memory(tiny_cnn, tmp_path, monkeypatch):
     assert rel_err(sess.run(None, {name: x})[0], want) <= 1e-4
 
 
+def test_runs_from_threads_agree(tiny_cnn):
+    """Runs release the GIL and share one compiled plan: concurrent runs take turns."""
+    import threading
+    path, x, want = tiny_cnn
+    plan = tessera.optimize(path, budget=10, measure=False)
+    name = plan.model.graph.input[0].name
+    first = plan.run({name: x}, threads=1)
+    results = []
+
+    def work():
+        for _ in range(5):
+            results.append(plan.run({name: x}, threads=1))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 20
+    for r in results:
+        for k in first:
+            np.testing.assert_array_equal(r[k], first[k])
+    assert rel_err(first[plan.model.graph.output[0].name], want) <= 1e-4
+
+
 def test_save_writes_what_the_plan_holds(tiny_cnn, tmp_path):
     path, x, want = tiny_cnn
     plan = tessera.optimize(path, budget=10, measure=False)

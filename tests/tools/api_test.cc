@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 #include "tools/api/tessera.h"
@@ -138,6 +139,31 @@ TEST(ApiPlan, LoadBytesReadsWhatOnnxBytesWrites) {
     EXPECT_EQ(e.kind(), ErrorKind::kParse);
     EXPECT_NE(std::string(e.what()).find("junk"), std::string::npos) << e.what();
   }
+}
+
+// Compiled once, run many times, from several threads at once: every run
+// gives what a fresh compile gives.
+TEST(ApiExecutable, RunsAgainAndFromThreadsAsACompileDoes) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  std::vector<Tensor> inputs = random_inputs(g, 5);
+  RunConfig rc;
+  rc.threads = 1;
+  std::vector<Tensor> want = run(g, inputs, rc).outputs;
+  Executable e(g, rc);
+  EXPECT_EQ(max_diff(e.run(inputs).outputs, want), 0.0);
+  std::vector<double> worst(4, -1);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < worst.size(); ++t)
+    threads.emplace_back([&, t] {
+      double d = 0;
+      for (int i = 0; i < 50; ++i) d = std::max(d, max_diff(e.run(inputs).outputs, want));
+      worst[t] = d;
+    });
+  for (std::thread& t : threads) t.join();
+  for (double d : worst) EXPECT_EQ(d, 0.0);
+  RunConfig bad;
+  bad.backend = "abacus";
+  EXPECT_THROW(Executable(g, bad), Error);
 }
 
 TEST(ApiRules, ListsPassesAndRules) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include "onnx/onnx_pb.h"
 #include <random>
 
@@ -122,6 +123,20 @@ RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig
 
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
   return run(g, inputs, RunConfig{}).outputs;
+}
+
+struct Executable::State {
+  runtime::ExecutablePlan plan;
+  RunConfig config;
+  std::mutex mutex;  // one run at a time: the plan's buffers are shared by its runs
+};
+
+Executable::Executable(const Graph& g, const RunConfig& config)
+    : state_(new State{runtime::ExecutablePlan::compile(g, detail::run_options(config)), config, {}}) {}
+
+RunResult Executable::run(const std::vector<Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return detail::run_compiled(state_->plan, inputs, state_->config);
 }
 
 void export_onnx(const Graph& g, const std::string& path) { save_onnx_file(g, path); }
