@@ -9,6 +9,9 @@ deb_packages=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3
               libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
               nlohmann-json3-dev pybind11-dev)
 command -v python3 >/dev/null 2>&1 || deb_packages+=(python3 python3-pip)
+# The package tests make a virtual environment (python3 -m venv, with pip).
+command -v python3 >/dev/null 2>&1 && ! python3 -c "import venv, ensurepip" >/dev/null 2>&1 &&
+  deb_packages+=(python3-venv)
 missing=()
 for p in "${deb_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -21,10 +24,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c "import onnx, onnxruntime, numpy" >/dev/null 2>&1; then
-  echo "setup: installing onnx onnxruntime numpy"
-  python3 -m pip install -q onnx onnxruntime numpy 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages onnx onnxruntime numpy
+# PyPI packages by the module they provide: the tests' (onnx, onnxruntime,
+# numpy, pytest) and what `pip install .` builds with, offline
+# (--no-build-isolation): scikit-build-core and pybind11.
+py_packages=()
+for pair in onnx:onnx onnxruntime:onnxruntime numpy:numpy pytest:pytest scikit_build_core:scikit-build-core \
+            pybind11:pybind11; do
+  python3 -c "import ${pair%%:*}" >/dev/null 2>&1 || py_packages+=("${pair#*:}")
+done
+if [ ${#py_packages[@]} -gt 0 ]; then
+  echo "setup: installing ${py_packages[*]}"
+  python3 -m pip install -q "${py_packages[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${py_packages[@]}"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

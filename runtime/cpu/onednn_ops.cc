@@ -111,7 +111,10 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
     k->bind_value(r, DNNL_ARG_TO, grp.output(g), pd.dst_desc());
     k->skip_when_same(r, res, grp.output(g));
     k->set_impl("");
-    if (c.md_of(res) == pd.dst_desc()) k->in_place_input = operand_pos;
+    // dst may take the operand's buffer unless the convolution also reads
+    // it (y = b + conv(b)): it would overwrite its own source while reading it.
+    if (c.md_of(res) == pd.dst_desc() && std::find(n.inputs.begin(), n.inputs.end(), res) == n.inputs.end())
+      k->in_place_input = operand_pos;
   }
   size_t s = add_main(c, *k, dnnl::convolution_forward(pd), pd, n.inputs[0], x_have, pd.src_desc());
   k->bind_fixed(s, DNNL_ARG_WEIGHTS, wm);

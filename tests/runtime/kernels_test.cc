@@ -79,6 +79,29 @@ TEST(FusionTest, ConvAddReluIsOneKernel) {
   EXPECT_GT(kernel_ops(g, unfused).size(), ops.size());
 }
 
+// y = b + conv(b), b = relu(conv(x)): the residual operand is the second
+// convolution's own source, so dst cannot take its buffer (the convolution
+// would read what it is overwriting). A ResNet-style block as
+// torch.onnx.export writes it with its batch norms folded.
+TEST(FusionTest, ConvAddOfItsOwnSourceKeepsTheSource) {
+  std::mt19937 rng(8);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 3, 8, 8}});
+  Attrs a = attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                   {"dilations", Ints{1, 1}}});
+  ValueId c1 = g.add(OpKind::kConv, {x, g.add_constant("w1", random_tensor(DType::kF32, {16, 3, 3, 3}, rng)),
+                                     g.add_constant("b1", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId b = g.add(OpKind::kRelu, {c1});
+  ValueId c2 = g.add(OpKind::kConv, {b, g.add_constant("w2", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
+                                     g.add_constant("b2", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId y = g.add(OpKind::kAdd, {b, g.add(OpKind::kRelu, {c2})});
+  g.set_outputs({y});
+  expect_matches_reference(g);
+  RunOptions one;
+  one.threads = 1;
+  expect_matches_reference(g, one);
+}
+
 TEST(FusionTest, MatMulBiasGelu) {
   std::mt19937 rng(6);
   Graph g;

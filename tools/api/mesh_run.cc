@@ -1,8 +1,9 @@
-// api::run_mesh: the ranks of a mesh plan folder as threads of this process
-// (InProcessWorld, or NCCL between threads for the CUDA backend) or, under
-// mpirun, this process's rank (MpiCommunicator, or NCCL bootstrapped over
-// MPI). Every rank compiles its own rank<i>.onnx with its communicator and
-// runs it on the global inputs.
+// api::run_mesh: the ranks of a mesh plan (a folder's rank<i>.onnx, or a
+// Plan's rank programs in memory) as threads of this process (InProcessWorld,
+// or NCCL between threads for the CUDA backend) or, under mpirun, this
+// process's rank (MpiCommunicator, or NCCL bootstrapped over MPI). Every rank
+// compiles its own program with its communicator and runs it on the global
+// inputs.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -64,6 +65,16 @@ namespace {
 
 using InputsFn = std::function<std::vector<Tensor>(const Graph&)>;
 
+// Where a mesh plan's rank programs come from: a plan folder's files or a
+// Plan in memory. `where` names rank r's program in errors.
+struct RankSource {
+  std::string mesh;
+  int64_t ranks = 0;
+  std::string plan_name;  // "the plan in DIR", "the plan"
+  std::function<Graph(int64_t)> load;
+  std::function<std::string(int64_t)> where;
+};
+
 // Threads per rank: the flag, or the cores shared among the ranks that run
 // on this machine (each rank's plan would otherwise run one thread per core,
 // ranks times more threads than cores).
@@ -102,13 +113,13 @@ void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
 }
 
 // Every rank of the plan as a thread of this process.
-MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
-                          const RunConfig& config, const LoadOptions& load) {
+MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                          const RunConfig& config) {
   runtime::RunOptions options = detail::run_options(config);
   options.threads = threads_per_rank(config, plan.ranks);
   require_nccl(options, plan.ranks);
   std::vector<Graph> graphs;
-  for (int64_t r = 0; r < plan.ranks; ++r) graphs.push_back(load_rank(plan, r, load));
+  for (int64_t r = 0; r < plan.ranks; ++r) graphs.push_back(plan.load(r));
   std::vector<Tensor> inputs = inputs_of(graphs[0]);
   for (int64_t r = 1; r < plan.ranks; ++r) {
     const Graph& g = graphs[static_cast<size_t>(r)];
@@ -116,14 +127,14 @@ MeshRunResult run_threads(const MeshPlan& plan, const DeviceMesh& mesh, const In
     for (size_t i = 0; same && i < g.inputs().size(); ++i) same = g.type(g.inputs()[i]) == graphs[0].type(graphs[0].inputs()[i]);
     if (!same)
       throw Error(ErrorKind::kInvalidGraph, "its inputs are not rank0.onnx's (every rank takes the global inputs)",
-                  {(fs::path(plan.dir) / mutator::rank_file(r)).string(), "", ""});
+                  {plan.where(r), "", ""});
   }
   std::string sig = runtime::collective_signature(graphs[0]);
   for (int64_t r = 1; r < plan.ranks; ++r)
     if (std::string d = runtime::signature_difference(runtime::collective_signature(graphs[static_cast<size_t>(r)]), sig);
         !d.empty())
       throw Error(ErrorKind::kInvalidGraph, "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
-                  {(fs::path(plan.dir) / mutator::rank_file(r)).string(), "", ""});
+                  {plan.where(r), "", ""});
   bool cuda = options.backend == runtime::Backend::kCuda;
   runtime::NcclId id;
   if (cuda) id = runtime::nccl_unique_id();
@@ -179,8 +190,8 @@ std::optional<Error> attempt(F&& f) {
 }
 
 // This process's rank of an mpirun job.
-MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
-                      const RunConfig& config, const LoadOptions& load) {
+MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                      const RunConfig& config) {
   runtime::RunOptions options = detail::run_options(config);  // the same check on every rank
   runtime::MpiSession& session = runtime::MpiSession::get();
   int64_t rank = session.rank();
@@ -188,7 +199,7 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
   // command: the same error (exit 1) on every rank.
   if (session.size() != plan.ranks)
     TESSERA_THROW(ErrorKind::kResource, "rank " << rank << ": mpirun started " << session.size()
-                                                << " processes but the plan in " << plan.dir << " is for mesh "
+                                                << " processes but " << plan.plan_name << " is for mesh "
                                                 << plan.mesh << " of " << plan.ranks << " ranks: run it with mpirun -np "
                                                 << plan.ranks);
   runtime::MpiCommunicator mpi(session, mesh);
@@ -199,7 +210,7 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
   std::vector<Tensor> inputs;
   agree(session, attempt([&] {
           require_nccl(options, session.local_size());
-          g = load_rank(plan, rank, load);
+          g = plan.load(rank);
           inputs = inputs_of(*g);
         }));
   // Rank 0's collectives against this rank's (exactly, as text).
@@ -212,7 +223,7 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
           if (std::string d = runtime::signature_difference(sig, sig0); !d.empty())
             throw Error(ErrorKind::kInvalidGraph,
                         "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
-                        {(fs::path(plan.dir) / mutator::rank_file(rank)).string(), "", ""});
+                        {plan.where(rank), "", ""});
         }));
   std::unique_ptr<runtime::Communicator> nccl;
   if (cuda) {
@@ -243,12 +254,27 @@ MeshRunResult run_mpi(const MeshPlan& plan, const DeviceMesh& mesh, const Inputs
   return m;
 }
 
+MeshRunResult run_mesh_ranks(const RankSource& plan, const InputsFn& inputs, const RunConfig& config) {
+  DeviceMesh mesh = DeviceMesh::parse(plan.mesh);
+  if (launched_by_mpi()) return run_mpi(plan, mesh, inputs, config);
+  return run_threads(plan, mesh, inputs, config);
+}
+
 }  // namespace
 
 MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunConfig& config, const LoadOptions& load) {
-  DeviceMesh mesh = DeviceMesh::parse(plan.mesh);
-  if (launched_by_mpi()) return run_mpi(plan, mesh, inputs, config, load);
-  return run_threads(plan, mesh, inputs, config, load);
+  RankSource source{plan.mesh, plan.ranks, "the plan in " + plan.dir,
+                    [&](int64_t r) { return load_rank(plan, r, load); },
+                    [&](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); }};
+  return run_mesh_ranks(source, inputs, config);
+}
+
+MeshRunResult run_mesh(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config) {
+  if (!plan.is_mesh()) TESSERA_THROW(ErrorKind::kUsage, "run_mesh needs a plan for a device mesh (optimize with a mesh)");
+  RankSource source{plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
+                    [&](int64_t r) { return plan.ranks[static_cast<size_t>(r)]; },
+                    [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }};
+  return run_mesh_ranks(source, [&](const Graph&) { return inputs; }, config);
 }
 
 }  // namespace tessera::api

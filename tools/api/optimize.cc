@@ -1,5 +1,5 @@
-// api::optimize: runs the mutator, measures on the CPU runtime, and writes the
-// plan folder atomically.
+// api::optimize: runs the mutator and measures on the CPU runtime, in memory
+// (a Plan); Plan::save writes the plan folder atomically.
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -9,6 +9,7 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "mutator/optimize.h"
+#include "mutator/rules/rule.h"
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_export.h"
@@ -77,8 +78,14 @@ void write_folder(const fs::path& dest, const std::function<void(const fs::path&
   }
 }
 
-OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const OptimizeConfig& config,
-                                 const DeviceMesh& mesh) {
+std::vector<Mutation> canonical_mutations(const std::vector<mutator::PassRecord>& passes) {
+  std::vector<Mutation> out;
+  for (const mutator::PassRecord& r : passes)
+    if (r.times > 0) out.push_back({"canonicalize", r.pass, "", r.times, -1, false, "checked-end-to-end"});
+  return out;
+}
+
+Plan optimize_sharded(const Graph& g, const OptimizeConfig& config, const DeviceMesh& mesh) {
   mutator::ShardOptions o;
   o.device = config.device;
   o.mesh = mesh;
@@ -92,38 +99,79 @@ OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const Opt
   if (!config.shard_file.empty())
     for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
   mutator::ShardedPlan plan = mutator::shard(g, o);
-  write_folder(dest, [&](const fs::path& tmp) {
-    for (size_t r = 0; r < plan.ranks.ranks.size(); ++r)
-      export_onnx(plan.ranks.ranks[r], (tmp / mutator::rank_file(static_cast<int64_t>(r))).string());
-    write_text(tmp / "plan.json", mutator::sharded_plan_json(plan));
-    write_text(tmp / "report.json", mutator::sharded_report_json(plan));
-    write_text(tmp / "report.txt", mutator::sharded_report_text(plan));
-  });
-  OptimizeSummary s;
-  s.out_dir = dest.string();
+  Plan p;
+  p.mesh = plan.sharding.mesh.str();
+  p.plan_json = mutator::sharded_plan_json(plan);
+  p.report_json = mutator::sharded_report_json(plan);
+  p.report_text = mutator::sharded_report_text(plan);
+  p.mutations = canonical_mutations(plan.canonical);
+  if (plan.searched)
+    for (const std::string& r : plan.search.rewrites)
+      p.mutations.push_back({"shard-search", "", r, 1, -1, false, "checked-end-to-end"});
+  OptimizeSummary& s = p.summary;
   s.nodes_before = g.num_nodes();
   s.nodes_after = plan.ranks.ranks[0].num_nodes();
   s.predicted_before_s = plan.single_s;
   s.predicted_after_s = plan.mesh_s;
-  s.report_text = mutator::sharded_report_text(plan);
+  s.report_text = p.report_text;
   s.files.push_back("plan.json");
   for (size_t r = 0; r < plan.ranks.ranks.size(); ++r) s.files.push_back(mutator::rank_file(static_cast<int64_t>(r)));
-  return s;
+  p.original = g;
+  p.ranks = std::move(plan.ranks.ranks);
+  return p;
 }
 
-}  // namespace
-
-std::string list_rules() { return mutator::rules_listing(); }
-
-OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config) {
+// What save() accepts as a destination: a new path, an empty folder or a
+// previous plan folder.
+fs::path destination(const std::string& out_dir) {
   if (out_dir.empty()) TESSERA_THROW(ErrorKind::kUsage, "an output folder is required (-o OUT_DIR)");
   fs::path dest = fs::absolute(out_dir).lexically_normal();
   std::error_code ec;
   if (fs::exists(dest, ec) && !is_plan_folder(dest.string()) && !(fs::is_directory(dest) && fs::is_empty(dest)))
     TESSERA_THROW(ErrorKind::kUsage, "output folder " << out_dir
                                          << " exists and is not a Tessera plan folder; choose another or remove it");
+  return dest;
+}
+
+}  // namespace
+
+std::string list_rules() { return mutator::rules_listing(); }
+
+std::vector<RuleInfo> rules() {
+  std::vector<RuleInfo> out;
+  for (const auto& [name, identity] : mutator::canonical_pass_list()) out.push_back({name, "canonical", identity, "", false});
+  for (const mutator::Rule& r : mutator::all_rules()) out.push_back({r.name, "rule", r.identity, r.obligation, r.mesh_only});
+  return out;
+}
+
+std::vector<std::string> Plan::files() const {
+  std::vector<std::string> f;
+  if (is_mesh())
+    for (size_t r = 0; r < ranks.size(); ++r) f.push_back(mutator::rank_file(static_cast<int64_t>(r)));
+  else
+    f.push_back("model.onnx");
+  f.insert(f.end(), {"plan.json", "report.json", "report.txt"});
+  return f;
+}
+
+void Plan::save(const std::string& dir) const {
+  fs::path dest = destination(dir);
+  write_folder(dest, [&](const fs::path& tmp) {
+    if (is_mesh())
+      for (size_t r = 0; r < ranks.size(); ++r)
+        export_onnx(ranks[r], (tmp / mutator::rank_file(static_cast<int64_t>(r))).string());
+    else
+      export_onnx(model, (tmp / "model.onnx").string());
+    write_text(tmp / "plan.json", plan_json);
+    write_text(tmp / "report.json", report_json);
+    write_text(tmp / "report.txt", report_text);
+  });
+}
+
+Plan optimize(const Graph& g, const OptimizeConfig& config) {
+  if (!(config.budget_s > 0)) TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << config.budget_s);
   DeviceMesh mesh = DeviceMesh::parse(config.mesh);
-  if (mesh.num_devices() > 1) return optimize_sharded(g, dest, config, mesh);
+  if (mesh.num_devices() > 1) return optimize_sharded(g, config, mesh);
   if (!config.shards.empty() || !config.shard_file.empty())
     TESSERA_THROW(ErrorKind::kUsage, "--shard and --shard-file need a mesh of two or more devices (--mesh tp=2)");
   mutator::OptimizeOptions options;
@@ -169,14 +217,15 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
     m.backend = "cpu";
   }
 
-  write_folder(dest, [&](const fs::path& tmp) {
-    export_onnx(plan.optimized, (tmp / "model.onnx").string());
-    write_text(tmp / "plan.json", mutator::plan_json(plan));
-    write_text(tmp / "report.json", mutator::report_json(plan, measured ? &m : nullptr));
-    write_text(tmp / "report.txt", mutator::report_text(plan, measured ? &m : nullptr));
-  });
-  OptimizeSummary s;
-  s.out_dir = dest.string();
+  Plan p;
+  p.plan_json = mutator::plan_json(plan);
+  p.report_json = mutator::report_json(plan, measured ? &m : nullptr);
+  p.report_text = mutator::report_text(plan, measured ? &m : nullptr);
+  p.mutations = canonical_mutations(plan.canonical);
+  for (const mutator::AppliedMutation& a : plan.search.applied)
+    p.mutations.push_back({"search", a.rule, a.description, 1, a.subprogram, a.partial,
+                           mutator::verification_status_name(a.verification.status)});
+  OptimizeSummary& s = p.summary;
   s.nodes_before = plan.original.num_nodes();
   s.nodes_after = plan.optimized.num_nodes();
   s.mutations = static_cast<int64_t>(plan.search.applied.size());
@@ -188,8 +237,19 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
   s.generated = plan.search.stats.generated;
   s.verified = plan.search.stats.verified;
   s.partial_used = plan.search.stats.partial_used;
-  s.report_text = mutator::report_text(plan, measured ? &m : nullptr);
+  s.report_text = p.report_text;
   s.files = {"model.onnx", "plan.json"};
+  p.original = std::move(plan.original);
+  p.model = std::move(plan.optimized);
+  return p;
+}
+
+OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config) {
+  fs::path dest = destination(out_dir);
+  Plan plan = optimize(g, config);
+  plan.save(dest.string());
+  OptimizeSummary s = std::move(plan.summary);
+  s.out_dir = dest.string();
   return s;
 }
 

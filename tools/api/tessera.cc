@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+#include "onnx/onnx_pb.h"
 #include <random>
 
 #include "cost/flops.h"
@@ -21,6 +24,15 @@ Graph load(const std::string& path, const LoadOptions& options) {
                                           << path << "`, or load one rank's file");
   if (is_plan_folder(path)) return import_onnx_file(path + "/model.onnx", import);
   return import_onnx_file(path, import);
+}
+
+Graph load_bytes(const std::string& bytes, const std::string& name, const LoadOptions& options) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    throw Error(ErrorKind::kParse, "not a serialized ONNX ModelProto", {name, "", ""});
+  ImportOptions import;
+  import.input_shapes = options.input_shapes;
+  return import_onnx_model(model, import, "", name);
 }
 
 ModelSummary summarize(const Graph& g) {
@@ -90,6 +102,18 @@ RunResult run_compiled(runtime::ExecutablePlan& plan, const std::vector<Tensor>&
   return r;
 }
 
+std::string human_count(double value, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
+  int p = 0;
+  while (value >= 1000.0 && p < 5) {
+    value /= 1000.0;
+    ++p;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), p == 0 ? "%.0f %s%s" : "%.2f %s%s", value, prefixes[p], unit);
+  return buf;
+}
+
 }  // namespace detail
 
 RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig& config) {
@@ -101,6 +125,37 @@ std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
   return run(g, inputs, RunConfig{}).outputs;
 }
 
+struct Executable::State {
+  runtime::ExecutablePlan plan;
+  RunConfig config;
+  std::mutex mutex;  // one run at a time: the plan's buffers are shared by its runs
+};
+
+Executable::Executable(const Graph& g, const RunConfig& config)
+    : state_(new State{runtime::ExecutablePlan::compile(g, detail::run_options(config)), config, {}}) {}
+
+RunResult Executable::run(const std::vector<Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return detail::run_compiled(state_->plan, inputs, state_->config);
+}
+
 void export_onnx(const Graph& g, const std::string& path) { save_onnx_file(g, path); }
+
+std::string onnx_bytes(const Graph& g) {
+  onnx::ModelProto model = tessera::export_onnx(g);
+  // protobuf's limit for one message.
+  constexpr size_t kMaxBytes = (size_t{2} << 30) - 1;
+  size_t size = model.ByteSizeLong();
+  if (size > kMaxBytes)
+    TESSERA_THROW(ErrorKind::kResource, "the model is " << size / (1 << 20)
+                                                        << " MiB, over protobuf's 2 GiB for one message: save it "
+                                                           "to a file (export_onnx or Plan::save) instead");
+  return model.SerializeAsString();
+}
+
+RunResult run(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config) {
+  if (plan.is_mesh()) return run_mesh(plan, inputs, config);
+  return run(plan.model, inputs, config);
+}
 
 }  // namespace tessera::api

@@ -1,15 +1,21 @@
 // The embedding API: what a framework, the CLI and the Python module call.
-// Load a model, describe it, run it, export it. Everything below is the
-// libraries of graph/, onnx_import/, cost/ and runtime/; this header is the
-// small stable surface over them.
+// Load a model, describe it, optimize it (in memory, then save the plan if
+// wanted), run it on one device or a mesh's ranks, verify, cost and export.
+// Everything below is the libraries of graph/, onnx_import/, verifier/,
+// cost/, mutator/ and runtime/; this header is the small stable surface over
+// them. Installed as <tessera/tessera.h> (find_package(Tessera), target
+// Tessera::tessera). Every error a caller can cause is a tessera::Error
+// (graph/error.h) with a kind and the file, node and op it concerns.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
@@ -21,6 +27,10 @@ struct LoadOptions {
 
 // Imports an ONNX model file. Throws tessera::Error naming file, node and op.
 Graph load(const std::string& path, const LoadOptions& options = {});
+// Imports a serialized ONNX ModelProto held in memory (external data is not
+// resolved: such a model must be loaded from its file). `name` names it in
+// errors. Throws Error(kParse) for bytes that are not a model.
+Graph load_bytes(const std::string& bytes, const std::string& name, const LoadOptions& options = {});
 
 struct ValueSummary {
   std::string name;
@@ -69,8 +79,85 @@ RunResult run(const Graph& g, const std::vector<Tensor>& inputs, const RunConfig
 // One run on the CPU backend.
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs);
 
+// A graph compiled once for a backend, to run many times: run() above
+// compiles on every call (oneDNN primitives, packed weights: ~0.5 s for
+// ResNet-18 here, against tens of ms per run). It holds its own copy of the
+// weights as the kernels want them. Runs from several threads take turns.
+class Executable {
+ public:
+  // Throws what run() throws for the config (unknown backend, bad threads).
+  Executable(const Graph& g, const RunConfig& config);
+  // As run(g, inputs, config) with the config given at construction.
+  RunResult run(const std::vector<Tensor>& inputs) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 // Writes the graph as an ONNX model, atomically.
 void export_onnx(const Graph& g, const std::string& path);
+// The graph as a serialized ONNX ModelProto, as export_onnx writes it for a
+// model under 2 GiB. Throws Error(kResource) for a larger one (protobuf
+// cannot serialize it in one message; export_onnx writes its weights aside).
+std::string onnx_bytes(const Graph& g);
+
+// --- Verification (tessera verify) ---
+
+struct VerifyConfig {
+  uint64_t seed = 0x7e55e7a;  // of the random trials
+};
+
+struct Box {
+  std::vector<int64_t> lo, hi;  // half-open: [lo, hi) per dim
+  std::string str() const;      // "[0:4, 2:3]"
+};
+
+struct DifferingOutput {
+  int output = 0;    // index among the original's outputs
+  std::string name;  // the original's output name
+  std::vector<Box> boxes;
+};
+
+struct Verdict {
+  std::string kind;    // "equivalent" | "differs" | "unknown"
+  std::string method;  // how: multilinear, multilinear+uninterpreted, float-test, structural
+  int trials = 0;
+  int64_t degree = 0;
+  double error_bound = 1.0;  // equivalent: probability the programs differ nonetheless
+  std::string reason;        // assumptions; for unknown, why
+  int64_t sampled_boxes = 0;
+  std::vector<DifferingOutput> differing;  // differs (and suspect regions for unknown)
+  std::string summary;                     // one line
+
+  bool equivalent() const { return kind == "equivalent"; }
+};
+
+// Whether candidate computes the original's outputs (the multilinear random
+// test over Z_p, with the output boxes where they differ). Throws
+// Error(kUsage) when the two do not take the same inputs.
+Verdict verify(const Graph& original, const Graph& candidate, const VerifyConfig& config = {});
+
+// --- Cost model (tessera cost) ---
+
+struct CostConfig {
+  std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  bool fuse = true;            // as the runtime fuses kernels (false: one kernel per node)
+  bool cold = false;           // every kernel reads its operands from main memory
+  int top = 10;                // bottlenecks listed
+};
+
+struct CostReport {
+  std::string device;  // profile name
+  double time_s = 0;   // predicted per run
+  int64_t flops = 0;
+  int64_t kernels = 0;
+  std::string text;    // the table tessera cost prints
+  std::string json;    // what tessera cost --json prints
+};
+
+// Throws Error(kUsage) for an unknown device.
+CostReport cost(const Graph& g, const CostConfig& config = {});
 
 
 // --- Optimization (tessera optimize) ---
@@ -110,8 +197,8 @@ struct OptimizeConfig {
 };
 
 struct OptimizeSummary {
-  std::string out_dir;
-  int64_t nodes_before = 0, nodes_after = 0;
+  std::string out_dir;  // where save() wrote the plan; empty for a plan in memory
+  int64_t nodes_before = 0, nodes_after = 0;  // a mesh plan: rank 0's program
   int64_t mutations = 0;
   double predicted_before_s = 0, predicted_after_s = 0;
   double measured_before_ms = 0, measured_after_ms = 0;  // 0 when not measured
@@ -121,17 +208,67 @@ struct OptimizeSummary {
   std::vector<std::string> files;  // written to out_dir (besides report.txt and report.json)
 };
 
-// Optimizes g and writes out_dir/{model.onnx, plan.json, report.txt,
-// report.json} atomically (a temporary folder, then a rename); for a mesh,
-// rank<i>.onnx per rank (its block of the weights, collectives in the
-// `tessera` domain) instead of model.onnx. A plan that fails the end-to-end
-// check is never written. Throws Error(kUsage) for a budget <= 0, an unknown
-// rule or device, a bad mesh or --shard, or an out_dir that exists and is
-// not a previous plan folder.
+// One rewrite the plan applied, as plan.json lists it.
+struct Mutation {
+  std::string stage;        // "canonicalize" (always-on passes), "search", "shard-search"
+  std::string rule;         // kebab-case name (--disable-rule); shard-search: empty
+  std::string description;  // search, shard-search: what it rewrote (plan.json's search.rewrites)
+  int times = 1;            // canonicalize: the runs that changed the graph
+  int subprogram = -1;      // search: the subprogram it rewrote
+  bool partial = false;     // search: corrected on the output boxes where it is wrong
+  std::string verification; // how it was checked (plan.json's verification.status)
+};
+
+// An optimized model in memory: everything `tessera optimize -o DIR` writes,
+// built before anything is written. The plan has passed the end-to-end check
+// (optimize returns no other).
+struct Plan {
+  Graph original;
+  std::string mesh;           // a mesh plan: the mesh it uses ("tp=2"); else empty
+  Graph model;                // one device: the optimized model
+  std::vector<Graph> ranks;   // a mesh plan: rank r's program (its weights, collectives)
+  std::string plan_json;      // plan.json
+  std::string report_json;    // report.json
+  std::string report_text;    // report.txt
+  std::vector<Mutation> mutations;
+  OptimizeSummary summary;
+
+  bool is_mesh() const { return !ranks.empty(); }
+  // The files save() writes, in the order it writes them.
+  std::vector<std::string> files() const;
+  // Writes dir/{model.onnx | rank<i>.onnx..., plan.json, report.json,
+  // report.txt}, byte for byte what `tessera optimize -o dir` writes, into a
+  // temporary folder that is then renamed into place: nothing is left
+  // half-written. Throws Error(kUsage) for a dir that exists and is neither
+  // empty nor a previous plan folder (which it replaces), Error(kIo) when
+  // writing fails.
+  void save(const std::string& dir) const;
+};
+
+// Optimizes g in memory: canonicalization, the search, the end-to-end check
+// and (config.measure, device cpu) the measured gain; for a mesh, the
+// sharding and one program per rank. Nothing is written to disk. Throws
+// Error(kUsage) for a budget <= 0, an unknown rule or device, a bad mesh or
+// --shard, and Error(kInternal) when the result fails the end-to-end check.
+Plan optimize(const Graph& g, const OptimizeConfig& config);
+
+// optimize(g, config), then save(out_dir): what `tessera optimize -o
+// out_dir` does. An out_dir that save() would refuse is refused before the
+// search begins.
 OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config);
 
 // The canonicalization passes and rules, one per line (--list-rules).
 std::string list_rules();
+
+struct RuleInfo {
+  std::string name;        // kebab-case
+  std::string kind;        // "canonical" (always on) | "rule" (--disable-rule NAME)
+  std::string identity;    // what it rewrites
+  std::string obligation;  // rules: the Z3 proof obligation's name
+  bool mesh_only = false;  // proposed by the sharding search only
+};
+// The same list as data.
+std::vector<RuleInfo> rules();
 
 // Whether path is a folder that optimize wrote (plan.json and model.onnx,
 // or rank0.onnx for a mesh); load() of a single-device plan folder loads its
@@ -185,5 +322,12 @@ struct MeshRunResult : RunResult {
 // ends the job (MPI_Abort), since its peers wait in a collective.
 MeshRunResult run_mesh(const MeshPlan& plan, const std::function<std::vector<Tensor>(const Graph&)>& inputs,
                        const RunConfig& config, const LoadOptions& load = {});
+// The same for a mesh plan in memory (optimize's Plan, is_mesh()): its
+// rank programs rather than a folder's files.
+MeshRunResult run_mesh(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config);
+
+// Runs a plan in memory on its inputs: the optimized model on one device,
+// or every rank of a mesh plan (run_mesh) with rank 0's outputs.
+RunResult run(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config = {});
 
 }  // namespace tessera::api

@@ -1,8 +1,7 @@
 #include "tools/cli/cli_util.h"
 
-#include <cstdio>
-
 #include "onnx_import/onnx_import.h"
+#include "tools/api/run_detail.h"
 
 namespace tessera::cli {
 
@@ -14,16 +13,6 @@ api::LoadOptions load_options(const std::vector<std::string>& input_shapes) {
   return options;
 }
 
-std::string human_count(double value, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
-  int p = 0;
-  while (value >= 1000.0 && p < 5) {
-    value /= 1000.0;
-    ++p;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), p == 0 ? "%.0f %s%s" : "%.2f %s%s", value, prefixes[p], unit);
-  return buf;
-}
+std::string human_count(double value, const char* unit) { return api::detail::human_count(value, unit); }
 
 }  // namespace tessera::cli

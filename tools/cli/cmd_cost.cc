@@ -9,15 +9,10 @@
 // host profile; the third fits a GPU profile through the CUDA backend
 // (cost_calibration.h).
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cost/device_profile.h"
-#include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
@@ -40,119 +35,6 @@ struct CostFlags {
   double calibrate_seconds = 60;
   int threads = 0;
 };
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
-std::string time_str(double s) {
-  if (s >= 1) return fmt("%.3f s", s);
-  if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
-  return fmt("%.1f us", s * 1e6);
-}
-
-std::string kernel_name(const Graph& g, const std::vector<NodeId>& group) {
-  const std::string& n = g.node(group[0]).name;
-  return n.empty() ? "(unnamed)" : n;
-}
-
-// Time per bound kind: which resource the model spends its time on.
-std::vector<std::pair<std::string, double>> by_bound(const cost::GraphCost& c) {
-  std::map<std::string, double> m;
-  for (const auto& k : c.kernels) m[k.bound] += k.time_s;
-  std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
-  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  return v;
-}
-
-std::vector<size_t> slowest(const cost::GraphCost& c, int top) {
-  std::vector<size_t> idx(c.kernels.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return c.kernels[a].time_s > c.kernels[b].time_s; });
-  idx.resize(std::min(idx.size(), static_cast<size_t>(std::max(top, 0))));
-  return idx;
-}
-
-void print_text(const Graph& g, const cost::DeviceProfile& d, const cost::GraphCost& c, int top) {
-  std::cout << "model: " << g.name << "\n";
-  std::cout << "device: " << d.name << " (" << d.description << (d.calibrated ? ", calibrated" : "") << ")\n";
-  std::printf("%-40s %-26s %11s %11s", "kernel", "op", "time", "FLOP");
-  for (const auto& m : d.memory) std::printf(" %10s", (m.name + " B").c_str());
-  std::printf("  %s\n", "bound");
-  for (size_t i = 0; i < c.kernels.size(); ++i) {
-    const auto& k = c.kernels[i];
-    std::printf("%-40.40s %-26.26s %11s %11s", kernel_name(g, c.groups[i]).c_str(), k.label.c_str(),
-                time_str(k.time_s).c_str(), human_count(static_cast<double>(k.total_flops()), "").c_str());
-    for (double b : k.level_bytes) std::printf(" %10s", human_count(b, "").c_str());
-    std::printf("  %s\n", k.bound.c_str());
-  }
-  if (!c.reorders.empty()) {
-    double t = 0;
-    for (const auto& k : c.reorders) t += k.time_s;
-    std::cout << "layout reorders (blocked to row-major): " << c.reorders.size() << ", " << time_str(t) << "\n";
-  }
-  std::cout << "total: " << time_str(c.time_s) << ", " << c.kernels.size() << " kernels, "
-            << human_count(static_cast<double>(c.flops), "FLOP");
-  for (size_t i = 0; i < d.memory.size(); ++i)
-    std::cout << ", " << d.memory[i].name << " " << human_count(c.level_bytes[i], "B");
-  std::cout << "\n";
-  std::cout << "time by bound:";
-  for (const auto& [bound, t] : by_bound(c)) std::cout << " " << bound << " " << fmt("%.1f%%", 100 * t / c.time_s);
-  std::cout << "\n";
-  std::cout << "top bottlenecks:\n";
-  for (size_t i : slowest(c, top)) {
-    const auto& k = c.kernels[i];
-    std::cout << "  " << fmt("%5.1f%%", 100 * k.time_s / c.time_s) << "  " << time_str(k.time_s) << "  " << k.label
-              << " '" << kernel_name(g, c.groups[i]) << "' (" << k.bound << "-bound)\n";
-  }
-}
-
-nlohmann::json to_json(const Graph& g, const cost::DeviceProfile& d, const cost::GraphCost& c, int top) {
-  nlohmann::json kernels = nlohmann::json::array();
-  for (size_t i = 0; i < c.kernels.size(); ++i) {
-    const auto& k = c.kernels[i];
-    nlohmann::json bytes = nlohmann::json::object(), level_us = nlohmann::json::object(), flops = nlohmann::json::object();
-    for (size_t l = 0; l < d.memory.size(); ++l) {
-      bytes[d.memory[l].name] = k.level_bytes[l];
-      level_us[d.memory[l].name] = k.level_s[l] * 1e6;
-    }
-    for (const auto& [t, f] : k.flops) flops[dtype_name(t)] = f;
-    nlohmann::json nodes = nlohmann::json::array();
-    for (NodeId n : c.groups[i]) nodes.push_back(g.node(n).name);
-    kernels.push_back({{"node", kernel_name(g, c.groups[i])},
-                       {"nodes", nodes},
-                       {"op", k.label},
-                       {"time_us", k.time_s * 1e6},
-                       {"compute_us", k.compute_s * 1e6},
-                       {"memory_us", level_us},
-                       {"comm_us", k.comm_s * 1e6},
-                       {"launch_us", k.launch_s * 1e6},
-                       {"flops", flops},
-                       {"bytes", bytes},
-                       {"bound", k.bound}});
-  }
-  nlohmann::json bound = nlohmann::json::object();
-  for (const auto& [b, t] : by_bound(c)) bound[b] = t * 1e6;
-  nlohmann::json top_kernels = nlohmann::json::array();
-  for (size_t i : slowest(c, top)) top_kernels.push_back(i);
-  nlohmann::json level_bytes = nlohmann::json::object();
-  for (size_t l = 0; l < d.memory.size(); ++l) level_bytes[d.memory[l].name] = c.level_bytes[l];
-  return {{"model", g.name},
-          {"device", {{"name", d.name}, {"description", d.description}, {"calibrated", d.calibrated}}},
-          {"kernels", kernels},
-          {"reorders", [&] {
-             nlohmann::json r = {{"count", c.reorders.size()}, {"time_us", 0.0}};
-             for (const auto& k : c.reorders) r["time_us"] = r["time_us"].get<double>() + k.time_s * 1e6;
-             return r;
-           }()},
-          {"total_us", c.time_s * 1e6},
-          {"flops", c.flops},
-          {"bytes", level_bytes},
-          {"time_by_bound_us", bound},
-          {"top", top_kernels}};
-}
 
 }  // namespace
 
@@ -190,13 +72,14 @@ Action add_cost_command(CLI::App& app) {
     }
     if (flags->model.empty()) TESSERA_THROW(ErrorKind::kUsage, "cost needs a MODEL (or --calibrate)");
     if (!flags->output.empty()) TESSERA_THROW(ErrorKind::kUsage, "--output goes with --calibrate");
-    cost::DeviceProfile device = cost::resolve_device(flags->device);
-    Graph g = api::load(flags->model, load_options(flags->input_shapes));
-    cost::CostOptions options;
-    options.warm_cache = !flags->cold;
-    cost::GraphCost c = cost::graph_cost(g, device, options, !flags->no_fuse);
-    if (flags->json) std::cout << to_json(g, device, c, flags->top).dump(2) << "\n";
-    else print_text(g, device, c, flags->top);
+    api::CostConfig config;
+    config.device = flags->device;
+    config.fuse = !flags->no_fuse;
+    config.cold = flags->cold;
+    config.top = flags->top;
+    cost::resolve_device(config.device);  // an unknown device fails before the model is read
+    api::CostReport r = api::cost(api::load(flags->model, load_options(flags->input_shapes)), config);
+    std::cout << (flags->json ? r.json + "\n" : r.text);
     return 0;
   };
 }

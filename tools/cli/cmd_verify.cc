@@ -12,7 +12,6 @@
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
 #include "graph/error.h"
-#include "verifier/multilinear.h"
 #include "verifier/proofs.h"
 
 namespace tessera::cli {
@@ -22,22 +21,22 @@ namespace {
 struct VerifyFlags {
   std::string original, candidate;
   bool json = false;
-  uint64_t seed = verifier::CheckOptions{}.seed;
+  uint64_t seed = api::VerifyConfig{}.seed;
   std::vector<std::string> input_shapes;
   bool prove_rules = false;
 };
 
 constexpr int kExitUnknown = 3;
 
-nlohmann::json verdict_json(const verifier::Verdict& v, const Graph& g) {
+nlohmann::json verdict_json(const api::Verdict& v) {
   nlohmann::json regions = nlohmann::json::array();
-  for (const verifier::OutputRegion& r : v.differing) {
+  for (const api::DifferingOutput& r : v.differing) {
     nlohmann::json boxes = nlohmann::json::array();
-    for (const verifier::Box& b : r.boxes) boxes.push_back({{"lo", b.lo}, {"hi", b.hi}});
-    regions.push_back({{"output", r.output}, {"name", g.value(g.outputs()[r.output]).name}, {"boxes", boxes}});
+    for (const api::Box& b : r.boxes) boxes.push_back({{"lo", b.lo}, {"hi", b.hi}});
+    regions.push_back({{"output", r.output}, {"name", r.name}, {"boxes", boxes}});
   }
-  return {{"verdict", verifier::verdict_kind_name(v.kind)},
-          {"method", verifier::method_name(v.method)},
+  return {{"verdict", v.kind},
+          {"method", v.method},
           {"trials", v.trials},
           {"degree", v.degree},
           {"error_bound", v.error_bound},
@@ -46,11 +45,11 @@ nlohmann::json verdict_json(const verifier::Verdict& v, const Graph& g) {
           {"differing", regions}};
 }
 
-void print_text(const verifier::Verdict& v, const Graph& g) {
-  std::cout << v.summary() << "\n";
-  for (const verifier::OutputRegion& r : v.differing) {
-    std::cout << "output " << r.output << " (" << g.value(g.outputs()[r.output]).name << "):";
-    for (const verifier::Box& b : r.boxes) std::cout << " " << b.str();
+void print_text(const api::Verdict& v) {
+  std::cout << v.summary << "\n";
+  for (const api::DifferingOutput& r : v.differing) {
+    std::cout << "output " << r.output << " (" << r.name << "):";
+    for (const api::Box& b : r.boxes) std::cout << " " << b.str();
     std::cout << "\n";
   }
 }
@@ -99,16 +98,13 @@ Action add_verify_command(CLI::App& app) {
     api::LoadOptions options = load_options(flags->input_shapes);
     Graph original = api::load(flags->original, options);
     Graph candidate = api::load(flags->candidate, options);
-    verifier::CheckOptions check;
+    api::VerifyConfig check;
     check.seed = flags->seed;
-    verifier::Verdict v = verifier::check_equivalence(original, candidate, check);
-    if (flags->json) std::cout << verdict_json(v, original).dump(2) << "\n";
-    else print_text(v, original);
-    switch (v.kind) {
-      case verifier::Verdict::kEquivalent: return 0;
-      case verifier::Verdict::kDiffers: return 1;
-      case verifier::Verdict::kUnknown: return kExitUnknown;
-    }
+    api::Verdict v = api::verify(original, candidate, check);
+    if (flags->json) std::cout << verdict_json(v).dump(2) << "\n";
+    else print_text(v);
+    if (v.kind == "equivalent") return 0;
+    if (v.kind == "differs") return 1;
     return kExitUnknown;
   };
 }

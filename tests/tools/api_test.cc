@@ -1,0 +1,180 @@
+// The embedding API's in-memory plans (tools/api/optimize.cc): optimize
+// writes nothing, Plan::save writes exactly what the plan holds, and a mesh
+// plan runs from memory as it does from its folder.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "tools/api/tessera.h"
+
+namespace tessera::api {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples";
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tessera_api_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+double max_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].shape(), b[i].shape());
+    for (int64_t k = 0; k < a[i].numel(); ++k) d = std::max(d, std::abs(a[i].get_double(k) - b[i].get_double(k)));
+  }
+  return d;
+}
+
+OptimizeConfig quick() {
+  OptimizeConfig c;
+  c.budget_s = 10;
+  c.measure = false;
+  return c;
+}
+
+TEST(ApiPlan, SaveWritesExactlyWhatThePlanHolds) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  Plan plan = optimize(g, quick());
+  EXPECT_FALSE(plan.is_mesh());
+  EXPECT_FALSE(plan.mutations.empty()) << "BatchNorm folds into Conv at least";
+  EXPECT_TRUE(plan.summary.out_dir.empty());
+  std::vector<Tensor> inputs = random_inputs(g, 7);
+  EXPECT_LT(max_diff(run(plan, inputs).outputs, run(g, inputs)), 1e-4);
+
+  fs::path dir = scratch("save");
+  plan.save(dir.string());
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> want = plan.files();
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(files, want);
+  EXPECT_EQ(read_file(dir / "plan.json"), plan.plan_json);
+  EXPECT_EQ(read_file(dir / "report.json"), plan.report_json);
+  EXPECT_EQ(read_file(dir / "report.txt"), plan.report_text);
+  EXPECT_EQ(read_file(dir / "model.onnx"), onnx_bytes(plan.model));
+  // Saving again replaces the plan folder; a folder of something else is refused untouched.
+  plan.save(dir.string());
+  fs::path other = scratch("other");
+  fs::create_directories(other);
+  std::ofstream(other / "keep.txt") << "mine";
+  try {
+    plan.save(other.string());
+    ADD_FAILURE() << "saved over a folder that is not a plan";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("is not a Tessera plan folder"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(other), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+  fs::remove_all(other);
+}
+
+TEST(ApiPlan, OptimizeToAFolderRefusesABadOneBeforeSearching) {
+  fs::path other = scratch("refuse");
+  fs::create_directories(other);
+  std::ofstream(other / "keep.txt") << "mine";
+  OptimizeConfig c = quick();
+  c.budget_s = -1;  // would be refused by the search: the folder is refused first
+  try {
+    optimize(load(kExamples + "/tiny_cnn.onnx"), other.string(), c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a Tessera plan folder"), std::string::npos) << e.what();
+  }
+  fs::remove_all(other);
+}
+
+TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
+  Graph g = load(kExamples + "/tiny_transformer.onnx");
+  OptimizeConfig c = quick();
+  c.mesh = "tp=2";
+  c.shard_search = false;
+  c.shards = {"qkv_w_5=[S(1)]", "fc1_w_131=[S(1)]", "fc2_w_150=[S(0)]", "proj_w_101=[S(0)]"};
+  Plan plan = optimize(g, c);
+  ASSERT_TRUE(plan.is_mesh());
+  EXPECT_EQ(plan.mesh, "tp=2");
+  ASSERT_EQ(plan.ranks.size(), 2u);
+  std::vector<Tensor> inputs = random_inputs(g, 3);
+  RunConfig rc;
+  rc.threads = 1;
+  std::vector<Tensor> memory = run(plan, inputs, rc).outputs;
+  EXPECT_LT(max_diff(memory, run(g, inputs)), 1e-4);
+
+  fs::path dir = scratch("mesh");
+  plan.save(dir.string());
+  EXPECT_TRUE(is_sharded_plan_folder(dir.string()));
+  EXPECT_EQ(read_file(dir / "rank1.onnx"), onnx_bytes(plan.ranks[1]));
+  MeshRunResult folder = run_mesh(read_mesh_plan(dir.string()), [&](const Graph&) { return inputs; }, rc);
+  EXPECT_EQ(max_diff(memory, folder.outputs), 0.0) << "the same programs, the same kernels";
+  fs::remove_all(dir);
+}
+
+TEST(ApiPlan, LoadBytesReadsWhatOnnxBytesWrites) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  Graph h = load_bytes(onnx_bytes(g), "in memory");
+  std::vector<Tensor> inputs = random_inputs(g, 1);
+  EXPECT_EQ(max_diff(run(g, inputs), run(h, inputs)), 0.0);
+  try {
+    load_bytes("not a model", "junk");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kParse);
+    EXPECT_NE(std::string(e.what()).find("junk"), std::string::npos) << e.what();
+  }
+}
+
+// Compiled once, run many times, from several threads at once: every run
+// gives what a fresh compile gives.
+TEST(ApiExecutable, RunsAgainAndFromThreadsAsACompileDoes) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  std::vector<Tensor> inputs = random_inputs(g, 5);
+  RunConfig rc;
+  rc.threads = 1;
+  std::vector<Tensor> want = run(g, inputs, rc).outputs;
+  Executable e(g, rc);
+  EXPECT_EQ(max_diff(e.run(inputs).outputs, want), 0.0);
+  std::vector<double> worst(4, -1);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < worst.size(); ++t)
+    threads.emplace_back([&, t] {
+      double d = 0;
+      for (int i = 0; i < 50; ++i) d = std::max(d, max_diff(e.run(inputs).outputs, want));
+      worst[t] = d;
+    });
+  for (std::thread& t : threads) t.join();
+  for (double d : worst) EXPECT_EQ(d, 0.0);
+  RunConfig bad;
+  bad.backend = "abacus";
+  EXPECT_THROW(Executable(g, bad), Error);
+}
+
+TEST(ApiRules, ListsPassesAndRules) {
+  std::vector<RuleInfo> rs = rules();
+  bool canonical = false, rule = false;
+  for (const RuleInfo& r : rs) {
+    canonical = canonical || r.kind == "canonical";
+    rule = rule || (r.kind == "rule" && r.name == "conv-winograd" && !r.obligation.empty());
+  }
+  EXPECT_TRUE(canonical && rule);
+}
+
+}  // namespace
+}  // namespace tessera::api
