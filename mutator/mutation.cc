@@ -24,6 +24,19 @@ std::string MutationId::name() const {
   return kind == Kind::kSplice ? "subprogram-" + std::to_string(subprogram) : rule;
 }
 
+int spliced_subprogram(const std::string& node_name) {
+  static const std::string kPrefix = MutationId::splice(0).name().substr(0, std::string("subprogram-").size());
+  if (node_name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  size_t end = node_name.find('_', kPrefix.size());
+  if (end == std::string::npos || end == kPrefix.size()) return -1;
+  int index = 0;
+  for (size_t i = kPrefix.size(); i < end; ++i) {
+    if (node_name[i] < '0' || node_name[i] > '9') return -1;
+    index = index * 10 + (node_name[i] - '0');
+  }
+  return index;
+}
+
 std::string fresh_value_name(const Graph& g, const std::string& base) {
   // Counting from the graph's size keeps names a function of the graph, so
   // the same search gives the same names whatever the thread timing.

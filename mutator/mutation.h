@@ -51,6 +51,10 @@ struct MutationId {
   bool operator==(const MutationId&) const = default;
 };
 
+// The subprogram whose splice added the node named `node_name` (its name is
+// "subprogram-<i>_<k>", after MutationId::name()), or -1 for any other node.
+int spliced_subprogram(const std::string& node_name);
+
 struct Mutation {
   MutationId id;  // what made it
   // The host nodes on every path from `inputs` to `outputs`: the computation

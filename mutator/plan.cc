@@ -63,9 +63,23 @@ json check_json(const verifier::EndToEndReport& c) {
 
 double speedup(double before, double after) { return after > 0 ? before / after : 1.0; }
 
+json files_json(const std::vector<PlanFile>& files) {
+  json out = json::object();
+  for (const PlanFile& f : files) out[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
+  return out;
+}
+
 }  // namespace
 
-std::string plan_json(const Plan& p, bool timing) {
+std::map<std::string, double> kernel_class_times(const Graph& g, const cost::GraphCost& cost) {
+  std::map<std::string, double> out;
+  for (size_t k = 0; k < cost.groups.size(); ++k)
+    if (!cost.groups[k].empty()) out[op_name(g.node(cost.groups[k][0]).kind)] += cost.kernels[k].time_s;
+  for (const cost::KernelCost& r : cost.reorders) out["layout copies"] += r.time_s;
+  return out;
+}
+
+std::string plan_json(const Plan& p, bool timing, const std::vector<PlanFile>& files) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
   json j = {{"format_version", Plan::kFormatVersion},
@@ -84,6 +98,7 @@ std::string plan_json(const Plan& p, bool timing) {
     j["total_seconds"] = p.total_seconds;
     j["check_seconds"] = {{"reserved", p.reserved_check_s}, {"took", p.check_seconds}};
   }
+  j["files"] = files_json(files);
   return j.dump(2) + "\n";
 }
 
@@ -95,6 +110,7 @@ std::string report_json(const Plan& p, const Measurement* m) {
   j["ops_after"] = op_counts(p.optimized);
   j["nodes_before"] = p.original.num_nodes();
   j["nodes_after"] = p.optimized.num_nodes();
+  j["predicted_by_kernel_class"] = {{"before_s", p.classes_before_s}, {"after_s", p.classes_after_s}};
   if (m)
     j["measured"] = {{"backend", m->backend}, {"runs", m->runs}, {"before_ms", m->before_ms},
                      {"after_ms", m->after_ms}, {"speedup", speedup(m->before_ms, m->after_ms)}};

@@ -114,6 +114,12 @@ json collectives_json(const ShardedPlan& p) {
   return out;
 }
 
+json files_json(const std::vector<PlanFile>& files) {
+  json out = json::object();
+  for (const PlanFile& f : files) out[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
+  return out;
+}
+
 std::string mb(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
@@ -165,7 +171,9 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
     TESSERA_THROW(ErrorKind::kInternal, "the ranks' programs do not compute the model (" << p.check.summary()
                                                                                          << "); no plan is written");
 
-  p.single_s = cost::graph_cost(p.global, device).time_s;
+  cost::GraphCost single = cost::graph_cost(p.global, device);
+  p.single_s = single.time_s;
+  p.classes_single_s = kernel_class_times(p.global, single);
   // Each rank on its share of the host where ranks share one (CPUs).
   const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
   cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, mesh, rank_device));
@@ -176,6 +184,9 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
                               pc.compute_s[static_cast<size_t>(r)], pc.comm_s[static_cast<size_t>(r)]});
   }
   const Graph& r0 = p.ranks.ranks[0];
+  cost::CostOptions on_mesh;
+  on_mesh.mesh = &mesh;
+  p.classes_rank0_s = kernel_class_times(r0, cost::graph_cost(r0, rank_device, on_mesh));
   for (NodeId n : r0.topo_order()) {
     const Node& node = r0.node(n);
     if (!op_def(node.kind).is_collective()) continue;
@@ -185,7 +196,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
   return p;
 }
 
-std::string sharded_plan_json(const ShardedPlan& p) {
+std::string sharded_plan_json(const ShardedPlan& p, const std::vector<PlanFile>& files) {
   json shapes = json::object();
   for (ValueId v : p.original.inputs()) shapes[p.original.value(v).name] = p.original.type(v).shape;
   json annotations = json::array();
@@ -206,7 +217,8 @@ std::string sharded_plan_json(const ShardedPlan& p) {
                                 {"speedup", p.mesh_s > 0 ? p.single_s / p.mesh_s : 1.0}}},
             {"end_to_end_check",
              {{"passed", p.check.passed}, {"trials", p.check.trials}, {"rtol", p.check.rtol},
-              {"atol", p.check.atol}, {"scale_rtol", p.check.scale_rtol}, {"max_abs_error", p.check.max_abs_error}}}};
+              {"atol", p.check.atol}, {"scale_rtol", p.check.scale_rtol}, {"max_abs_error", p.check.max_abs_error}}},
+            {"files", files_json(files)}};
   return j.dump(2) + "\n";
 }
 
@@ -215,6 +227,7 @@ std::string sharded_report_json(const ShardedPlan& p) {
   std::map<std::string, int64_t> kinds;
   for (const CollectiveRecord& c : p.collectives) kinds[c.kind] += 1;
   j["collective_counts"] = kinds;
+  j["predicted_by_kernel_class"] = {{"single_device_s", p.classes_single_s}, {"rank0_s", p.classes_rank0_s}};
   j["propagation"] = {{"sweeps", p.sharding.sweeps}, {"reshard_s", p.sharding.reshard_seconds}};
   return j.dump(2) + "\n";
 }

@@ -9,6 +9,7 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "mutator/optimize.h"
+#include "mutator/report_html.h"
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_export.h"
@@ -92,11 +93,16 @@ OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const Opt
     for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
   mutator::ShardedPlan plan = mutator::shard(g, o);
   write_folder(dest, [&](const fs::path& tmp) {
-    for (size_t r = 0; r < plan.ranks.ranks.size(); ++r)
-      export_onnx(plan.ranks.ranks[r], (tmp / mutator::rank_file(static_cast<int64_t>(r))).string());
-    write_text(tmp / "plan.json", mutator::sharded_plan_json(plan));
+    std::vector<std::string> rank_files;
+    for (size_t r = 0; r < plan.ranks.ranks.size(); ++r) {
+      rank_files.push_back(mutator::rank_file(static_cast<int64_t>(r)));
+      export_onnx(plan.ranks.ranks[r], (tmp / rank_files.back()).string());
+    }
+    write_text(tmp / "plan.json",
+               mutator::sharded_plan_json(plan, mutator::describe_plan_files(tmp.string(), rank_files)));
     write_text(tmp / "report.json", mutator::sharded_report_json(plan));
     write_text(tmp / "report.txt", mutator::sharded_report_text(plan));
+    write_text(tmp / "report.html", mutator::sharded_report_html(plan));
   });
   OptimizeSummary s;
   s.out_dir = dest.string();
@@ -170,9 +176,10 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
 
   write_folder(dest, [&](const fs::path& tmp) {
     export_onnx(plan.optimized, (tmp / "model.onnx").string());
-    write_text(tmp / "plan.json", mutator::plan_json(plan));
+    write_text(tmp / "plan.json", mutator::plan_json(plan, true, mutator::describe_plan_files(tmp.string(), {"model.onnx"})));
     write_text(tmp / "report.json", mutator::report_json(plan, measured ? &m : nullptr));
     write_text(tmp / "report.txt", mutator::report_text(plan, measured ? &m : nullptr));
+    write_text(tmp / "report.html", mutator::report_html(plan, measured ? &m : nullptr));
   });
   OptimizeSummary s;
   s.out_dir = dest.string();

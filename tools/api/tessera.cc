@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <random>
 
 #include "cost/flops.h"
 #include "graph/error.h"
+#include "mutator/plan_files.h"
 #include "onnx_import/onnx_export.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/runtime.h"
@@ -16,6 +18,9 @@ namespace tessera::api {
 Graph load(const std::string& path, const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) && std::filesystem::exists(path + "/plan.json", ec))
+    mutator::check_plan_folder(path);
   if (is_sharded_plan_folder(path))
     TESSERA_THROW(ErrorKind::kUsage, path << " is a plan for a device mesh (rank<i>.onnx): run it with `tessera run "
                                           << path << "`, or load one rank's file");
