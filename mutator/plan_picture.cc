@@ -66,9 +66,10 @@ struct Row {
 };
 
 std::string short_shape(const Shape& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out.empty() ? "scalar" : out;
+  if (s.empty()) return "scalar";
+  std::ostringstream os;
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "x" : "") << s[i];
+  return os.str();
 }
 
 std::string mb(int64_t bytes) {
@@ -83,14 +84,15 @@ std::string mb(int64_t bytes) {
 // What the box says: the op and its first output's shape (local shapes on a
 // rank); a collective also its axis and bytes.
 std::string box_text(const Graph& g, const Node& n) {
-  std::string t = op_name(n.kind);
+  std::ostringstream t;
+  t << op_name(n.kind);
   if (op_def(n.kind).is_collective() && !n.inputs.empty()) {
-    t += " " + (n.attrs.has("mesh_axis") ? n.attrs.s("mesh_axis") : std::string()) + " " +
-         mb(g.type(n.inputs[0]).nbytes());
+    if (n.attrs.has("mesh_axis")) t << " " << n.attrs.s("mesh_axis");
+    t << " " << mb(g.type(n.inputs[0]).nbytes());
   } else if (!n.outputs.empty()) {
-    t += " " + short_shape(g.type(n.outputs[0]).shape);
+    t << " " << short_shape(g.type(n.outputs[0]).shape);
   }
-  return t;
+  return t.str();
 }
 
 std::string tooltip(const Graph& g, const Node& n, const std::vector<std::string>& copies) {
@@ -269,7 +271,8 @@ void Layout::draw_row(std::ostringstream& os, size_t r) const {
       while (to < last && row_column_[to + 1] == row_column_[from]) ++to;
       const size_t col = row_column_[from];
       const double top = column_y_[col] + header_h_ + static_cast<double>(row_slot_[from]) * kRowH;
-      const double h = static_cast<double>(row_slot_[to] - row_slot_[from] + 1) * kRowH - 4;
+      // The end row only closes the frame: half a row of it is enough.
+      const double h = static_cast<double>(row_slot_[to] - row_slot_[from] + 1) * kRowH - (to == last ? kRowH / 2 : 4);
       const double left = lane_x(col, 0) - 6;
       os << "<rect class=\"repeat\" x=\"" << num(left) << "\" y=\"" << num(top + 2) << "\" width=\""
          << num(x1 - x0 + 12) << "\" height=\"" << num(h) << "\" rx=\"6\"/>\n";
@@ -282,12 +285,27 @@ void Layout::draw_row(std::ostringstream& os, size_t r) const {
   }
   if (row.kind == Row::Kind::kLabel) {
     const PictureInput::Mark& m = in_.subprograms.at(row.subprogram);
-    std::string ids, text = "#" + std::to_string(m.number) + " " + m.rules;
-    for (int s : row.subprograms) ids += (ids.empty() ? "" : " ") + std::to_string(s);
-    if (row.subprograms.size() > 1) text += "  (x" + std::to_string(row.subprograms.size()) + ")";
+    // The table rows of the subprogram and of its copies in the repeats.
+    std::string ids;
+    int lo = m.number, hi = m.number;
+    for (int s : row.subprograms) {
+      if (!ids.empty()) ids += ' ';
+      ids += std::to_string(s);
+      lo = std::min(lo, in_.subprograms.at(s).number);
+      hi = std::max(hi, in_.subprograms.at(s).number);
+    }
+    std::ostringstream text;
+    text << "#" << lo;
+    if (row.subprograms.size() > 1) {
+      if (hi - lo + 1 == static_cast<int>(row.subprograms.size()))
+        text << "-#" << hi;
+      else
+        text << " and " << row.subprograms.size() - 1 << " more";
+    }
+    text << " " << m.rules;
     os << "<g class=\"mutation\" data-subprograms=\"" << ids << "\"><title>subprogram" << (row.subprograms.size() > 1 ? "s " : " ")
        << ids << ": " << xml_escape(m.rules) << "</title>"
-       << svg_text(x0 + 2, y + 14, fit_text(text, x1 - x0 - 4), "mutation-label") << "</g>\n";
+       << svg_text(x0 + 2, y + 14, fit_text(text.str(), x1 - x0 - 4), "mutation-label") << "</g>\n";
     return;
   }
   const Node& n0 = g0_.node(order_[row.entry]);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -130,7 +131,8 @@ std::string mutation_table(const Plan& p) {
   }
   for (const AppliedMutation& a : p.search.applied) {
     std::string status = verification_status_name(a.verification.status);
-    os << "<tr id=\"m" << ++n << "\">" << td(std::to_string(n), "num") << td("search") << td(a.rule)
+    ++n;
+    os << "<tr id=\"m" << n << "\">" << td(std::to_string(n), "num") << td("search") << td(a.rule)
        << td(std::to_string(a.subprogram), "num") << td(a.description + (a.partial ? " (partial, corrected)" : ""))
        << td(status, status) << td(a.verification.method)
        << td(a.verification.status == Verification::kProven ? "proof" : fmt("%.3g", a.verification.error_bound), "num")
@@ -155,8 +157,19 @@ std::string legend(bool mesh) {
   return s;
 }
 
+// Canonicalization rewrites the whole graph before the search: said once
+// above the picture, since its changes are not one subprogram's.
+std::string canonical_note(const std::vector<PassRecord>& passes) {
+  std::string names;
+  for (const PassRecord& r : passes)
+    if (r.times > 0) names += (names.empty() ? "" : ", ") + r.pass;
+  if (names.empty()) return "";
+  return "<p class=\"note\">Before the search, canonicalization rewrote the whole graph (" + xml_escape(names) +
+         "); the ops highlighted below are the ones the search's mutations wrote.</p>\n";
+}
+
 const char* kArrowDefs =
-    "<svg width=\"0\" height=\"0\" style=\"position:absolute\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" "
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"0\" height=\"0\" style=\"position:absolute\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" "
     "refX=\"5\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto-start-reverse\"><path d=\"M0 0 L10 5 "
     "L0 10 z\" fill=\"#7b3fc4\"/></marker></defs></svg>\n";
 
@@ -183,7 +196,7 @@ std::string report_html(const Plan& p, const Measurement* m) {
   pic.lanes = {&p.optimized};
   pic.lane_titles = {"plan"};
   pic.subprograms = subprogram_marks(p, canonical_rows + 1);
-  os << "<h2>The plan</h2>\n" << legend(false) << plan_svg(pic);
+  os << "<h2>The plan</h2>\n" << legend(false) << canonical_note(p.canonical) << plan_svg(pic);
 
   os << "<h2>Predicted time by kernel class</h2>\n<p class=\"note\">The cost model's time of each kernel (an op with "
         "the element-wise ops fused into it) on "
@@ -221,14 +234,22 @@ std::string sharded_report_html(const ShardedPlan& p) {
      << bar_chart_svg(class_groups(p.classes_single_s, p.classes_rank0_s), {"one device", "rank 0 on the mesh"});
 
   if (p.searched && !p.search.curve.empty()) {
-    std::vector<CurvePoint> pts;
+    // One point per degree: the chosen plan at its degree, elsewhere the
+    // fastest that fits (or the fastest); the table lists every variant.
+    std::map<int64_t, CurvePoint> best;
     for (size_t k = 0; k < p.search.curve.size(); ++k) {
       const DegreePoint& d = p.search.curve[k];
-      pts.push_back({d.mesh.num_devices() == 1 ? "1" : d.mesh.str(), static_cast<double>(d.mesh.num_devices()),
-                     d.predicted_s, k == p.search.chosen, d.fits});
+      CurvePoint pt{d.mesh.num_devices() == 1 ? "1" : d.mesh.str(), static_cast<double>(d.mesh.num_devices()),
+                    d.predicted_s, k == p.search.chosen, d.fits};
+      auto [it, fresh] = best.try_emplace(d.mesh.num_devices(), pt);
+      const CurvePoint& have = it->second;
+      bool better = pt.chosen || (!have.chosen && (pt.fits > have.fits || (pt.fits == have.fits && pt.seconds < have.seconds)));
+      if (!fresh && better) it->second = pt;
     }
+    std::vector<CurvePoint> pts;
+    for (const auto& [devices, pt] : best) pts.push_back(pt);
     os << "<h2>Degree curve</h2>\n<p class=\"note\">Predicted time of the best plan the search found for each number "
-          "of devices (plan.json: search.degree_curve).</p>\n"
+          "of devices (plan.json: search.degree_curve); the table lists every graph it tried.</p>\n"
        << degree_curve_svg(pts) << "<table>\n<tr><th>mesh</th><th>graph</th><th>predicted</th><th>kernels</th>"
        << "<th>collectives</th><th>memory per device</th><th></th></tr>\n";
     for (size_t k = 0; k < p.search.curve.size(); ++k) {

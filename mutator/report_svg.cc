@@ -93,7 +93,7 @@ std::string bar_chart_svg(const std::vector<BarGroup>& groups, const std::vector
 }
 
 std::string degree_curve_svg(const std::vector<CurvePoint>& points) {
-  const double w = 560, h = 260, left = 70, right = 70, top = 24, bottom = 44;
+  const double w = 600, h = 260, left = 70, right = 110, top = 24, bottom = 44;
   double ymax = 0, xmax = 1;
   for (const CurvePoint& p : points) ymax = std::max(ymax, p.seconds), xmax = std::max(xmax, p.devices);
   if (!(ymax > 0)) ymax = 1;
@@ -124,8 +124,8 @@ std::string degree_curve_svg(const std::vector<CurvePoint>& points) {
        << "</title><circle cx=\"" << num(X(p.devices)) << "\" cy=\"" << num(Y(p.seconds)) << "\" r=\""
        << (p.chosen ? 6 : 4) << "\"/></g>"
        << svg_text(X(p.devices), h - bottom + 16, p.label, "axis-label", "middle")
-       << svg_text(X(p.devices), Y(p.seconds) - 9, time_str(p.seconds) + (p.chosen ? " (chosen)" : ""), "point-label",
-                   "middle")
+       << svg_text(X(p.devices) + 8, Y(p.seconds) - 9, time_str(p.seconds) + (p.chosen ? " (chosen)" : ""),
+                   "point-label")
        << "\n";
   }
   os << svg_text(left + (w - left - right) / 2, h - 8, "devices (tp degree)", "axis-title", "middle") << "\n";

@@ -18,11 +18,35 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 TESSERA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin/tessera"
 CHECK_SCHEMA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/tests/check_plan_schema"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 SVG = "{http://www.w3.org/2000/svg}"
+
+
+def stacked_sums(path, layers=4, m=64, k=512):
+    """`layers` identical layers tanh(x @ Wa + x @ Wb): the search rewrites
+    each sum as x @ (Wa + Wb) (matmul-distribute-add), so the picture has a
+    repeated block whose ops a mutation wrote."""
+    rng = np.random.default_rng(0)
+    inits, nodes, x = [], [], "x"
+    for i in range(layers):
+        for w in ("a", "b"):
+            data = (rng.standard_normal((k, k)) * 0.05).astype(np.float32)
+            inits.append(numpy_helper.from_array(data, f"w{i}{w}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}a"], [f"a{i}"], name=f"l{i}/mm_a"),
+                  helper.make_node("MatMul", [x, f"w{i}b"], [f"b{i}"], name=f"l{i}/mm_b"),
+                  helper.make_node("Add", [f"a{i}", f"b{i}"], [f"s{i}"], name=f"l{i}/add"),
+                  helper.make_node("Tanh", [f"s{i}"], [f"t{i}"], name=f"l{i}/tanh")]
+        x = f"t{i}"
+    graph = helper.make_graph(nodes, "stacked_sums", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [m, k])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 class Tags(html.parser.HTMLParser):
@@ -79,19 +103,22 @@ class ReportHtml(unittest.TestCase):
             self.assertTrue(url.startswith("#"), url)
         self.assertNotIn("@import", text)
         parts = svg_parts(text)
-        self.assertGreaterEqual(len(parts), 2)  # the plan and the kernel-class chart
         for p in parts:
             self.assertEqual(p.tag, SVG + "svg")
-        return parts
+        pictures = [p for p in parts if p.get("class") == "plan"]
+        charts = [p for p in parts if p.get("class") == "chart"]
+        self.assertEqual(len(pictures), 1)
+        self.assertTrue(charts)  # the kernel classes, and for a searched mesh the degree curve
+        return pictures[0]
 
     def test_single_device_plan(self):
-        # On an H100 the search rewrites tiny_cnn's convolutions.
-        out, plan, text = self.optimize("cnn", os.path.join(EXAMPLES, "tiny_cnn.onnx"), "--device", "h100",
-                                        "--budget", "20")
-        parts = self.check_self_contained(text)
+        model = os.path.join(self.tmp, "stacked_sums.onnx")
+        stacked_sums(model)
+        out, plan, text = self.optimize("sums", model, "--device", "a100", "--budget", "20")
+        picture = self.check_self_contained(text)
         search = [m for m in plan["mutations"] if m["stage"] == "search"]
-        self.assertTrue(search, "the test needs a plan with search mutations")
-        picture = parts[0]
+        self.assertEqual(len(search), 4, "the test needs a plan with a search mutation in every layer")
+        self.assertIn("repeated", svg_text(picture))
         marked = set()
         for el in picture.iter():
             marked.update(int(s) for s in el.get("data-subprograms", "").split())
@@ -105,6 +132,14 @@ class ReportHtml(unittest.TestCase):
         self.assertIn("atol", text)
         self.assertIn("%.3g" % check["atol"], text)
         self.assertIn("%.3g" % check["rtol"], text)
+        self.screenshot(out, "sums")
+
+    def test_cnn_plan_names_its_canonical_passes(self):
+        out, plan, text = self.optimize("cnn", os.path.join(EXAMPLES, "tiny_cnn.onnx"), "--device", "h100",
+                                        "--budget", "10")
+        self.check_self_contained(text)
+        for m in plan["mutations"]:
+            self.assertIn(m["rule"], text)
         self.screenshot(out, "cnn")
 
     def test_mesh_plan(self):
@@ -113,9 +148,9 @@ class ReportHtml(unittest.TestCase):
         out, plan, text = self.optimize("mesh", os.path.join(EXAMPLES, "tiny_transformer.onnx"), "--mesh", "tp=2",
                                         "--device", "h100", *[a for s in specs for a in ("--shard", s)])
         self.assertEqual(len(plan["ranks"]), 2)
-        parts = self.check_self_contained(text)
+        picture = self.check_self_contained(text)
         self.assertTrue(plan["collectives"])
-        words = svg_text(parts[0])
+        words = svg_text(picture)
         for c in plan["collectives"]:
             self.assertIn(c["name"], words, c)
         for r in range(len(plan["ranks"])):
