@@ -11,14 +11,22 @@ namespace tessera {
 
 class Sha256 {
  public:
-  Sha256();
+  // kAuto: the x86 SHA extensions where the CPU has them, else portable C++.
+  // Measured on this project's 2-core host, hashing a 495 MB rank file of
+  // GPT-2: portable 4.6 s, SHA extensions 0.8 s (what every `tessera run`
+  // of a plan folder pays before it loads the model).
+  enum class Impl { kAuto, kPortable };
+  explicit Sha256(Impl impl = Impl::kAuto);
+  // Whether kAuto uses the SHA extensions on this CPU.
+  static bool accelerated();
   void update(const void* data, size_t size);
   void update(std::string_view s) { update(s.data(), s.size()); }
   // The digest as 64 lowercase hex digits; the object is spent afterwards.
   std::string hex_digest();
 
  private:
-  void block(const uint8_t* p);
+  void blocks(const uint8_t* p, size_t n);
+  bool fast_ = false;
   uint32_t h_[8];
   uint8_t buf_[64];
   size_t buffered_ = 0;
