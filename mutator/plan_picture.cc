@@ -234,15 +234,22 @@ void Layout::place() {
   }
   const size_t columns = column + 1;
   const size_t per_band_row = std::max<size_t>(1, static_cast<size_t>(kMaxWidth / band_w));
-  size_t rows_used = 0;
-  for (size_t s : row_slot_) rows_used = std::max(rows_used, s + 1);
-  const double band_h = header_h_ + static_cast<double>(rows_used) * kRowH + 16;
+  // Each row of bands is as tall as its longest column.
+  const size_t band_rows = (columns + per_band_row - 1) / per_band_row;
+  std::vector<size_t> rows_in_band_row(band_rows, 0);
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    size_t& n = rows_in_band_row[row_column_[r] / per_band_row];
+    n = std::max(n, row_slot_[r] + 1);
+  }
+  std::vector<double> band_row_y(band_rows + 1, 8);
+  for (size_t k = 0; k < band_rows; ++k)
+    band_row_y[k + 1] = band_row_y[k] + header_h_ + static_cast<double>(rows_in_band_row[k]) * kRowH + 16;
   for (size_t c = 0; c < columns; ++c) {
     column_x_.push_back(8 + static_cast<double>(c % per_band_row) * band_w);
-    column_y_.push_back(8 + static_cast<double>(c / per_band_row) * band_h);
+    column_y_.push_back(band_row_y[c / per_band_row]);
   }
   width_ = 16 + static_cast<double>(std::min(columns, per_band_row)) * band_w;
-  height_ = 16 + static_cast<double>((columns + per_band_row - 1) / per_band_row) * band_h;
+  height_ = 8 + band_row_y[band_rows];
   drawn_row_of_entry_.assign(order_.size(), -1);
   for (size_t r = 0; r < rows_.size(); ++r)
     if (rows_[r].kind == Row::Kind::kNode) drawn_row_of_entry_[rows_[r].entry] = static_cast<int64_t>(r);
