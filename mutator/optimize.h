@@ -74,9 +74,9 @@ std::map<std::string, double> kernel_class_times(const Graph& g, const cost::Gra
 Plan optimize(const Graph& g, const OptimizeOptions& options);
 
 // The plan as versioned JSON. `timing` false leaves out the fields that
-// depend on the clock (for byte comparisons). `files`: the digests of the
-// files written beside it (plan_files.h), recorded under "files".
-std::string plan_json(const Plan& plan, bool timing = true, const std::vector<PlanFile>& files = {});
+// depend on the clock (for byte comparisons). The folder's file digests are
+// added when the files are written (with_plan_files, plan_files.h).
+std::string plan_json(const Plan& plan, bool timing = true);
 // Measured gain, when the caller measured one.
 struct Measurement {
   double before_ms = 0, after_ms = 0;

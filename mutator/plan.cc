@@ -63,12 +63,6 @@ json check_json(const verifier::EndToEndReport& c) {
 
 double speedup(double before, double after) { return after > 0 ? before / after : 1.0; }
 
-json files_json(const std::vector<PlanFile>& files) {
-  json out = json::object();
-  for (const PlanFile& f : files) out[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
-  return out;
-}
-
 }  // namespace
 
 std::map<std::string, double> kernel_class_times(const Graph& g, const cost::GraphCost& cost) {
@@ -79,7 +73,7 @@ std::map<std::string, double> kernel_class_times(const Graph& g, const cost::Gra
   return out;
 }
 
-std::string plan_json(const Plan& p, bool timing, const std::vector<PlanFile>& files) {
+std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
   json j = {{"format_version", Plan::kFormatVersion},
@@ -98,7 +92,6 @@ std::string plan_json(const Plan& p, bool timing, const std::vector<PlanFile>& f
     j["total_seconds"] = p.total_seconds;
     j["check_seconds"] = {{"reserved", p.reserved_check_s}, {"took", p.check_seconds}};
   }
-  j["files"] = files_json(files);
   return j.dump(2) + "\n";
 }
 

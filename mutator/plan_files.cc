@@ -24,6 +24,15 @@ std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vec
   return out;
 }
 
+std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files) {
+  nlohmann::json j = nlohmann::json::parse(plan_json);
+  TESSERA_CHECK(j.is_object(), "plan.json text is not an object");
+  nlohmann::json out = nlohmann::json::object();
+  for (const PlanFile& f : files) out[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
+  j["files"] = out;
+  return j.dump(2) + "\n";
+}
+
 namespace {
 
 [[noreturn]] void refuse(const fs::path& file, const std::string& why) {

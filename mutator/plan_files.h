@@ -27,6 +27,11 @@ struct PlanFile {
 // file that cannot be read.
 std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vector<std::string>& names);
 
+// `plan_json` (plan_json or sharded_plan_json) with "files" set to
+// `files`: what a writer puts in plan.json once the program files are on
+// disk.
+std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files);
+
 // Checks the plan folder `dir` against its plan.json: a known
 // format_version, the program files the plan's form needs (model.onnx, or
 // rank<i>.onnx for each rank) listed under "files", present, and with the

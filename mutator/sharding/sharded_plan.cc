@@ -114,12 +114,6 @@ json collectives_json(const ShardedPlan& p) {
   return out;
 }
 
-json files_json(const std::vector<PlanFile>& files) {
-  json out = json::object();
-  for (const PlanFile& f : files) out[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
-  return out;
-}
-
 std::string mb(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
@@ -196,7 +190,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
   return p;
 }
 
-std::string sharded_plan_json(const ShardedPlan& p, const std::vector<PlanFile>& files) {
+std::string sharded_plan_json(const ShardedPlan& p) {
   json shapes = json::object();
   for (ValueId v : p.original.inputs()) shapes[p.original.value(v).name] = p.original.type(v).shape;
   json annotations = json::array();
@@ -217,8 +211,7 @@ std::string sharded_plan_json(const ShardedPlan& p, const std::vector<PlanFile>&
                                 {"speedup", p.mesh_s > 0 ? p.single_s / p.mesh_s : 1.0}}},
             {"end_to_end_check",
              {{"passed", p.check.passed}, {"trials", p.check.trials}, {"rtol", p.check.rtol},
-              {"atol", p.check.atol}, {"scale_rtol", p.check.scale_rtol}, {"max_abs_error", p.check.max_abs_error}}},
-            {"files", files_json(files)}};
+              {"atol", p.check.atol}, {"scale_rtol", p.check.scale_rtol}, {"max_abs_error", p.check.max_abs_error}}}};
   return j.dump(2) + "\n";
 }
 

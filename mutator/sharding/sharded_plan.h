@@ -76,8 +76,9 @@ struct ShardedPlan {
 // plan that fails is never returned, so never written).
 ShardedPlan shard(const Graph& g, const ShardOptions& options);
 
-// `files`: the digests of the rank files written beside it (plan_files.h).
-std::string sharded_plan_json(const ShardedPlan& p, const std::vector<PlanFile>& files = {});
+// The rank files' digests are added when the files are written
+// (with_plan_files, plan_files.h).
+std::string sharded_plan_json(const ShardedPlan& p);
 std::string sharded_report_json(const ShardedPlan& p);
 std::string sharded_report_text(const ShardedPlan& p);
 

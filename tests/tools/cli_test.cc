@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "onnx_import/tensor_proto.h"
+#include "tests/plan_schema.h"
 
 namespace {
 
@@ -213,6 +214,7 @@ TEST(Cli, BadRunFlagsAreUsageErrors) {
 TEST(Cli, RunRefusesAPlanWhoseFilesOrVersionDoNotMatch) {
   fs::path plan = scratch("plan_check");
   ASSERT_EQ(run("optimize " + kExamples + "/tiny_cnn.onnx -o " + plan.string() + " --budget 5").code, 0);
+  EXPECT_PLAN_MATCHES_SCHEMA(plan);
   ASSERT_EQ(run("run " + plan.string()).code, 0);
   const std::string original = read_file(plan / "plan.json");
   auto expect_refused = [&](const std::string& what, const std::string& message) {

@@ -98,8 +98,8 @@ OptimizeSummary optimize_sharded(const Graph& g, const fs::path& dest, const Opt
       rank_files.push_back(mutator::rank_file(static_cast<int64_t>(r)));
       export_onnx(plan.ranks.ranks[r], (tmp / rank_files.back()).string());
     }
-    write_text(tmp / "plan.json",
-               mutator::sharded_plan_json(plan, mutator::describe_plan_files(tmp.string(), rank_files)));
+    write_text(tmp / "plan.json", mutator::with_plan_files(mutator::sharded_plan_json(plan),
+                                                           mutator::describe_plan_files(tmp.string(), rank_files)));
     write_text(tmp / "report.json", mutator::sharded_report_json(plan));
     write_text(tmp / "report.txt", mutator::sharded_report_text(plan));
     write_text(tmp / "report.html", mutator::sharded_report_html(plan));
@@ -176,7 +176,8 @@ OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const Optim
 
   write_folder(dest, [&](const fs::path& tmp) {
     export_onnx(plan.optimized, (tmp / "model.onnx").string());
-    write_text(tmp / "plan.json", mutator::plan_json(plan, true, mutator::describe_plan_files(tmp.string(), {"model.onnx"})));
+    write_text(tmp / "plan.json", mutator::with_plan_files(mutator::plan_json(plan),
+                                                           mutator::describe_plan_files(tmp.string(), {"model.onnx"})));
     write_text(tmp / "report.json", mutator::report_json(plan, measured ? &m : nullptr));
     write_text(tmp / "report.txt", mutator::report_text(plan, measured ? &m : nullptr));
     write_text(tmp / "report.html", mutator::report_html(plan, measured ? &m : nullptr));
