@@ -24,6 +24,11 @@ std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vec
   return out;
 }
 
+bool has_plan_json(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "plan.json", ec);
+}
+
 std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files) {
   nlohmann::json j = nlohmann::json::parse(plan_json);
   TESSERA_CHECK(j.is_object(), "plan.json text is not an object");

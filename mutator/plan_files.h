@@ -32,6 +32,9 @@ std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vec
 // disk.
 std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files);
 
+// Whether `path` is a folder with a plan.json (whatever else it holds).
+bool has_plan_json(const std::string& path);
+
 // Checks the plan folder `dir` against its plan.json: a known
 // format_version, the program files the plan's form needs (model.onnx, or
 // rank<i>.onnx for each rank) listed under "files", present, and with the

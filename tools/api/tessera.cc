@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <random>
 
 #include "cost/flops.h"
@@ -18,9 +17,7 @@ namespace tessera::api {
 Graph load(const std::string& path, const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec) && std::filesystem::exists(path + "/plan.json", ec))
-    mutator::check_plan_folder(path);
+  if (mutator::has_plan_json(path)) mutator::check_plan_folder(path);
   if (is_sharded_plan_folder(path))
     TESSERA_THROW(ErrorKind::kUsage, path << " is a plan for a device mesh (rank<i>.onnx): run it with `tessera run "
                                           << path << "`, or load one rank's file");
