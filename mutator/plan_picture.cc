@@ -15,7 +15,16 @@
 
 namespace tessera::mutator {
 
-std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, size_t min_saved) {
+std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, size_t min_saved,
+                                           const std::vector<bool>& cut) {
+  TESSERA_CHECK(cut.empty() || cut.size() == labels.size() + 1, "collapse_repeats: cut needs one flag per boundary");
+  // The most copies from `first` whose every boundary may be cut.
+  auto cuttable = [&](size_t first, size_t length, size_t times) {
+    if (cut.empty()) return times;
+    size_t ok = 0;
+    while (ok <= times && cut[first + ok * length]) ++ok;
+    return ok == 0 ? 0 : ok - 1;
+  };
   std::vector<PictureBlock> out;
   // Greedy: the repeat covering most entries in [lo, hi), then the same on
   // both sides. run[i]: how many entries from i on equal the entry p later.
@@ -26,7 +35,8 @@ std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, 
       run[hi - lo - p] = 0;
       for (size_t i = hi - p; i-- > lo;) run[i - lo] = labels[i] == labels[i + p] ? run[i - lo + 1] + 1 : 0;
       for (size_t s = lo; s + 2 * p <= hi; ++s) {
-        size_t times = 1 + run[s - lo] / p;
+        // Fewer copies where the last one would end inside a subprogram.
+        size_t times = cuttable(s, p, 1 + run[s - lo] / p);
         size_t cover = times * p;
         if (times >= 2 && (times - 1) * p >= min_saved && cover > best_cover) {
           best_cover = cover;
@@ -193,7 +203,11 @@ void Layout::add_nodes(size_t first, size_t length, int times) {
 }
 
 void Layout::build_rows() {
-  for (const PictureBlock& b : collapse_repeats(labels())) {
+  // A copy of a repeated block may begin anywhere but inside the ops of one
+  // rewritten subprogram.
+  std::vector<bool> cut(order_.size() + 1, true);
+  for (size_t i = 1; i < order_.size(); ++i) cut[i] = subprogram_of(i) < 0 || subprogram_of(i) != subprogram_of(i - 1);
+  for (const PictureBlock& b : collapse_repeats(labels(), 6, cut)) {
     if (b.times == 1) {
       add_nodes(b.first, b.length, 1);
       continue;
@@ -218,16 +232,20 @@ void Layout::place() {
   if (lanes > 1) lane_w_ = std::clamp((kMaxWidth - kEdgeMargin) / static_cast<double>(lanes) - kLaneGap, 110.0, 170.0);
   header_h_ = lanes > 1 ? 22 : 4;
   const double band_w = kEdgeMargin + static_cast<double>(lanes) * lane_w_ + static_cast<double>(lanes - 1) * kLaneGap + 18;
-  // Columns of at most kRowsPerColumn rows; a repeated block that fits in a
-  // column is not split between two.
+  // Columns of at most per_column rows; a repeated block, or a rewritten
+  // subprogram's label and ops, that fits in a column is not split between
+  // two.
   size_t per_column = kRowsPerColumn;
   for (const Row& row : rows_)
     if (row.kind == Row::Kind::kBlockStart) per_column = std::max(per_column, std::min(row.block_rows, kMaxRowsPerColumn));
   size_t column = 0, slot = 0;
   for (size_t r = 0; r < rows_.size(); ++r) {
     const Row& row = rows_[r];
-    bool fits = row.kind != Row::Kind::kBlockStart || row.block_rows > per_column ||
-                slot + row.block_rows <= per_column;
+    size_t need = row.kind == Row::Kind::kBlockStart ? row.block_rows : 1;
+    if (row.kind == Row::Kind::kLabel)
+      for (size_t k = r + 1; k < rows_.size() && rows_[k].kind == Row::Kind::kNode && rows_[k].subprogram == row.subprogram; ++k)
+        ++need;
+    bool fits = need > per_column || slot + need <= per_column;
     if (slot > 0 && (slot >= per_column || !fits)) ++column, slot = 0;
     row_column_.push_back(column);
     row_slot_.push_back(slot++);

@@ -42,8 +42,12 @@ struct PictureBlock {
 // Maximal runs of consecutive equal blocks in `labels`, chosen greedily
 // (most entries covered first), as a partition of [0, labels.size()) into
 // single entries (times 1, length 1) and repeats. A repeat is kept only when
-// it saves at least `min_saved` entries.
-std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, size_t min_saved = 6);
+// it saves at least `min_saved` entries, and only when every copy starts
+// and ends where `cut` allows (cut[i]: a copy may begin at entry i; size
+// labels.size() + 1, or empty for anywhere): the picture never cuts the ops
+// of one rewritten subprogram apart.
+std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, size_t min_saved = 6,
+                                           const std::vector<bool>& cut = {});
 
 // The SVG element (an <svg> with its width and height) for `in`. Every
 // node it stands for, and every subprogram label, is named in the SVG: an

@@ -36,6 +36,17 @@ TEST(CollapseRepeats, FindsTheLongestRunOfEqualBlocks) {
   EXPECT_TRUE(collapse_repeats({}).empty());
 }
 
+// Copies only begin and end where cuts allow: abab... with cuts only
+// before each b starts the block at the first b.
+TEST(CollapseRepeats, CopiesBeginOnlyWhereCutsAllow) {
+  std::vector<uint64_t> labels = seq("abababababab");
+  std::vector<bool> cut(labels.size() + 1, false);
+  for (size_t i = 1; i < labels.size(); i += 2) cut[i] = true;
+  EXPECT_EQ(blocks_str(collapse_repeats(labels, 6, cut)), "0 [1+2x5] 11 ");
+  cut.assign(labels.size() + 1, false);
+  EXPECT_EQ(blocks_str(collapse_repeats(labels, 6, cut)), "0 1 2 3 4 5 6 7 8 9 10 11 ");
+}
+
 TEST(CollapseRepeats, CoversEveryEntryOnce) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 50; ++trial) {
