@@ -25,10 +25,14 @@ std::string MutationId::name() const {
 }
 
 int spliced_subprogram(const std::string& node_name) {
-  static const std::string kPrefix = MutationId::splice(0).name().substr(0, std::string("subprogram-").size());
+  static const std::string kPrefix = [] {  // "subprogram-"
+    std::string s = MutationId::splice(0).name();
+    s.pop_back();
+    return s;
+  }();
   if (node_name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
   size_t end = node_name.find('_', kPrefix.size());
-  if (end == std::string::npos || end == kPrefix.size()) return -1;
+  if (end == std::string::npos || end == kPrefix.size() || end - kPrefix.size() > 9) return -1;
   int index = 0;
   for (size_t i = kPrefix.size(); i < end; ++i) {
     if (node_name[i] < '0' || node_name[i] > '9') return -1;

@@ -64,7 +64,7 @@ void check_plan_folder(const std::string& dir) {
   if (j.is_discarded() || !j.is_object()) refuse(plan, "not a plan: plan.json is not a JSON object");
   if (!j.contains("format_version") || !j["format_version"].is_number_integer())
     refuse(plan, "not a plan: no integer \"format_version\"");
-  int version = j["format_version"].get<int>();
+  int64_t version = j["format_version"].get<int64_t>();
   if (version != kPlanFormatVersion)
     refuse(plan, "plan format version " + std::to_string(version) + " is not one this Tessera reads (it reads " +
                      std::to_string(kPlanFormatVersion) + "); write the plan again with `tessera optimize`");
