@@ -24,6 +24,23 @@ std::string MutationId::name() const {
   return kind == Kind::kSplice ? "subprogram-" + std::to_string(subprogram) : rule;
 }
 
+int spliced_subprogram(const std::string& node_name) {
+  static const std::string kPrefix = [] {  // "subprogram-"
+    std::string s = MutationId::splice(0).name();
+    s.pop_back();
+    return s;
+  }();
+  if (node_name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  size_t end = node_name.find('_', kPrefix.size());
+  if (end == std::string::npos || end == kPrefix.size() || end - kPrefix.size() > 9) return -1;
+  int index = 0;
+  for (size_t i = kPrefix.size(); i < end; ++i) {
+    if (node_name[i] < '0' || node_name[i] > '9') return -1;
+    index = index * 10 + (node_name[i] - '0');
+  }
+  return index;
+}
+
 std::string fresh_value_name(const Graph& g, const std::string& base) {
   // Counting from the graph's size keeps names a function of the graph, so
   // the same search gives the same names whatever the thread timing.
@@ -69,6 +86,7 @@ ValueId MutationBuilder::add_as(NodeId host, OpKind kind, std::vector<ValueId> i
                 "rule " << rule_ << " names a node after host node '" << host_.node(host).name << "' it does not replace");
   const std::string& name = host_.node(host).name;
   NodeId n = g_.add_node(kind, std::move(inputs), std::move(attrs), name, {name + ":0"});
+  keep_names_.push_back(n);
   return g_.node(n).outputs[0];
 }
 
@@ -163,6 +181,7 @@ Mutation MutationBuilder::finish(std::string description) {
   m.inputs = host_inputs_;
   m.outputs = host_outputs_;
   m.before = std::move(before);
+  m.keep_names = keep_names_;
   m.replacement = std::move(g_);
   m.description = std::move(description);
   return m;
@@ -196,9 +215,9 @@ void splice(Graph& g, NodeId host_nodes, const Mutation& m, std::unordered_map<V
     const Node& node = r.node(n);
     std::vector<ValueId> ins;
     for (ValueId v : node.inputs) ins.push_back(v == kNoValue ? kNoValue : map[v]);
-    // Builder nodes are named tsr.n<k>; one named after the host node it
-    // stands for (add_as) keeps that name, its outputs get fresh ones.
-    const bool kept = node.name.rfind("tsr.n", 0) != 0;
+    // A node that stands for the host node it rewrites (add_as) keeps that
+    // name, its outputs get fresh ones.
+    const bool kept = std::find(m.keep_names.begin(), m.keep_names.end(), n) != m.keep_names.end();
     std::string name = fresh_node_name(g, kept ? node.name : base, node.outputs.size());
     std::vector<std::string> out_names;
     for (size_t i = 0; i < node.outputs.size(); ++i) out_names.push_back(name + ":" + std::to_string(i));

@@ -51,6 +51,10 @@ struct MutationId {
   bool operator==(const MutationId&) const = default;
 };
 
+// The subprogram whose splice added the node named `node_name` (its name is
+// "subprogram-<i>_<k>", after MutationId::name()), or -1 for any other node.
+int spliced_subprogram(const std::string& node_name);
+
 struct Mutation {
   MutationId id;  // what made it
   // The host nodes on every path from `inputs` to `outputs`: the computation
@@ -62,6 +66,10 @@ struct Mutation {
   std::vector<ValueId> outputs;
   Graph before;       // the replaced computation, same signature as replacement
   Graph replacement;
+  // Replacement nodes that stand for a host node they rewrite
+  // (MutationBuilder::add_as): spliced under their own name, the host node's.
+  // Every other replacement node is named after the mutation.
+  std::vector<NodeId> keep_names;
   // Partially equivalent mutants (a later generator): output boxes where the
   // replacement is wrong and a correction recomputes the original. Empty for
   // fully equivalent mutations.
@@ -104,6 +112,7 @@ class MutationBuilder {
   Graph g_;
   std::vector<ValueId> host_inputs_;
   std::vector<ValueId> host_outputs_, new_outputs_;
+  std::vector<NodeId> keep_names_;
   int counter_ = 0;
 };
 

@@ -45,7 +45,9 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
   plan.device = device.name;
   plan.seed = options.seed;
   for (ValueId v : g.inputs()) plan.input_shapes[g.value(v).name] = g.type(v).shape;
-  plan.cost_before_s = cost::graph_cost(g, device).time_s;
+  cost::GraphCost before = cost::graph_cost(g, device);
+  plan.cost_before_s = before.time_s;
+  plan.classes_before_s = kernel_class_times(g, before);
   Graph work = g;
   plan.canonical = canonicalize(work);
   plan.cost_canonical_s = cost::graph_cost(work, device).time_s;
@@ -66,11 +68,14 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
   plan.search = search(work, so);
   plan.optimized = std::move(plan.search.graph);
   plan.search.graph = Graph();
-  plan.cost_after_s = cost::graph_cost(plan.optimized, device).time_s;
+  cost::GraphCost after = cost::graph_cost(plan.optimized, device);
+  plan.cost_after_s = after.time_s;
+  plan.classes_after_s = kernel_class_times(plan.optimized, after);
   if (plan.cost_after_s > plan.cost_before_s) {
     // The cost model prefers the original: keep it (a plan is never slower by the model).
     plan.optimized = g;
     plan.cost_after_s = plan.cost_before_s;
+    plan.classes_after_s = plan.classes_before_s;
     plan.canonical.clear();
     plan.search.applied.clear();
     plan.search.stats.applied = 0;

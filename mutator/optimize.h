@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "cost/graph_cost.h"
 #include "graph/graph.h"
 #include "mutator/canonicalize.h"
+#include "mutator/plan_files.h"
 #include "mutator/search.h"
 #include "verifier/plan_check.h"
 
@@ -42,7 +44,7 @@ double estimated_check_seconds(const Graph& original, int trials);
 inline constexpr int kCheckTrials = 1;
 
 struct Plan {
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = kPlanFormatVersion;
   Graph original;
   Graph optimized;
   std::string device;  // profile name
@@ -52,6 +54,8 @@ struct Plan {
   double cost_before_s = 0;  // predicted, original graph
   double cost_canonical_s = 0;
   double cost_after_s = 0;
+  // Predicted seconds by kernel class (kernel_class_times), for the reports.
+  std::map<std::string, double> classes_before_s, classes_after_s;
   verifier::EndToEndReport check;
   double reserved_check_s = 0;  // set aside from the budget for the check (estimate)
   double check_seconds = 0;     // what the check took
@@ -59,13 +63,19 @@ struct Plan {
   uint64_t seed = 0;
 };
 
+// Predicted seconds of g's kernels (cost::graph_cost) summed by kernel
+// class: the op of the kernel's root node ("Conv" for Conv+Add+Relu), and
+// "layout copies" for the CPU's reorders into row-major form.
+std::map<std::string, double> kernel_class_times(const Graph& g, const cost::GraphCost& cost);
+
 // Throws Error(kUsage) for a budget <= 0 or an unknown rule, and
 // Error(kInternal) when the optimized graph fails the end-to-end check (a
 // plan that fails is never returned, so never written).
 Plan optimize(const Graph& g, const OptimizeOptions& options);
 
 // The plan as versioned JSON. `timing` false leaves out the fields that
-// depend on the clock (for byte comparisons).
+// depend on the clock (for byte comparisons). The folder's file digests are
+// added when the files are written (with_plan_files, plan_files.h).
 std::string plan_json(const Plan& plan, bool timing = true);
 // Measured gain, when the caller measured one.
 struct Measurement {

@@ -65,6 +65,14 @@ double speedup(double before, double after) { return after > 0 ? before / after 
 
 }  // namespace
 
+std::map<std::string, double> kernel_class_times(const Graph& g, const cost::GraphCost& cost) {
+  std::map<std::string, double> out;
+  for (size_t k = 0; k < cost.groups.size(); ++k)
+    if (!cost.groups[k].empty()) out[op_name(g.node(cost.groups[k][0]).kind)] += cost.kernels[k].time_s;
+  for (const cost::KernelCost& r : cost.reorders) out["layout copies"] += r.time_s;
+  return out;
+}
+
 std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
@@ -95,6 +103,7 @@ std::string report_json(const Plan& p, const Measurement* m) {
   j["ops_after"] = op_counts(p.optimized);
   j["nodes_before"] = p.original.num_nodes();
   j["nodes_after"] = p.optimized.num_nodes();
+  j["predicted_by_kernel_class"] = {{"before_s", p.classes_before_s}, {"after_s", p.classes_after_s}};
   if (m)
     j["measured"] = {{"backend", m->backend}, {"runs", m->runs}, {"before_ms", m->before_ms},
                      {"after_ms", m->after_ms}, {"speedup", speedup(m->before_ms, m->after_ms)}};

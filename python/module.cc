@@ -298,6 +298,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("plan_json", [](const Plan& p) { return p.plan.plan_json; })
       .def_property_readonly("report_json", [](const Plan& p) { return p.plan.report_json; })
       .def_property_readonly("report_text", [](const Plan& p) { return p.plan.report_text; })
+      .def_property_readonly("report_html", [](const Plan& p) { return p.plan.report_html; })
       .def_property_readonly("files", [](const Plan& p) { return p.plan.files(); })
       .def_property_readonly("mutations",
                              [](const Plan& p) {

@@ -168,7 +168,9 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
     TESSERA_THROW(ErrorKind::kInternal, "the ranks' programs do not compute the model (" << p.check.summary()
                                                                                          << "); no plan is written");
 
-  p.single_s = cost::graph_cost(p.global, device).time_s;
+  cost::GraphCost single = cost::graph_cost(p.global, device);
+  p.single_s = single.time_s;
+  p.classes_single_s = kernel_class_times(p.global, single);
   // Each rank on its share of the host where ranks share one (CPUs).
   const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
   cost::PlanCost pc = cost::plan_cost(cost::rank_programs(p.ranks.ranks, mesh, rank_device));
@@ -179,6 +181,9 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
                               pc.compute_s[static_cast<size_t>(r)], pc.comm_s[static_cast<size_t>(r)]});
   }
   const Graph& r0 = p.ranks.ranks[0];
+  cost::CostOptions on_mesh;
+  on_mesh.mesh = &mesh;
+  p.classes_rank0_s = kernel_class_times(r0, cost::graph_cost(r0, rank_device, on_mesh));
   for (NodeId n : r0.topo_order()) {
     const Node& node = r0.node(n);
     if (!op_def(node.kind).is_collective()) continue;
@@ -218,6 +223,7 @@ std::string sharded_report_json(const ShardedPlan& p) {
   std::map<std::string, int64_t> kinds;
   for (const CollectiveRecord& c : p.collectives) kinds[c.kind] += 1;
   j["collective_counts"] = kinds;
+  j["predicted_by_kernel_class"] = {{"single_device_s", p.classes_single_s}, {"rank0_s", p.classes_rank0_s}};
   j["propagation"] = {{"sweeps", p.sharding.sweeps}, {"reshard_s", p.sharding.reshard_seconds}};
   return j.dump(2) + "\n";
 }

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "mutator/canonicalize.h"
+#include "mutator/plan_files.h"
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/shard_search.h"
 #include "verifier/plan_check.h"
@@ -49,7 +51,7 @@ struct RankRecord {
 };
 
 struct ShardedPlan {
-  static constexpr int kFormatVersion = 2;
+  static constexpr int kFormatVersion = kPlanFormatVersion;
   Graph original;
   Graph global;  // canonicalized: the graph that was sharded
   std::string device;
@@ -63,6 +65,9 @@ struct ShardedPlan {
   std::vector<RankRecord> rank_records;
   double single_s = 0;  // predicted, the canonical graph on one device
   double mesh_s = 0;    // predicted, the ranks' critical path
+  // Predicted seconds by kernel class (kernel_class_times): the canonical
+  // graph on one device, and rank 0's program with its collectives.
+  std::map<std::string, double> classes_single_s, classes_rank0_s;
   verifier::EndToEndReport check;
   uint64_t seed = 0;
 };
@@ -72,6 +77,8 @@ struct ShardedPlan {
 // plan that fails is never returned, so never written).
 ShardedPlan shard(const Graph& g, const ShardOptions& options);
 
+// The rank files' digests are added when the files are written
+// (with_plan_files, plan_files.h).
 std::string sharded_plan_json(const ShardedPlan& p);
 std::string sharded_report_json(const ShardedPlan& p);
 std::string sharded_report_text(const ShardedPlan& p);

@@ -84,6 +84,11 @@ class Plan:
         return self._plan.report_text
 
     @property
+    def report_html(self):
+        """report.html: one self-contained page (inline SVG, nothing fetched)."""
+        return self._plan.report_html
+
+    @property
     def plan(self):
         """plan.json, as a dict."""
         return json.loads(self._plan.plan_json)

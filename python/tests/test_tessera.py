@@ -1,5 +1,6 @@
 """The tessera package as installed: load, optimize in memory (one device and
 a mesh), run, save, verify, cost, rules, errors, and the `tessera` command."""
+import json
 import os
 import subprocess
 import sys
@@ -93,8 +94,13 @@ def test_save_writes_what_the_plan_holds(tiny_cnn, tmp_path):
     out = tmp_path / "plan"
     plan.save(out)
     assert sorted(os.listdir(out)) == sorted(plan.files) == sorted(
-        ["model.onnx", "plan.json", "report.json", "report.txt"])
-    assert (out / "plan.json").read_text() == plan._plan.plan_json
+        ["model.onnx", "plan.json", "report.json", "report.txt", "report.html"])
+    # plan.json as the plan holds it, with the digest of each program file written
+    written = json.loads((out / "plan.json").read_text())
+    files = written.pop("files")
+    assert written == json.loads(plan._plan.plan_json)
+    assert set(files) == {"model.onnx"} and files["model.onnx"]["bytes"] == (out / "model.onnx").stat().st_size
+    assert (out / "report.html").read_text() == plan.report_html
     assert (out / "report.json").read_text() == plan._plan.report_json
     assert (out / "report.txt").read_text() == plan.report_text
     assert (out / "model.onnx").read_bytes() == plan.model.SerializeToString()
@@ -119,7 +125,7 @@ def test_optimize_for_a_mesh_gives_one_model_per_rank(tiny_transformer, tmp_path
     assert rel_err(out["y"], want[0]) <= 1e-4 and rel_err(out["last"], want[1]) <= 1e-4
     plan.save(tmp_path / "mesh")
     assert sorted(os.listdir(tmp_path / "mesh")) == sorted(plan.files) == sorted(
-        ["rank0.onnx", "rank1.onnx", "plan.json", "report.json", "report.txt"])
+        ["rank0.onnx", "rank1.onnx", "plan.json", "report.json", "report.txt", "report.html"])
     assert plan.plan["mesh"] == "tp=2"
 
 

@@ -16,6 +16,7 @@
 #include "mutator/search.h"
 #include "tests/mutator/mutator_test_util.h"
 #include "tests/mutator/random_graphs.h"
+#include "tests/plan_schema.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::mutator {
@@ -210,9 +211,10 @@ TEST(OptimizeEndToEnd, BundledModelsKeepTheirOutputs) {
     config.budget_s = 20;
     config.measure = false;
     api::optimize(g, out.string(), config);
-    for (const char* f : {"model.onnx", "plan.json", "report.txt", "report.json"})
+    for (const char* f : {"model.onnx", "plan.json", "report.txt", "report.json", "report.html"})
       EXPECT_TRUE(fs::exists(out / f)) << name << ": " << f;
     EXPECT_TRUE(api::is_plan_folder(out.string()));
+    EXPECT_PLAN_MATCHES_SCHEMA(out);
     Graph h = api::load(out.string());
     EXPECT_LT(testing::max_output_diff(g, h, 4), 1e-4) << name;
     std::string py = "python3 -c 'import onnxruntime' > /dev/null 2>&1";
@@ -263,7 +265,8 @@ TEST(OptimizeCli, WritesAPlanThatTesseraRunRuns) {
   std::ifstream plan(out / "plan.json");
   std::stringstream ss;
   ss << plan.rdbuf();
-  EXPECT_NE(ss.str().find("\"format_version\": 1"), std::string::npos);
+  EXPECT_NE(ss.str().find("\"format_version\": 3"), std::string::npos);
+  EXPECT_PLAN_MATCHES_SCHEMA(out);
   EXPECT_NE(ss.str().find("fold-batchnorm-into-conv"), std::string::npos);
   std::string a, b;
   ASSERT_EQ(run_cli("run " + out.string() + " --seed 2", &a), 0) << a;

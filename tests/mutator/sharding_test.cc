@@ -407,7 +407,7 @@ TEST(ShardedPlan, ChecksAndDescribesTheRanks) {
   std::string text = sharded_report_text(p);
   EXPECT_NE(text.find("1 x AllReduce over tp"), std::string::npos) << text;
   nlohmann::json j = nlohmann::json::parse(sharded_plan_json(p));
-  EXPECT_EQ(j["format_version"], 2);
+  EXPECT_EQ(j["format_version"], 3);
   EXPECT_EQ(j["mesh"], "tp=2");
   EXPECT_EQ(j["sharding"]["tensors"]["onnx::MatMul_1144"], "[S(1)]");
   EXPECT_EQ(j["ranks"].size(), 2u);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "mutator/plan_files.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::api {
@@ -66,9 +67,12 @@ TEST(ApiPlan, SaveWritesExactlyWhatThePlanHolds) {
   std::vector<std::string> want = plan.files();
   std::sort(want.begin(), want.end());
   EXPECT_EQ(files, want);
-  EXPECT_EQ(read_file(dir / "plan.json"), plan.plan_json);
+  // plan.json as the plan holds it, with the digests of the files written.
+  EXPECT_EQ(read_file(dir / "plan.json"),
+            mutator::with_plan_files(plan.plan_json, mutator::describe_plan_files(dir.string(), {"model.onnx"})));
   EXPECT_EQ(read_file(dir / "report.json"), plan.report_json);
   EXPECT_EQ(read_file(dir / "report.txt"), plan.report_text);
+  EXPECT_EQ(read_file(dir / "report.html"), plan.report_html);
   EXPECT_EQ(read_file(dir / "model.onnx"), onnx_bytes(plan.model));
   // Saving again replaces the plan folder; a folder of something else is refused untouched.
   plan.save(dir.string());

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "onnx_import/tensor_proto.h"
+#include "tests/plan_schema.h"
 
 namespace {
 
@@ -204,6 +205,49 @@ TEST(Cli, BadRunFlagsAreUsageErrors) {
   EXPECT_NE(bad_backend.err.find("tpu"), std::string::npos) << bad_backend.err;
   EXPECT_EQ(run("run " + model + " --threads -1").code, 2);
   EXPECT_EQ(run("run " + model + " --repeat x").code, 2);
+}
+
+// `tessera run PLAN_DIR` checks the folder against plan.json first
+// (mutator/plan_files.h): an edited model.onnx, a missing one, an unknown
+// format version or an old plan without file digests are refused in one
+// line with exit code 1, before anything is loaded.
+TEST(Cli, RunRefusesAPlanWhoseFilesOrVersionDoNotMatch) {
+  fs::path plan = scratch("plan_check");
+  ASSERT_EQ(run("optimize " + kExamples + "/tiny_cnn.onnx -o " + plan.string() + " --budget 5").code, 0);
+  EXPECT_PLAN_MATCHES_SCHEMA(plan);
+  ASSERT_EQ(run("run " + plan.string()).code, 0);
+  const std::string original = read_file(plan / "plan.json");
+  auto expect_refused = [&](const std::string& what, const std::string& message) {
+    Result r = run("run " + plan.string());
+    EXPECT_EQ(r.code, 1) << what << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+  };
+  // Another valid model in place of the plan's (the original model).
+  fs::copy_file(plan / "model.onnx", plan / "kept.onnx");
+  fs::copy_file(kExamples + "/tiny_cnn.onnx", plan / "model.onnx", fs::copy_options::overwrite_existing);
+  expect_refused("edited model", (plan / "model.onnx").string() + ": does not match the plan");
+  fs::rename(plan / "kept.onnx", plan / "model.onnx");
+  ASSERT_EQ(run("run " + plan.string()).code, 0);
+
+  nlohmann::json j = nlohmann::json::parse(original);
+  j["format_version"] = 7;
+  std::ofstream(plan / "plan.json") << j.dump();
+  expect_refused("version 7", "plan format version 7 is not one this Tessera reads");
+  j["format_version"] = 1;
+  j.erase("files");
+  std::ofstream(plan / "plan.json") << j.dump();
+  expect_refused("version 1", "plan format version 1 is not one this Tessera reads");
+  j["format_version"] = 3;
+  std::ofstream(plan / "plan.json") << j.dump();
+  expect_refused("no files", "the plan lists no \"files\"");
+  std::ofstream(plan / "plan.json") << "{\"format_version\": ";
+  expect_refused("truncated plan.json", "not a plan");
+  std::ofstream(plan / "plan.json") << original;
+  fs::remove(plan / "model.onnx");
+  std::ofstream(plan / "rank0.onnx") << "x";  // neither form's files: a folder that only looks like a mesh plan
+  expect_refused("missing model", "missing; plan.json lists it");
+  fs::remove_all(plan);
 }
 
 }  // namespace

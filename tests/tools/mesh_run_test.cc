@@ -19,9 +19,11 @@
 #include <sys/wait.h>
 
 #include "graph/graph.h"
+#include "mutator/plan_files.h"
 #include "onnx_import/tensor_proto.h"
 #include "runtime/communicator.h"
 #include "runtime/runtime.h"
+#include "tests/plan_schema.h"
 #include "tools/api/tessera.h"
 
 namespace tessera {
@@ -115,12 +117,25 @@ std::vector<std::string> rank_schedules(const fs::path& dir) {
   return steps;
 }
 
+// plan.json for a plan folder made by hand: the two ranks and their files'
+// digests, as `tessera run` needs them (no search, costs or shardings).
+void write_hand_plan_json(const fs::path& p) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const mutator::PlanFile& f : mutator::describe_plan_files(p.string(), {"rank0.onnx", "rank1.onnx"}))
+    files[f.name] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
+  nlohmann::json j = {{"format_version", mutator::kPlanFormatVersion},
+                      {"mesh", "tp=2"},
+                      {"ranks", {{{"rank", 0}}, {{"rank", 1}}}},
+                      {"files", files}};
+  std::ofstream(p / "plan.json") << j.dump(2);
+}
+
 // A plan folder made by hand from one program per rank (`make(rank)`).
 fs::path hand_plan(const std::string& name, const std::function<Graph(int)>& make) {
   fs::path p = scratch(name);
   fs::create_directories(p);
   for (int r = 0; r < 2; ++r) api::export_onnx(make(r), (p / ("rank" + std::to_string(r) + ".onnx")).string());
-  std::ofstream(p / "plan.json") << R"({"format_version": 2, "mesh": "tp=2", "ranks": [{"rank": 0}, {"rank": 1}]})";
+  write_hand_plan_json(p);
   return p;
 }
 
@@ -161,6 +176,8 @@ class MeshRunTest : public ::testing::Test {
                            " --mesh tp=2 --shard 'qkv_w_5=[S(1)]' --shard 'fc1_w_131=[S(1)]'"
                            " --shard 'fc2_w_150=[S(0)]' --shard 'proj_w_101=[S(0)]'");
     ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_PLAN_MATCHES_SCHEMA(plan_);
+    EXPECT_TRUE(fs::exists(plan_ / "report.html"));
     single_ = scratch("single");
     r = run("", "run " + kModel + " --seed 4 --output-dir " + single_.string());
     ASSERT_EQ(r.code, 0) << r.err;
@@ -170,11 +187,19 @@ class MeshRunTest : public ::testing::Test {
     fs::remove_all(single_);
   }
   // A copy of the plan with rank1.onnx replaced by `bytes`, or removed.
-  fs::path broken_plan(const std::string& name, const std::optional<std::string>& bytes) {
+  // `recorded`: plan.json records the new file's digest, as if the plan had
+  // been written with it (what the faults past the folder check need).
+  fs::path broken_plan(const std::string& name, const std::optional<std::string>& bytes, bool recorded = false) {
     fs::path p = scratch(name);
     fs::copy(plan_, p, fs::copy_options::recursive);
     fs::remove(p / "rank1.onnx");
     if (bytes) std::ofstream(p / "rank1.onnx", std::ios::binary) << *bytes;
+    if (recorded) {
+      nlohmann::json j = nlohmann::json::parse(read_file(p / "plan.json"));
+      mutator::PlanFile f = mutator::describe_plan_files(p.string(), {"rank1.onnx"})[0];
+      j["files"]["rank1.onnx"] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
+      std::ofstream(p / "plan.json") << j.dump(2);
+    }
     return p;
   }
   fs::path plan_, single_;
@@ -252,7 +277,7 @@ TEST_F(MeshRunTest, MpiRankCountNotThePlansFailsOnEveryRank) {
 
 TEST_F(MeshRunTest, CorruptRankFileFailsEveryRank) {
   std::string bytes = read_file(plan_ / "rank1.onnx");
-  fs::path p = broken_plan("corrupt", bytes.substr(0, bytes.size() / 3));
+  fs::path p = broken_plan("corrupt", bytes.substr(0, bytes.size() / 3), /*recorded=*/true);
   Result m = mpirun(2, "run " + p.string());
   EXPECT_NE(m.code, 0);
   EXPECT_NE(m.err.find("rank 1: " + (p / "rank1.onnx").string()), std::string::npos) << m.err;
@@ -263,20 +288,58 @@ TEST_F(MeshRunTest, CorruptRankFileFailsEveryRank) {
   fs::remove_all(p);
 }
 
-TEST_F(MeshRunTest, MissingRankFileFailsEveryRank) {
-  fs::path p = broken_plan("missing", std::nullopt);
+// The folder check (mutator/plan_files.h) refuses, before any rank loads
+// anything, with one line naming the file: every process under mpirun.
+void expect_refused(const fs::path& p, const std::string& message) {
+  Result t = run("", "run " + p.string());
+  EXPECT_EQ(t.code, 1) << t.err;
+  EXPECT_NE(t.err.find(message), std::string::npos) << t.err;
+  EXPECT_EQ(std::count(t.err.begin(), t.err.end(), '\n'), 1) << t.err;
   Result m = mpirun(2, "run " + p.string());
   EXPECT_NE(m.code, 0);
-  EXPECT_NE(m.err.find("rank1.onnx"), std::string::npos) << m.err;
-  EXPECT_NE(m.err.find("rank 0: stopped"), std::string::npos) << m.err;
-  EXPECT_EQ(run("", "run " + p.string()).code, 1);
+  EXPECT_NE(m.err.find(message), std::string::npos) << m.err;
+}
+
+TEST_F(MeshRunTest, MissingRankFileIsRefused) {
+  fs::path p = broken_plan("missing", std::nullopt);
+  expect_refused(p, (p / "rank1.onnx").string() + ": missing; plan.json lists it");
+  fs::remove_all(p);
+}
+
+TEST_F(MeshRunTest, SwappedRankFilesAreRefused) {
+  fs::path p = broken_plan("swapped", read_file(plan_ / "rank0.onnx"));
+  fs::copy_file(plan_ / "rank1.onnx", p / "rank0.onnx", fs::copy_options::overwrite_existing);
+  expect_refused(p, (p / "rank0.onnx").string() + ": does not match the plan");
+  fs::remove_all(p);
+}
+
+// A rank file that is another valid program (rank 0's, or the model) is
+// refused by its digest before anyone notices what it computes.
+TEST_F(MeshRunTest, ReplacedRankFileIsRefused) {
+  fs::path p = broken_plan("replaced", read_file(kModel));
+  expect_refused(p, (p / "rank1.onnx").string() + ": does not match the plan");
+  fs::remove_all(p);
+}
+
+TEST_F(MeshRunTest, UnknownFormatVersionIsRefused) {
+  fs::path p = broken_plan("version", read_file(plan_ / "rank1.onnx"));
+  nlohmann::json j = nlohmann::json::parse(read_file(p / "plan.json"));
+  for (int version : {2, 4}) {
+    j["format_version"] = version;
+    std::ofstream(p / "plan.json") << j.dump(2);
+    expect_refused(p, "plan format version " + std::to_string(version) + " is not one this Tessera reads");
+  }
+  j["format_version"] = mutator::kPlanFormatVersion;
+  j.erase("files");
+  std::ofstream(p / "plan.json") << j.dump(2);
+  expect_refused(p, "the plan lists no \"files\"");
   fs::remove_all(p);
 }
 
 // rank1.onnx is the single-device model: it would finish without a
 // collective while rank 0 waits in one.
 TEST_F(MeshRunTest, RankProgramWithOtherCollectivesFailsBeforeRunning) {
-  fs::path p = broken_plan("other", read_file(kModel));
+  fs::path p = broken_plan("other", read_file(kModel), /*recorded=*/true);
   for (bool mpi : {false, true}) {
     Result r = mpi ? mpirun(2, "run " + p.string()) : run("", "run " + p.string());
     EXPECT_NE(r.code, 0);
@@ -305,7 +368,7 @@ fs::path gather_plan() {
     g.set_outputs({g.add(OpKind::kAllReduce, {row}, ar, "sum")});
     api::export_onnx(g, (p / ("rank" + std::to_string(r) + ".onnx")).string());
   }
-  std::ofstream(p / "plan.json") << R"({"format_version": 2, "mesh": "tp=2", "ranks": [{"rank": 0}, {"rank": 1}]})";
+  write_hand_plan_json(p);
   write_tensor_file(Tensor::vector_i64({5}), "idx", (p / "idx.pb").string());
   return p;
 }

@@ -1,7 +1,8 @@
 """The rank files of a mesh plan are valid ONNX: `tessera optimize --mesh`
 on the bundled transformer (1-D and 2-D meshes), then onnx.checker on every
 rank<i>.onnx, and the tessera-domain nodes carry the documented attributes
-(docs/tessera_domain.md)."""
+(docs/tessera_domain.md); each plan.json matches docs/plan.schema.json
+(check_plan_schema, the tests' schema validator)."""
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import unittest
 import onnx
 
 TESSERA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin/tessera"
+CHECK_SCHEMA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/tests/check_plan_schema"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "examples", "tiny_transformer.onnx")
 SPECS = ["qkv_w_5=[S(1)]", "fc1_w_131=[S(1)]", "fc2_w_150=[S(0)]", "proj_w_101=[S(0)]"]
@@ -25,6 +27,8 @@ class RankFiles(unittest.TestCase):
         for s in specs:
             args += ["--shard", s]
         subprocess.run(args, check=True, capture_output=True)
+        schema = subprocess.run([CHECK_SCHEMA, os.path.join(out, "plan")], capture_output=True, text=True)
+        self.assertEqual(schema.returncode, 0, schema.stderr)
         return os.path.join(out, "plan")
 
     def check(self, plan, ranks):

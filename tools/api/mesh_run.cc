@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "mutator/plan_files.h"
 #include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/communicator.h"
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 MeshPlan read_mesh_plan(const std::string& dir) {
   if (!is_sharded_plan_folder(dir))
     TESSERA_THROW(ErrorKind::kUsage, dir << " is not a plan folder for a device mesh (plan.json and rank<i>.onnx)");
+  mutator::check_plan_folder(dir);
   fs::path path = fs::path(dir) / "plan.json";
   std::ifstream in(path);
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

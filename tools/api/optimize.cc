@@ -9,6 +9,8 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "mutator/optimize.h"
+#include "mutator/plan_files.h"
+#include "mutator/report_html.h"
 #include "mutator/rules/rule.h"
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/sharded_plan.h"
@@ -104,6 +106,7 @@ Plan optimize_sharded(const Graph& g, const OptimizeConfig& config, const Device
   p.plan_json = mutator::sharded_plan_json(plan);
   p.report_json = mutator::sharded_report_json(plan);
   p.report_text = mutator::sharded_report_text(plan);
+  p.report_html = mutator::sharded_report_html(plan);
   p.mutations = canonical_mutations(plan.canonical);
   if (plan.searched)
     for (const std::string& r : plan.search.rewrites)
@@ -150,21 +153,28 @@ std::vector<std::string> Plan::files() const {
     for (size_t r = 0; r < ranks.size(); ++r) f.push_back(mutator::rank_file(static_cast<int64_t>(r)));
   else
     f.push_back("model.onnx");
-  f.insert(f.end(), {"plan.json", "report.json", "report.txt"});
+  f.insert(f.end(), {"plan.json", "report.json", "report.txt", "report.html"});
   return f;
 }
 
 void Plan::save(const std::string& dir) const {
   fs::path dest = destination(dir);
   write_folder(dest, [&](const fs::path& tmp) {
-    if (is_mesh())
-      for (size_t r = 0; r < ranks.size(); ++r)
-        export_onnx(ranks[r], (tmp / mutator::rank_file(static_cast<int64_t>(r))).string());
-    else
-      export_onnx(model, (tmp / "model.onnx").string());
-    write_text(tmp / "plan.json", plan_json);
+    std::vector<std::string> programs;
+    if (is_mesh()) {
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        programs.push_back(mutator::rank_file(static_cast<int64_t>(r)));
+        export_onnx(ranks[r], (tmp / programs.back()).string());
+      }
+    } else {
+      programs.push_back("model.onnx");
+      export_onnx(model, (tmp / programs.back()).string());
+    }
+    // plan.json records each program file's size and digest as written.
+    write_text(tmp / "plan.json", mutator::with_plan_files(plan_json, mutator::describe_plan_files(tmp.string(), programs)));
     write_text(tmp / "report.json", report_json);
     write_text(tmp / "report.txt", report_text);
+    write_text(tmp / "report.html", report_html);
   });
 }
 
@@ -221,6 +231,7 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   p.plan_json = mutator::plan_json(plan);
   p.report_json = mutator::report_json(plan, measured ? &m : nullptr);
   p.report_text = mutator::report_text(plan, measured ? &m : nullptr);
+  p.report_html = mutator::report_html(plan, measured ? &m : nullptr);
   p.mutations = canonical_mutations(plan.canonical);
   for (const mutator::AppliedMutation& a : plan.search.applied)
     p.mutations.push_back({"search", a.rule, a.description, 1, a.subprogram, a.partial,

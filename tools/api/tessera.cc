@@ -9,6 +9,7 @@
 
 #include "cost/flops.h"
 #include "graph/error.h"
+#include "mutator/plan_files.h"
 #include "onnx_import/onnx_export.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/runtime.h"
@@ -19,6 +20,7 @@ namespace tessera::api {
 Graph load(const std::string& path, const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  if (mutator::has_plan_json(path)) mutator::check_plan_folder(path);
   if (is_sharded_plan_folder(path))
     TESSERA_THROW(ErrorKind::kUsage, path << " is a plan for a device mesh (rank<i>.onnx): run it with `tessera run "
                                           << path << "`, or load one rank's file");

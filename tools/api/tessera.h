@@ -230,14 +230,15 @@ struct Plan {
   std::string plan_json;      // plan.json
   std::string report_json;    // report.json
   std::string report_text;    // report.txt
+  std::string report_html;    // report.html
   std::vector<Mutation> mutations;
   OptimizeSummary summary;
 
   bool is_mesh() const { return !ranks.empty(); }
   // The files save() writes, in the order it writes them.
   std::vector<std::string> files() const;
-  // Writes dir/{model.onnx | rank<i>.onnx..., plan.json, report.json,
-  // report.txt}, byte for byte what `tessera optimize -o dir` writes, into a
+  // Writes dir/{model.onnx | rank<i>.onnx..., plan.json (with each program
+  // file's digest), report.json, report.txt, report.html}, byte for byte what `tessera optimize -o dir` writes, into a
   // temporary folder that is then renamed into place: nothing is left
   // half-written. Throws Error(kUsage) for a dir that exists and is neither
   // empty nor a previous plan folder (which it replaces), Error(kIo) when

@@ -44,7 +44,7 @@ Action add_optimize_command(CLI::App& app) {
   auto flags = std::make_shared<OptimizeFlags>();
   CLI::App* cmd = app.add_subcommand("optimize", "Search for a faster equivalent model and write it with its plan");
   cmd->add_option("model", flags->model, "ONNX model file");
-  cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx, plan.json, report.txt, report.json)");
+  cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx or rank<i>.onnx, plan.json, report.txt, report.json, report.html)");
   cmd->add_option("--device", flags->config.device, "cpu (default), a100, h100, h200, or a profile JSON file");
   cmd->add_option("--budget", flags->config.budget_s, "Time budget in seconds (default 30)");
   cmd->add_option("--seed", flags->config.seed, "Seed for the search and the checks (default 0)");
@@ -89,7 +89,7 @@ Action add_optimize_command(CLI::App& app) {
     std::cout << s.report_text;
     std::string files;
     for (const std::string& f : s.files) files += f + ", ";
-    std::cout << "wrote " << s.out_dir << "/{" << files << "report.txt, report.json}\n";
+    std::cout << "wrote " << s.out_dir << "/{" << files << "report.txt, report.json, report.html}\n";
     if (flags->dump) {
       // A mesh plan has no single model: rank 0's program stands for all.
       std::string dumped = api::is_sharded_plan_folder(s.out_dir) ? s.out_dir + "/rank0.onnx" : s.out_dir;

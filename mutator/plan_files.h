@@ -1,0 +1,45 @@
+// A plan folder's contract: plan.json names its format version and, for
+// every program file it lists (model.onnx, or rank<i>.onnx for a mesh), the
+// file's size and SHA-256. `tessera run` checks both before it loads
+// anything, so a folder whose files were edited, swapped or lost after
+// `tessera optimize` wrote it is refused instead of run. The schema of
+// plan.json is docs/plan.schema.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::mutator {
+
+// The plan.json format this build writes and reads, for both forms (one
+// device, a mesh). Version 3 added "files"; versions 1 (one device) and 2
+// (a mesh) had none, so their files cannot be checked and they are refused.
+inline constexpr int kPlanFormatVersion = 3;
+
+struct PlanFile {
+  std::string name;    // relative to the folder: "model.onnx", "rank0.onnx"
+  std::string sha256;  // 64 lowercase hex digits
+  int64_t bytes = 0;
+};
+
+// The digests of `names` in `dir` as they are now. Throws Error(kIo) for a
+// file that cannot be read.
+std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vector<std::string>& names);
+
+// `plan_json` (plan_json or sharded_plan_json) with "files" set to
+// `files`: what a writer puts in plan.json once the program files are on
+// disk.
+std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files);
+
+// Whether `path` is a folder with a plan.json (whatever else it holds).
+bool has_plan_json(const std::string& path);
+
+// Checks the plan folder `dir` against its plan.json: a known
+// format_version, the program files the plan's form needs (model.onnx, or
+// rank<i>.onnx for each rank) listed under "files", present, and with the
+// size and SHA-256 recorded there. Throws Error(kParse) naming plan.json or
+// the file that does not match, in one line.
+void check_plan_folder(const std::string& dir);
+
+}  // namespace tessera::mutator
