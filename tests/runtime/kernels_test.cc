@@ -55,17 +55,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // conv + bias + residual add + relu, and conv + relu feeding a conv: fused
 // into the convolutions, still matching the reference.
+// A 3x3 convolution (pads 1) of x with a random weight and bias, named
+// w<tag>/b<tag>: cin -> cout channels.
+ValueId conv3x3_bias(Graph& g, ValueId x, int64_t cin, int64_t cout, std::mt19937& rng, const std::string& tag) {
+  Attrs a = attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                   {"dilations", Ints{1, 1}}});
+  return g.add(OpKind::kConv, {x, g.add_constant("w" + tag, random_tensor(DType::kF32, {cout, cin, 3, 3}, rng)),
+                               g.add_constant("b" + tag, random_tensor(DType::kF32, {cout}, rng))}, a);
+}
+
 TEST(FusionTest, ConvAddReluIsOneKernel) {
   std::mt19937 rng(5);
   Graph g;
   ValueId x = g.add_input("x", {DType::kF32, {1, 16, 8, 8}});
-  Attrs a = attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
-                   {"dilations", Ints{1, 1}}});
-  ValueId c1 = g.add(OpKind::kConv, {x, g.add_constant("w1", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
-                                     g.add_constant("b1", random_tensor(DType::kF32, {16}, rng))}, a);
-  ValueId r1 = g.add(OpKind::kRelu, {c1});
-  ValueId c2 = g.add(OpKind::kConv, {r1, g.add_constant("w2", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
-                                     g.add_constant("b2", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId r1 = g.add(OpKind::kRelu, {conv3x3_bias(g, x, 16, 16, rng, "1")});
+  ValueId c2 = conv3x3_bias(g, r1, 16, 16, rng, "2");
   ValueId s = g.add(OpKind::kAdd, {c2, x});
   ValueId y = g.add(OpKind::kRelu, {s});
   g.set_outputs({y});
@@ -87,13 +91,8 @@ TEST(FusionTest, ConvAddOfItsOwnSourceKeepsTheSource) {
   std::mt19937 rng(8);
   Graph g;
   ValueId x = g.add_input("x", {DType::kF32, {2, 3, 8, 8}});
-  Attrs a = attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
-                   {"dilations", Ints{1, 1}}});
-  ValueId c1 = g.add(OpKind::kConv, {x, g.add_constant("w1", random_tensor(DType::kF32, {16, 3, 3, 3}, rng)),
-                                     g.add_constant("b1", random_tensor(DType::kF32, {16}, rng))}, a);
-  ValueId b = g.add(OpKind::kRelu, {c1});
-  ValueId c2 = g.add(OpKind::kConv, {b, g.add_constant("w2", random_tensor(DType::kF32, {16, 16, 3, 3}, rng)),
-                                     g.add_constant("b2", random_tensor(DType::kF32, {16}, rng))}, a);
+  ValueId b = g.add(OpKind::kRelu, {conv3x3_bias(g, x, 3, 16, rng, "1")});
+  ValueId c2 = conv3x3_bias(g, b, 16, 16, rng, "2");
   ValueId y = g.add(OpKind::kAdd, {b, g.add(OpKind::kRelu, {c2})});
   g.set_outputs({y});
   expect_matches_reference(g);
