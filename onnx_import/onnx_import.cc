@@ -231,6 +231,9 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
         throw e.with_context({"", node_names[i], proto.op_type()});
       }
     }
+    // A graph that computes nothing is an exporter's mistake, not a model:
+    // running it would succeed and print nothing.
+    if (g.output_size() == 0) TESSERA_THROW(ErrorKind::kInvalidGraph, "the graph has no outputs");
     std::vector<ValueId> outputs;
     for (const auto& vi : g.output()) {
       auto it = state.values.find(vi.name());

@@ -106,6 +106,16 @@ TEST(ImportErrors, MissingInput) {
   EXPECT_TRUE(has(e, "'ghost'")) << e.what();
 }
 
+TEST(ImportErrors, NoOutputs) {
+  ModelBuilder b(17);
+  b.input("x", {2});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "no outputs")) << e.what();
+  EXPECT_EQ(e.context().file, "bad.onnx");
+}
+
 TEST(ImportErrors, Cycle) {
   ModelBuilder b(17);
   b.input("x", {2}).output("y");
