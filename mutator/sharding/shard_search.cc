@@ -409,17 +409,20 @@ namespace {
 // partitioned (rank 0; SPMD ranks run alike), and priced on the ranks'
 // critical path, so that degrees and rewrites are compared on the number
 // plan.json reports.
+// Propagation runs on `device`, as shard() runs it; the ranks' programs are
+// priced on `rank_device`, each rank's share of its host.
 void price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
-                       const std::vector<ShardConstraint>& pins, DegreePoint& p) {
+                       const cost::DeviceProfile& rank_device, const std::vector<ShardConstraint>& pins,
+                       DegreePoint& p) {
   p.priced_as_plan = true;
   if (mesh.num_devices() == 1) {
-    p.predicted_s = p.compute_s = cost::graph_cost(g, device).time_s;
+    p.predicted_s = p.compute_s = cost::graph_cost(g, rank_device).time_s;
     p.comm_s = 0;
     return;
   }
   ShardedGraph sharded = propagate(g, mesh, pins, device);
   Graph rank0 = partition_rank(g, sharded, 0);
-  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(rank0, mesh, device));
+  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(rank0, mesh, rank_device));
   p.predicted_s = pc.time_s;
   p.compute_s = pc.compute_s[0];
   p.comm_s = pc.comm_s[0];
@@ -536,7 +539,7 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
     if (!finalist && p.mesh.num_devices() > 1) continue;
     const cost::DeviceProfile rank_device =
         cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
-    price_partitioned(variants[variant_of[k]].graph, p.mesh, rank_device, pins[k], p);
+    price_partitioned(variants[variant_of[k]].graph, p.mesh, device, rank_device, pins[k], p);
   }
   // The fastest plan that fits, or one on fewer devices within kDegreeSlack
   // of it: a gain smaller than that is within the cost model's error, and

@@ -555,6 +555,20 @@ TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {
   for (const DegreePoint& q : p.search.curve) EXPECT_GT(q.search_s, 0) << q.mesh.str() << " " << q.graph;
 }
 
+// The same on CPU ranks, which share their host: the plan is propagated on
+// the host's profile and priced on each rank's share, as shard() does.
+TEST(ShardSearch, TheChosenPointIsPricedAsThePlanOnCpuRanks) {
+  ShardOptions o;
+  o.device = "cpu";
+  o.mesh = DeviceMesh::parse("tp=2");
+  ShardedPlan p = shard(gpt2_like(1, 64, 256, 4, 3, /*zeros=*/true), o);
+  ASSERT_TRUE(p.searched);
+  ASSERT_GT(p.search.mesh.num_devices(), 1) << p.search.why;
+  const DegreePoint& chosen = p.search.curve[p.search.chosen];
+  EXPECT_TRUE(chosen.priced_as_plan);
+  EXPECT_NEAR(chosen.predicted_s, p.mesh_s, 1e-12 + 1e-9 * p.mesh_s);
+}
+
 // The whole path: search, partition, the end-to-end check on the ranks.
 TEST(ShardSearch, SearchedPlansPassTheCheck) {
   ShardOptions o;
