@@ -1,6 +1,9 @@
 #include "graph/interpreter.h"
 
+#include <algorithm>
+
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "graph/number.h"
 
 namespace tessera {
@@ -101,6 +104,32 @@ std::vector<int64_t> last_uses(const Graph& g, const std::vector<NodeId>& order)
   return last;
 }
 
+// Bytes the interpreter holds at its peak running `g` in `order`: every
+// constant (converted once), the inputs, and the largest set of values alive
+// at once (each is freed after its last reader). A number is T, an integer
+// an int64.
+template <class T>
+int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& last) {
+  auto bytes = [&](ValueId v) {
+    const TensorType& t = g.type(v);
+    return t.numel() * static_cast<int64_t>(is_float(t.dtype) ? sizeof(T) : sizeof(int64_t));
+  };
+  int64_t fixed = 0, live = 0, peak = 0;
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) fixed += bytes(v);
+  for (ValueId v : g.inputs()) live += bytes(v);
+  peak = live;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& node = g.node(order[k]);
+    for (ValueId o : node.outputs)
+      if (o != kNoValue) live += bytes(o);
+    peak = std::max(peak, live);
+    for (ValueId in : node.inputs)
+      if (in != kNoValue && last[in] == static_cast<int64_t>(k) && !g.value(in).constant) live -= bytes(in);
+  }
+  return fixed + peak;
+}
+
 template <class T>
 void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalContext* mesh) {
   EvalArgs<T> args{node, {}, nullptr, mesh};
@@ -146,6 +175,7 @@ template <class T>
 std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<T>>& inputs) {
   std::vector<NodeId> order = g.topo_order();
   std::vector<int64_t> last = last_uses(g, order);
+  check_memory(peak_bytes<T>(g, order, last), "the reference interpreter on graph '" + g.name + "'");
   Env<T> env;
   bind_inputs(g, inputs, env);
   for (size_t k = 0; k < order.size(); ++k) {
@@ -171,10 +201,16 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
   std::vector<std::vector<NodeId>> order;
   std::vector<std::vector<int64_t>> last;
   std::vector<Env<T>> envs(static_cast<size_t>(ranks));
+  int64_t need = 0;
   for (int64_t r = 0; r < ranks; ++r) {
     const Graph& g = *graphs[static_cast<size_t>(r)];
     order.push_back(g.topo_order());
     last.push_back(last_uses(g, order.back()));
+    need += peak_bytes<T>(g, order.back(), last.back());
+  }
+  check_memory(need, "the reference interpreter on " + std::to_string(ranks) + " ranks of '" + graphs[0]->name + "'");
+  for (int64_t r = 0; r < ranks; ++r) {
+    const Graph& g = *graphs[static_cast<size_t>(r)];
     bind_inputs(g, inputs[r], envs[r]);
     if (order.back().size() != order[0].size())
       TESSERA_THROW(ErrorKind::kInvalidGraph, "rank " << r << "'s program has " << order.back().size()

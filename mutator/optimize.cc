@@ -84,6 +84,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
   verifier::EndToEndOptions check;
   check.seed = options.seed ^ 0x5eed;
   check.trials = kCheckTrials;
+  check.given_inputs = options.check_inputs;
   auto check_start = std::chrono::steady_clock::now();
   if (structurally_equal(g, plan.optimized)) {
     // Nothing changed: there is nothing to check, and on the largest models

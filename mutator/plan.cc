@@ -57,7 +57,7 @@ json stats_json(const SearchStats& s, bool timing) {
 }
 
 json check_json(const verifier::EndToEndReport& c) {
-  return {{"passed", c.passed}, {"trials", c.trials}, {"rtol", c.rtol}, {"atol", c.atol}, {"scale_rtol", c.scale_rtol},
+  return {{"passed", c.passed}, {"trials", c.trials}, {"given", c.given}, {"integer_inputs", c.integer_inputs}, {"rtol", c.rtol}, {"atol", c.atol}, {"scale_rtol", c.scale_rtol},
           {"max_abs_error", c.max_abs_error}};
 }
 

@@ -45,7 +45,19 @@ void MutationVerifier::verify(Mutation& m, const std::string& obligation) {
   } else {
     verifier::CheckOptions options;
     options.seed = seed_ ^ key;
-    verifier::Verdict verdict = verifier::check_equivalence(m.before, after, options);
+    verifier::Verdict verdict;
+    try {
+      verdict = verifier::check_equivalence(m.before, after, options);
+    } catch (const Error& e) {
+      // Over the memory limit: the search stays under it and goes on
+      // without this mutation.
+      if (e.kind() != ErrorKind::kResource) throw;
+      v.status = Verification::kRejected;
+      v.method = "none";
+      v.detail = "not tested: " + e.message();
+      m.verification = v;
+      return;
+    }
     v.status = verdict.equivalent() ? Verification::kTested : Verification::kRejected;
     v.method = verifier::method_name(verdict.method);
     v.error_bound = verdict.error_bound;

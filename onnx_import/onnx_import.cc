@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "onnx/onnx_pb.h"
 #include "onnx_import/node_importer.h"
 #include "onnx_import/tensor_proto.h"
@@ -185,6 +186,26 @@ Graph import_onnx_model(const onnx::ModelProto& model, const ImportOptions& opti
 
 namespace {
 
+// Inputs a caller would feed for nothing, or feed to no effect: refused with
+// the way out named (ImportOptions).
+void check_graph_inputs(const onnx::ModelProto& model, const ImportState& state, const ImportOptions& options) {
+  const onnx::GraphProto& g = model.graph();
+  std::unordered_set<std::string> initializers;
+  for (const auto& t : g.initializer()) initializers.insert(t.name());
+  for (const auto& vi : g.input()) {
+    if (initializers.count(vi.name()) && !options.initializers_as_constants)
+      TESSERA_THROW(ErrorKind::kInvalidGraph,
+                    "graph input '" << vi.name() << "' is also an initializer (a default a caller may override); "
+                    "Tessera folds weights as constants: pass --initializers-as-constants to accept that, or "
+                    "re-export without the weights among the inputs");
+    bool ours = model.producer_name() == "tessera";
+    if (!state.read_names.count(vi.name()) && !initializers.count(vi.name()) && !options.allow_unused_inputs && !ours)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "graph input '" << vi.name()
+                                                              << "' is read by no node: pass --allow-unused-inputs "
+                                                                 "to keep it as an input the plan ignores");
+  }
+}
+
 Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
                    const std::string& display_name, onnx::ModelProto* release) {
   Graph graph;
@@ -207,10 +228,13 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
       state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, model_dir, "initializer '" + t.name() + "'"));
       if (release) std::string().swap(*release->mutable_graph()->mutable_initializer(i)->mutable_raw_data());
     }
-    // Inputs that are also initializers are constants with a default value
-    // (ONNX allows overriding them); Tessera treats them as constants.
+    check_graph_inputs(model, state, options);
     for (const auto& vi : g.input())
-      if (!state.values.count(vi.name())) state.values[vi.name()] = graph.add_input(vi.name(), input_type(vi, options));
+      if (!state.values.count(vi.name())) {
+        TensorType t = input_type(vi, options);
+        check_memory(t.nbytes(), "graph input '" + vi.name() + "' (" + type_str(t) + ")");
+        state.values[vi.name()] = graph.add_input(vi.name(), t);
+      }
 
     std::vector<std::string> node_names = unique_node_names(g);
     for (int i : node_order(g, state, node_names)) {
@@ -225,8 +249,15 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
                     {"", node_names[i], proto.op_type()});
       }
       NodeImporter importer(state, proto, node_names[i]);
+      NodeId first_new = graph.num_nodes();
       try {
         onnx_import::convert_node(importer);
+        // A tensor the process could never hold is refused here, before
+        // anything allocates it, with the node that makes it.
+        for (NodeId n = first_new; n < graph.num_nodes(); ++n)
+          for (ValueId o : graph.node(n).outputs)
+            if (o != kNoValue)
+              check_memory(graph.type(o).nbytes(), "output '" + graph.value(o).name + "' (" + type_str(graph.type(o)) + ")");
       } catch (const Error& e) {
         throw e.with_context({"", node_names[i], proto.op_type()});
       }

@@ -21,6 +21,14 @@ struct ImportOptions {
   // Value for dynamic dims the model leaves unnamed and the user did not fix;
   // -1 means "no default: report an error".
   int64_t default_dim = -1;
+  // A graph input that no node reads is refused unless allowed (it stays an
+  // input of the plan, which ignores it). Models Tessera wrote are accepted:
+  // a plan keeps the original's inputs even where it no longer reads one.
+  bool allow_unused_inputs = false;
+  // A graph input that is also an initializer is a default value that ONNX
+  // lets a caller override; it is refused unless the user asks for it to be
+  // folded as a constant.
+  bool initializers_as_constants = false;
 };
 
 // Parses "name=1x3x224x224" into options.input_shapes; throws Error(kUsage).

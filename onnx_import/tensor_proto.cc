@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "onnx/onnx_pb.h"
 
 namespace tessera {
@@ -160,6 +161,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& mode
   } catch (const Error&) {
     TESSERA_THROW(ErrorKind::kResource, context << ": tensor " << type_str(type) << " is too large (limit "
                                                 << (kMaxTensorBytes >> 30) << " GiB)");
+  }
+  try {
+    check_memory(nbytes, type_str(type));
+  } catch (const Error& e) {
+    throw Error(e.kind(), context + ": " + e.message());
   }
   try {
     if (proto.data_location() == onnx::TensorProto::EXTERNAL)

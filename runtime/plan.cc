@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/memory_planner.h"
@@ -242,6 +243,8 @@ void ExecutablePlan::Impl::layout() {
   memory_.scratch_bytes = scratch_total;
   if (mp.arena_bytes > kMaxTensorBytes)
     TESSERA_THROW(ErrorKind::kResource, "plan needs an arena of " << mp.arena_bytes << " bytes");
+  // Refused before it is allocated (the weights are already held).
+  check_memory(mp.arena_bytes, "the runtime's activation arena");
   arena_raw_.reset(new uint8_t[static_cast<size_t>(mp.arena_bytes + kArenaAlignment)]);
   arena_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(arena_raw_.get()) + kArenaAlignment - 1) /
                                       kArenaAlignment * kArenaAlignment);

@@ -272,7 +272,11 @@ inline CaseResult run_case_in_process(const fs::path& case_dir, const Evaluator&
   }
   fs::path data_dir = case_dir / "test_data_set_0";
   std::vector<int> kept = bind_constant_operands(model, data_dir);
-  Graph g = import_onnx_model(model, ImportOptions{}, case_dir.string(), case_dir.filename().string());
+  // As ONNX Runtime runs them: a few node tests (CastLike's expanded forms)
+  // keep an input their function body no longer reads.
+  ImportOptions import;
+  import.allow_unused_inputs = true;
+  Graph g = import_onnx_model(model, import, case_dir.string(), case_dir.filename().string());
 
   std::vector<Tensor> inputs;
   for (int i : kept) {

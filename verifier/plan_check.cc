@@ -4,14 +4,18 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "graph/interpreter.h"
+#include "verifier/input_ranges.h"
 #include "verifier/random.h"
 
 namespace tessera::verifier {
 
 std::string EndToEndReport::summary() const {
   std::ostringstream os;
-  os << (passed ? "passed" : "FAILED") << ": " << trials << " random input set" << (trials == 1 ? "" : "s")
-     << ", tolerance atol " << atol << " + rtol " << rtol << " + " << scale_rtol << " of the output's largest value"
+  os << (passed ? "passed" : "FAILED") << ": " << trials << " random input set" << (trials == 1 ? "" : "s");
+  if (given > 0) os << " and " << given << " given";
+  if (!integer_inputs.empty()) os << " (integer inputs: " << integer_inputs << ")";
+  os << ", tolerance atol " << atol << " + rtol " << rtol << " + " << scale_rtol << " of the output's largest value"
      << ", max abs error " << max_abs_error;
   if (!detail.empty()) os << "; " << detail;
   return os.str();
@@ -29,9 +33,28 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
     r.detail = "output types differ";
     return r;
   }
+  std::vector<IntRange> ranges = integer_input_ranges(original.graph());
+  r.integer_inputs = describe_ranges(original.graph(), ranges);
+  std::vector<std::pair<int64_t, int64_t>> bounds;
+  for (const IntRange& b : ranges) bounds.emplace_back(b.lo, b.hi);
+  r.given = static_cast<int>(o.given_inputs.size());
   SplitMix rng(o.seed);
-  for (int t = 0; t < o.trials; ++t) {
-    std::vector<RefTensor<float>> in = random_inputs<float>(original.input_types(), rng);
+  for (int t = 0; t < o.trials + r.given; ++t) {
+    std::vector<RefTensor<float>> in;
+    if (t < o.trials) {
+      in = random_inputs<float>(original.input_types(), rng, &bounds);
+    } else {
+      const std::vector<Tensor>& set = o.given_inputs[static_cast<size_t>(t - o.trials)];
+      if (set.size() != original.input_types().size())
+        TESSERA_THROW(ErrorKind::kUsage, "a given input set has " << set.size() << " tensors for "
+                                                                  << original.input_types().size() << " inputs");
+      for (size_t i = 0; i < set.size(); ++i) {
+        if (set[i].type() != original.input_types()[i])
+          TESSERA_THROW(ErrorKind::kUsage, "given input " << i << " is " << type_str(set[i].type()) << ", the model's is "
+                                                          << type_str(original.input_types()[i]));
+        in.push_back(to_ref<float>(set[i]));
+      }
+    }
     GlobalOutputs<float> a = original.run<float>(in), b = candidate.run<float>(in);
     for (size_t j = 0; j < a.values.size(); ++j) {
       const RefTensor<float>& x = a.values[j];

@@ -1,7 +1,9 @@
 // Seeded random inputs for the verifier's trials (deterministic per seed).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "graph/number.h"
@@ -22,11 +24,14 @@ struct SplitMix {
 };
 
 // Floats: uniform residues over Z_p, uniform in [-1, 1) otherwise. Integers
-// and bools: {0, 1}, valid as indices, masks and token ids alike.
+// and bools: {0, 1}, valid as indices, masks and token ids alike, or, where
+// `int_ranges` is given (one [lo, hi) per input), uniform over that range.
 template <class T>
-std::vector<RefTensor<T>> random_inputs(const std::vector<TensorType>& types, SplitMix& rng) {
+std::vector<RefTensor<T>> random_inputs(const std::vector<TensorType>& types, SplitMix& rng,
+                                        const std::vector<std::pair<int64_t, int64_t>>* int_ranges = nullptr) {
   std::vector<RefTensor<T>> out;
-  for (const TensorType& t : types) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    const TensorType& t = types[i];
     RefTensor<T> r;
     r.type = t;
     auto n = static_cast<size_t>(t.numel());
@@ -38,7 +43,12 @@ std::vector<RefTensor<T>> random_inputs(const std::vector<TensorType>& types, Sp
       }
     } else {
       r.ints.resize(n);
-      for (int64_t& x : r.ints) x = static_cast<int64_t>(rng.next() & 1);
+      int64_t lo = 0, span = 2;
+      if (int_ranges && i < int_ranges->size() && t.dtype != DType::kBool) {
+        lo = (*int_ranges)[i].first;
+        span = std::max<int64_t>(1, (*int_ranges)[i].second - lo);
+      }
+      for (int64_t& x : r.ints) x = lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(span));
     }
     out.push_back(std::move(r));
   }

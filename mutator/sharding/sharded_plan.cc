@@ -163,6 +163,7 @@ ShardedPlan shard(const Graph& g, const ShardOptions& options) {
   verifier::EndToEndOptions check;
   check.seed = options.seed ^ 0x5eed;
   check.trials = options.check_trials;
+  check.given_inputs = options.check_inputs;
   p.check = verifier::check_end_to_end(verifier::Program(g), verifier::Program(sp), check);
   if (!p.check.passed)
     TESSERA_THROW(ErrorKind::kInternal, "the ranks' programs do not compute the model (" << p.check.summary()
@@ -213,7 +214,8 @@ std::string sharded_plan_json(const ShardedPlan& p) {
             {"predicted_cost", {{"single_device_s", p.single_s}, {"mesh_s", p.mesh_s},
                                 {"speedup", p.mesh_s > 0 ? p.single_s / p.mesh_s : 1.0}}},
             {"end_to_end_check",
-             {{"passed", p.check.passed}, {"trials", p.check.trials}, {"rtol", p.check.rtol},
+             {{"passed", p.check.passed}, {"trials", p.check.trials}, {"given", p.check.given},
+              {"integer_inputs", p.check.integer_inputs}, {"rtol", p.check.rtol},
               {"atol", p.check.atol}, {"scale_rtol", p.check.scale_rtol}, {"max_abs_error", p.check.max_abs_error}}}};
   return j.dump(2) + "\n";
 }

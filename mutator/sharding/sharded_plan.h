@@ -25,6 +25,8 @@ struct ShardOptions {
   std::vector<std::string> specs;  // --shard, then the --shard-file's
   uint64_t seed = 0;
   int check_trials = 3;  // seeded random input sets the ranks' programs are checked on
+  // The model's own input sets (one tensor per graph input), checked too.
+  std::vector<std::vector<Tensor>> check_inputs;
   // The sharding search (shard_search.h) decides what the annotations
   // leave open, and with no annotations the degree too. false: the
   // annotations and propagation alone.

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "onnx_import/onnx_import.h"
 #include "tests/onnx_import/model_builder.h"
 
@@ -114,6 +115,70 @@ TEST(ImportErrors, NoOutputs) {
   EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
   EXPECT_TRUE(has(e, "no outputs")) << e.what();
   EXPECT_EQ(e.context().file, "bad.onnx");
+}
+
+TEST(ImportErrors, InputThatIsAlsoAnInitializer) {
+  ModelBuilder b(13);
+  b.input("x", {2}).input("w", {2}).output("y");
+  b.init_f32("w", {2}, {1, 1});
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "graph input 'w' is also an initializer")) << e.what();
+  EXPECT_TRUE(has(e, "--initializers-as-constants")) << e.what();
+  EXPECT_EQ(e.context().file, "bad.onnx");
+  ImportOptions fold;
+  fold.initializers_as_constants = true;
+  Graph g = import_onnx_model(b.model(), fold, ".", "ok.onnx");
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
+}
+
+TEST(ImportErrors, InputThatNothingReads) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3}).input("unused", {4}).output("y");
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_TRUE(has(e, "graph input 'unused' is read by no node")) << e.what();
+  EXPECT_TRUE(has(e, "--allow-unused-inputs")) << e.what();
+  ImportOptions allow;
+  allow.allow_unused_inputs = true;
+  Graph g = import_onnx_model(b.model(), allow, ".", "ok.onnx");
+  EXPECT_EQ(g.inputs().size(), 2u);  // kept: callers' feeds still match
+}
+
+// Restores the process's memory limit when a test is done with it.
+struct MemoryLimitFor {
+  int64_t saved = memory_limit();
+  explicit MemoryLimitFor(int64_t bytes) { set_memory_limit(bytes); }
+  ~MemoryLimitFor() { set_memory_limit(saved); }
+};
+
+TEST(ImportErrors, TensorOverTheMemoryLimitIsRefusedBeforeItIsMade) {
+  ModelBuilder b(17);
+  b.input("x", {1}).output("y");
+  b.init_i64("shape", {512, 512});
+  b.node("Expand", {"x", "shape"}, {"y"}, "/blocks.0/Expand");
+  MemoryLimitFor limit(64 * 1024);
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kResource);
+  EXPECT_EQ(e.context().node, "/blocks.0/Expand");
+  EXPECT_EQ(e.context().op, "Expand");
+  EXPECT_TRUE(has(e, "f32[512x512]")) << e.what();
+  EXPECT_TRUE(has(e, "memory limit of 64.00 KiB")) << e.what();
+}
+
+TEST(ImportErrors, InitializerOverTheMemoryLimit) {
+  ModelBuilder b(17);
+  b.input("x", {1}).output("y");
+  b.init_f32("w", {64, 64}, std::vector<float>(64 * 64, 1.0f));
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  MemoryLimitFor limit(8 * 1024);
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kResource);
+  EXPECT_TRUE(has(e, "initializer 'w'")) << e.what();
+  EXPECT_TRUE(has(e, "--memory-limit")) << e.what();
 }
 
 TEST(ImportErrors, Cycle) {

@@ -420,16 +420,6 @@ TEST(OnnxImport, GraphOutputThatIsAnInputOrConstantStillWorks) {
   EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{7, 8}));
 }
 
-TEST(OnnxImport, InitializerThatIsAlsoAnInputIsAConstant) {
-  ModelBuilder b(13);
-  b.input("x", {2}).input("w", {2}).output("y");
-  b.init_f32("w", {2}, {1, 1});
-  b.node("Add", {"x", "w"}, {"y"});
-  Graph g = import(b);
-  ASSERT_EQ(g.inputs().size(), 1u);
-  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
-}
-
 // In inference Dropout is the identity and its mask keeps every element.
 TEST(OnnxImport, InferenceDropoutMaskIsAllTrue) {
   ModelBuilder b(13);

@@ -15,6 +15,7 @@
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_export.h"
+#include "tools/api/interrupt.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::api {
@@ -66,6 +67,7 @@ namespace {
 // Writes the files `write` makes into a temporary folder next to dest, then
 // moves it into place; nothing is left half-written on failure.
 void write_folder(const fs::path& dest, const std::function<void(const fs::path&)>& write) {
+  HoldInterrupts hold;  // an interrupt now waits until the folder is whole, or removed
   std::error_code ec;
   fs::path tmp = dest.string() + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
@@ -98,6 +100,7 @@ Plan optimize_sharded(const Graph& g, const OptimizeConfig& config, const Device
   o.rewrite = config.shard_rewrite;
   o.budget_s = std::max(1.0, config.budget_s - config.spent_s);
   o.threads = config.threads;
+  o.check_inputs = config.check_inputs;
   if (!config.shard_file.empty())
     for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
   mutator::ShardedPlan plan = mutator::shard(g, o);
@@ -192,6 +195,7 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   options.partial = config.partial;
   options.disabled_rules = config.disabled_rules;
   options.progress = config.progress;
+  options.check_inputs = config.check_inputs;
   bool measured = config.measure && config.measure_runs > 0;
   int runs = config.measure_runs;
   if (measured && config.device == "cpu") {

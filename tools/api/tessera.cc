@@ -17,9 +17,20 @@
 
 namespace tessera::api {
 
-Graph load(const std::string& path, const LoadOptions& options) {
+namespace {
+
+ImportOptions import_options(const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  import.allow_unused_inputs = options.allow_unused_inputs;
+  import.initializers_as_constants = options.initializers_as_constants;
+  return import;
+}
+
+}  // namespace
+
+Graph load(const std::string& path, const LoadOptions& options) {
+  ImportOptions import = import_options(options);
   if (mutator::has_plan_json(path)) mutator::check_plan_folder(path);
   if (is_sharded_plan_folder(path))
     TESSERA_THROW(ErrorKind::kUsage, path << " is a plan for a device mesh (rank<i>.onnx): run it with `tessera run "
@@ -32,8 +43,7 @@ Graph load_bytes(const std::string& bytes, const std::string& name, const LoadOp
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))
     throw Error(ErrorKind::kParse, "not a serialized ONNX ModelProto", {name, "", ""});
-  ImportOptions import;
-  import.input_shapes = options.input_shapes;
+  ImportOptions import = import_options(options);
   return import_onnx_model(model, import, "", name);
 }
 

@@ -23,6 +23,8 @@ namespace tessera::api {
 
 struct LoadOptions {
   std::map<std::string, Shape> input_shapes;  // fixes dynamic dims by input name
+  bool allow_unused_inputs = false;           // ImportOptions
+  bool initializers_as_constants = false;     // ImportOptions
 };
 
 // Imports an ONNX model file. Throws tessera::Error naming file, node and op.
@@ -194,6 +196,9 @@ struct OptimizeConfig {
   // exported), or a rewrite's name (split-merged-projection,
   // permute-merged-projection).
   std::string shard_rewrite;
+  // The model's own input sets (one tensor per graph input, in order): the
+  // end-to-end check runs them after its seeded random sets.
+  std::vector<std::vector<Tensor>> check_inputs;
 };
 
 struct OptimizeSummary {

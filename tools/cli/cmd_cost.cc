@@ -29,7 +29,7 @@ struct CostFlags {
   bool no_fuse = false;
   bool cold = false;
   int top = 10;
-  std::vector<std::string> input_shapes;
+  LoadFlags load;
   bool calibrate = false;
   std::string output;
   double calibrate_seconds = 60;
@@ -50,7 +50,7 @@ Action add_cost_command(CLI::App& app) {
   cmd->add_option("--top", flags->top, "Bottlenecks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-fuse", flags->no_fuse, "Cost every node as its own kernel (no post-op fusion)");
   cmd->add_flag("--cold", flags->cold, "Every kernel reads its operands from main memory");
-  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  add_load_flags(cmd, flags->load);
   cmd->add_flag("--calibrate", flags->calibrate, "Measure this CPU through the runtime and write its profile");
   cmd->add_option("--output", flags->output, "With --calibrate: profile file to write (default: the host cache)");
   cmd->add_option("--seconds", flags->calibrate_seconds, "With --calibrate: time budget")
@@ -78,7 +78,7 @@ Action add_cost_command(CLI::App& app) {
     config.cold = flags->cold;
     config.top = flags->top;
     cost::resolve_device(config.device);  // an unknown device fails before the model is read
-    api::CostReport r = api::cost(api::load(flags->model, load_options(flags->input_shapes)), config);
+    api::CostReport r = api::cost(api::load(flags->model, load_options(flags->load)), config);
     std::cout << (flags->json ? r.json + "\n" : r.text);
     return 0;
   };

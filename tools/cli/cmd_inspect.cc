@@ -15,7 +15,7 @@ namespace {
 struct InspectFlags {
   std::string model;
   bool json = false;
-  std::vector<std::string> input_shapes;
+  LoadFlags load;
 };
 
 nlohmann::json values_json(const std::vector<api::ValueSummary>& values) {
@@ -47,9 +47,9 @@ Action add_inspect_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: ops, inputs/outputs, parameters, FLOPs");
   cmd->add_option("model", flags->model, "ONNX model file")->required();
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
-  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  add_load_flags(cmd, flags->load);
   return [flags] {
-    Graph g = api::load(flags->model, load_options(flags->input_shapes));
+    Graph g = api::load(flags->model, load_options(flags->load));
     api::ModelSummary s = api::summarize(g);
     if (!flags->json) {
       print_text(s);

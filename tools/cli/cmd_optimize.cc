@@ -1,5 +1,6 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
-//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--list-rules] [--dump]
+//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input NAME=FILE.pb]...
+//                  [--list-rules] [--dump]
 //                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
 #include <chrono>
 #include <CLI/CLI.hpp>
@@ -20,7 +21,8 @@ namespace {
 struct OptimizeFlags {
   std::string model;
   std::string out_dir;
-  std::vector<std::string> input_shapes;
+  LoadFlags load;
+  std::vector<std::string> inputs;
   bool list_rules = false;
   bool dump = false;
   bool no_partial = false;
@@ -52,7 +54,10 @@ Action add_optimize_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-partial", flags->no_partial, "Turn off partially equivalent mutants");
   cmd->add_option("--disable-rule", flags->config.disabled_rules, "Turn off a rule by name (repeatable)");
-  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  add_load_flags(cmd, flags->load);
+  cmd->add_option("--input", flags->inputs,
+                  "A test input for the plan's check: NAME=FILE.pb or FILE.pb (repeatable; one set, unbound "
+                  "inputs random). test_data_set_<k>/input_<i>.pb beside the model are checked too");
   cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
   cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
   cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
@@ -83,7 +88,9 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
     auto start = std::chrono::steady_clock::now();
-    Graph g = api::load(flags->model, load_options(flags->input_shapes));
+    Graph g = api::load(flags->model, load_options(flags->load));
+    flags->config.check_inputs = test_data_sets(flags->model, g);
+    if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
     std::cout << s.report_text;
@@ -93,7 +100,7 @@ Action add_optimize_command(CLI::App& app) {
     if (flags->dump) {
       // A mesh plan has no single model: rank 0's program stands for all.
       std::string dumped = api::is_sharded_plan_folder(s.out_dir) ? s.out_dir + "/rank0.onnx" : s.out_dir;
-      std::cout << print_graph(api::load(dumped, load_options(flags->input_shapes)));
+      std::cout << print_graph(api::load(dumped, load_options(flags->load)));
     }
     return 0;
   };

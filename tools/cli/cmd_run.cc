@@ -27,41 +27,11 @@ namespace {
 struct RunFlags {
   std::string model;
   std::vector<std::string> inputs;
-  std::vector<std::string> input_shapes;
+  LoadFlags load;
   std::string output_dir;
   uint64_t seed = 0;
   api::RunConfig config;
 };
-
-// Binds --input flags to graph inputs; unbound inputs get seeded random data.
-std::vector<Tensor> gather_inputs(const Graph& g, const RunFlags& flags) {
-  std::vector<Tensor> inputs = api::random_inputs(g, flags.seed);
-  size_t positional = 0;
-  for (const std::string& spec : flags.inputs) {
-    size_t eq = spec.find('=');
-    std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
-    std::string stored_name;
-    Tensor t = read_tensor_file(path, &stored_name);
-    std::string name = eq == std::string::npos ? stored_name : spec.substr(0, eq);
-    size_t index = g.inputs().size();
-    for (size_t i = 0; i < g.inputs().size(); ++i)
-      if (g.value(g.inputs()[i]).name == name) index = i;
-    if (index == g.inputs().size()) {
-      if (eq != std::string::npos)
-        TESSERA_THROW(ErrorKind::kUsage, "--input " << spec << ": the model has no input '" << name << "'");
-      index = positional;  // unnamed tensor file: bind in order
-    }
-    if (index >= g.inputs().size())
-      TESSERA_THROW(ErrorKind::kUsage, "--input " << spec << ": more input files than model inputs");
-    ++positional;
-    const TensorType& want = g.type(g.inputs()[index]);
-    if (t.type() != want)
-      TESSERA_THROW(ErrorKind::kUsage, "--input " << spec << ": tensor is " << type_str(t.type()) << " but input '"
-                                                  << g.value(g.inputs()[index]).name << "' is " << type_str(want));
-    inputs[index] = std::move(t);
-  }
-  return inputs;
-}
 
 void write_outputs(const std::vector<std::string>& names, const std::vector<Tensor>& outputs, const std::string& dir) {
   std::filesystem::path root(dir);
@@ -116,8 +86,8 @@ void report(const std::vector<std::string>& names, const api::RunResult& result,
 }
 
 int run_model(const RunFlags& flags) {
-  Graph g = api::load(flags.model, load_options(flags.input_shapes));
-  std::vector<Tensor> inputs = gather_inputs(g, flags);
+  Graph g = api::load(flags.model, load_options(flags.load));
+  std::vector<Tensor> inputs = bind_input_files(g, flags.inputs, flags.seed);
   api::RunResult result = api::run(g, inputs, flags.config);
   int threads = flags.config.threads > 0 ? flags.config.threads : static_cast<int>(std::thread::hardware_concurrency());
   report(output_names(g), result, flags, "backend " + flags.config.backend + ", threads " + std::to_string(threads));
@@ -131,9 +101,9 @@ int run_mesh_plan(const RunFlags& flags) {
   std::vector<std::string> names;
   auto inputs = [&](const Graph& g) {
     names = output_names(g);
-    return gather_inputs(g, flags);
+    return bind_input_files(g, flags.inputs, flags.seed);
   };
-  api::MeshRunResult result = api::run_mesh(plan, inputs, flags.config, load_options(flags.input_shapes));
+  api::MeshRunResult result = api::run_mesh(plan, inputs, flags.config, load_options(flags.load));
   if (result.rank != 0) return 0;
   std::string how = "backend " + flags.config.backend + ", mesh " + plan.mesh + ", " + std::to_string(plan.ranks) +
                     (result.mpi ? " MPI processes" : " ranks as threads") + ", threads " +
@@ -154,7 +124,7 @@ Action add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Run a model on given or seeded random inputs");
   cmd->add_option("model", flags->model, "ONNX model file, or a plan folder (for a mesh: every rank, or this process's under mpirun)")->required();
   cmd->add_option("--input", flags->inputs, "Input tensor: NAME=FILE.pb or FILE.pb (TensorProto; repeatable)");
-  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  add_load_flags(cmd, flags->load);
   cmd->add_option("--output-dir", flags->output_dir, "Write outputs as output_0.pb, output_1.pb, ...");
   cmd->add_option("--seed", flags->seed, "Seed for random inputs (default 0)");
   cmd->add_option("--backend", flags->config.backend, "Backend: cpu (default), cuda or reference")

@@ -22,7 +22,7 @@ struct VerifyFlags {
   std::string original, candidate;
   bool json = false;
   uint64_t seed = api::VerifyConfig{}.seed;
-  std::vector<std::string> input_shapes;
+  LoadFlags load;
   bool prove_rules = false;
 };
 
@@ -87,7 +87,7 @@ Action add_verify_command(CLI::App& app) {
                 "Prove every rewrite rule, sharding strategy and correction boundary with Z3");
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   cmd->add_option("--seed", flags->seed, "Seed of the random trials");
-  cmd->add_option("--input-shape", flags->input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  add_load_flags(cmd, flags->load);
   return [flags] {
     if (flags->prove_rules) {
       if (!flags->original.empty()) TESSERA_THROW(ErrorKind::kUsage, "--prove-rules takes no model arguments");
@@ -95,7 +95,7 @@ Action add_verify_command(CLI::App& app) {
     }
     if (flags->original.empty() || flags->candidate.empty())
       TESSERA_THROW(ErrorKind::kUsage, "verify needs ORIGINAL and CANDIDATE models (or --prove-rules)");
-    api::LoadOptions options = load_options(flags->input_shapes);
+    api::LoadOptions options = load_options(flags->load);
     Graph original = api::load(flags->original, options);
     Graph candidate = api::load(flags->candidate, options);
     api::VerifyConfig check;

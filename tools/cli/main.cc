@@ -6,9 +6,11 @@
 #include <map>
 
 #include "graph/error.h"
+#include "tools/api/interrupt.h"
 #include "tools/cli/commands.h"
 
 int main(int argc, char** argv) {
+  tessera::api::install_interrupt_handlers();
   CLI::App app{"Tessera: a superoptimizer for ONNX models", "tessera"};
   app.require_subcommand(1);
   std::map<std::string, tessera::cli::Action> actions = {

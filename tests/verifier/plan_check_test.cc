@@ -1,0 +1,90 @@
+// The end-to-end plan check must catch what it is for: a wrong mutation the
+// per-mutation checks missed, on inputs drawn as the model reads them.
+#include <gtest/gtest.h>
+
+#include "graph/error.h"
+#include "verifier/input_ranges.h"
+#include "verifier/plan_check.h"
+#include "verifier/program.h"
+
+namespace tessera::verifier {
+namespace {
+
+constexpr int64_t kRows = 50, kWidth = 4, kTokens = 8;
+
+// out = table[ids] * mask: a token embedding scaled by an attention mask,
+// as exporters write it (ids reshaped on the way, the mask cast to float).
+// `shift_from_row` >= 0 adds 1 to the table's rows from that one on: the
+// planted wrong mutation.
+Graph embedding(int64_t shift_from_row = -1) {
+  Graph g;
+  ValueId ids = g.add_input("input_ids", TensorType{DType::kI64, {1, kTokens}});
+  ValueId mask = g.add_input("attention_mask", TensorType{DType::kI64, {1, kTokens}});
+  std::vector<double> rows(static_cast<size_t>(kRows * kWidth));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = 0.01 * static_cast<double>(i % 97) - 0.3;
+    if (shift_from_row >= 0 && static_cast<int64_t>(i) / kWidth >= shift_from_row) rows[i] += 1.0;
+  }
+  ValueId table = g.add_constant("wte.weight", Tensor::from_doubles(DType::kF32, {kRows, kWidth}, rows));
+  Attrs flat_shape, column_shape;
+  flat_shape.set("shape", std::vector<int64_t>{kTokens});
+  column_shape.set("shape", std::vector<int64_t>{kTokens, 1});
+  ValueId flat = g.add(OpKind::kReshape, {ids}, flat_shape);
+  Attrs axis;
+  axis.set("axis", int64_t{0});
+  ValueId looked_up = g.add(OpKind::kGather, {table, flat}, axis, "/wte/Gather");
+  Attrs to_float;
+  to_float.set("to", std::string(dtype_name(DType::kF32)));
+  ValueId m = g.add(OpKind::kCast, {g.add(OpKind::kReshape, {mask}, column_shape)}, to_float);
+  g.set_outputs({g.add(OpKind::kMul, {looked_up, m})});
+  return g;
+}
+
+TEST(InputRanges, TokenIdsCoverTheTableAndMasksAreBoolean) {
+  Graph g = embedding();
+  std::vector<IntRange> r = integer_input_ranges(g);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].lo, 0);
+  EXPECT_EQ(r[0].hi, kRows);
+  EXPECT_NE(r[0].why.find("/wte/Gather"), std::string::npos) << r[0].why;
+  EXPECT_EQ(r[1].hi - r[1].lo, 2);
+  EXPECT_EQ(r[1].why, "mask");
+  std::string d = describe_ranges(g, r);
+  EXPECT_NE(d.find("input_ids over [0, 50)"), std::string::npos) << d;
+  EXPECT_NE(d.find("attention_mask over {0, 1}"), std::string::npos) << d;
+}
+
+TEST(PlanCheck, CatchesAWrongMutationOfEmbeddingRowsFromTwoOn) {
+  Graph original = embedding(), wrong = embedding(/*shift_from_row=*/2);
+  EndToEndReport r = check_end_to_end(Program(original), Program(wrong));
+  EXPECT_FALSE(r.passed) << r.summary();
+  EXPECT_GT(r.mismatches, 0);
+  EXPECT_GE(r.trials, 3);
+  EXPECT_NE(r.summary().find("input_ids over [0, 50)"), std::string::npos) << r.summary();
+}
+
+TEST(PlanCheck, PassesTheSameProgram) {
+  EndToEndReport r = check_end_to_end(Program(embedding()), Program(embedding()));
+  EXPECT_TRUE(r.passed) << r.summary();
+  EXPECT_EQ(r.max_abs_error, 0.0);
+}
+
+TEST(PlanCheck, RunsTheGivenInputSetsAndRefusesOnesOfAnotherType) {
+  Graph original = embedding(), wrong = embedding(/*shift_from_row=*/2);
+  EndToEndOptions o;
+  o.trials = 0;  // only the given set: row 3 looked up, unmasked
+  std::vector<int64_t> ids(kTokens, 3), ones(kTokens, 1);
+  o.given_inputs.push_back({Tensor::from_ints(DType::kI64, {1, kTokens}, ids),
+                            Tensor::from_ints(DType::kI64, {1, kTokens}, ones)});
+  EndToEndReport r = check_end_to_end(Program(original), Program(wrong), o);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.given, 1);
+  std::vector<int64_t> zeros(kTokens, 0);  // rows 0 only: the wrong rows are not read
+  o.given_inputs[0][0] = Tensor::from_ints(DType::kI64, {1, kTokens}, zeros);
+  EXPECT_TRUE(check_end_to_end(Program(original), Program(wrong), o).passed);
+  o.given_inputs[0][0] = Tensor::from_ints(DType::kI32, {1, kTokens}, zeros);
+  EXPECT_THROW(check_end_to_end(Program(original), Program(wrong), o), Error);
+}
+
+}  // namespace
+}  // namespace tessera::verifier

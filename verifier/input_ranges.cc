@@ -1,0 +1,108 @@
+#include "verifier/input_ranges.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+namespace tessera::verifier {
+
+namespace {
+
+// Ops whose outputs hold only values read from the input at `slot`.
+bool moves_values(const Graph& g, const Node& n, size_t slot) {
+  switch (n.kind) {
+    case OpKind::kIdentity:
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kTranspose:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kExpand:
+    case OpKind::kTile:
+    case OpKind::kSlice:
+    case OpKind::kSplit:
+      return slot == 0;
+    case OpKind::kConcat:
+      return true;
+    case OpKind::kGather:
+    case OpKind::kGatherElements:
+      return slot == 0;  // the data side: its values are looked up, not changed
+    case OpKind::kCast:
+      return is_integer(g.type(n.outputs[0]).dtype) && g.type(n.outputs[0]).dtype != DType::kBool;
+    default:
+      return false;
+  }
+}
+
+// The number of entries the index input of a Gather node selects among.
+int64_t indexed_entries(const Graph& g, const Node& n) {
+  const TensorType& data = g.type(n.inputs[0]);
+  int64_t axis = n.attrs.i("axis");
+  if (axis < 0) axis += data.rank();
+  return data.shape[static_cast<size_t>(axis)];
+}
+
+}  // namespace
+
+std::vector<IntRange> integer_input_ranges(const Graph& g) {
+  std::vector<std::vector<NodeId>> users = g.users();
+  std::vector<IntRange> out(g.inputs().size());
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    ValueId input = g.inputs()[i];
+    if (!is_integer(g.type(input).dtype) || g.type(input).dtype == DType::kBool) continue;
+    int64_t bound = std::numeric_limits<int64_t>::max();
+    std::string by;
+    std::vector<ValueId> work{input};
+    std::vector<bool> seen(static_cast<size_t>(g.num_values()), false);
+    seen[static_cast<size_t>(input)] = true;
+    while (!work.empty()) {
+      ValueId v = work.back();
+      work.pop_back();
+      for (NodeId user : users[static_cast<size_t>(v)]) {
+        const Node& n = g.node(user);
+        for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+          if (n.inputs[slot] != v) continue;
+          if ((n.kind == OpKind::kGather || n.kind == OpKind::kGatherElements) && slot == 1) {
+            int64_t entries = indexed_entries(g, n);
+            if (entries > 0 && entries < bound) {
+              bound = entries;
+              by = n.name;
+            }
+          } else if (moves_values(g, n, slot)) {
+            for (ValueId o : n.outputs)
+              if (o != kNoValue && !seen[static_cast<size_t>(o)]) {
+                seen[static_cast<size_t>(o)] = true;
+                work.push_back(o);
+              }
+          }
+        }
+      }
+    }
+    if (bound != std::numeric_limits<int64_t>::max()) {
+      out[i].hi = bound;
+      out[i].why = "indexes " + by + " (" + std::to_string(bound) + " entries)";
+    }
+  }
+  return out;
+}
+
+std::string describe_ranges(const Graph& g, const std::vector<IntRange>& ranges) {
+  std::ostringstream os;
+  bool first = true;
+  for (size_t i = 0; i < g.inputs().size() && i < ranges.size(); ++i) {
+    const TensorType& t = g.type(g.inputs()[i]);
+    if (!is_integer(t.dtype)) continue;
+    os << (first ? "" : ", ") << g.value(g.inputs()[i]).name;
+    first = false;
+    if (t.dtype == DType::kBool) {
+      os << " over {false, true}";
+      continue;
+    }
+    if (ranges[i].hi - ranges[i].lo == 2) os << " over {" << ranges[i].lo << ", " << ranges[i].lo + 1 << "}";
+    else os << " over [" << ranges[i].lo << ", " << ranges[i].hi << ")";
+    os << " (" << ranges[i].why << ")";
+  }
+  return os.str();
+}
+
+}  // namespace tessera::verifier

@@ -1,0 +1,37 @@
+// The values an integer graph input takes in the model's own use, so that a
+// check's random inputs exercise what the model reads: a token id over the
+// whole table a Gather indexes, a position over its table, and {0, 1} only
+// where nothing bounds the input more widely (masks, booleans, flags).
+//
+// An input's values are followed through the ops that move values without
+// changing them (Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand,
+// Tile, Slice, Split, Concat, Identity, integer Casts, and the data side of
+// a Gather) to the index input of Gather or GatherElements, whose axis size
+// bounds them. Arithmetic on the way (a mask summed into positions) ends the
+// trail: the input counts as a mask there. Where several uses bound one
+// input, the smallest bound holds, so every index stays valid.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tessera::verifier {
+
+struct IntRange {
+  int64_t lo = 0;
+  int64_t hi = 2;  // exclusive
+  // What bounds it: "indexes <node> (<n> entries)", or "mask".
+  std::string why = "mask";
+};
+
+// One entry per graph input; float inputs get the default (unused).
+std::vector<IntRange> integer_input_ranges(const Graph& g);
+
+// "input_ids over [0, 50257) (indexes /wte/Gather), attention_mask over {0, 1}
+// (mask)": the integer inputs and their ranges, for reports; "" if none.
+std::string describe_ranges(const Graph& g, const std::vector<IntRange>& ranges);
+
+}  // namespace tessera::verifier
