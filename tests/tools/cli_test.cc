@@ -11,43 +11,18 @@
 
 #include "onnx_import/tensor_proto.h"
 #include "tests/plan_schema.h"
+#include "tests/tools/cli_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = tessera::testing::CliResult;
+using tessera::testing::kExamples;
+using tessera::testing::read_file;
 
-const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
-const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-Result run(const std::string& args) {
-  fs::path dir = fs::temp_directory_path() / ("tessera_cli_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::string cmd = kTessera + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(dir / "out");
-  r.err = read_file(dir / "err");
-  fs::remove_all(dir);
-  return r;
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("tessera_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
+Result run(const std::string& args) { return tessera::testing::run_cli(args); }
+fs::path scratch(const std::string& name) { return tessera::testing::scratch_path(name); }
 
 TEST(Cli, HelpOnEveryVerb) {
   for (const char* verb : {"", "inspect ", "run "}) {

@@ -1,16 +1,30 @@
 // api::verify: the verifier's multilinear test between two models, with the
 // differing output boxes named by the original's outputs.
+//
+// A plan's model differs from the original by Tessera's canonical passes
+// (BatchNorm folded into Conv, constants folded) as well as by the searched
+// rewrites. A fold is an identity over the reals but not over Z_p (the
+// folded weight w * gamma / sqrt(var + eps) is a new float, read as a new
+// residue), so the direct test cannot decide it. Where the direct test does
+// not answer `equivalent`, the original canonicalized by those passes is
+// compared instead: each pass with a Z3 obligation is proven here, the
+// others evaluate constants (exact over the reals), and the answer names
+// them, with the float test's tolerance for the rounding the folds bring.
+#include <sstream>
+
+#include "graph/hash.h"
+#include "mutator/canonicalize.h"
 #include "tools/api/tessera.h"
 #include "verifier/multilinear.h"
+#include "verifier/proofs.h"
 
 namespace tessera::api {
 
 std::string Box::str() const { return verifier::Box{lo, hi}.str(); }
 
-Verdict verify(const Graph& original, const Graph& candidate, const VerifyConfig& config) {
-  verifier::CheckOptions check;
-  check.seed = config.seed;
-  verifier::Verdict v = verifier::check_equivalence(original, candidate, check);
+namespace {
+
+Verdict from_verifier(const verifier::Verdict& v, const Graph& original) {
   Verdict out;
   out.kind = verifier::verdict_kind_name(v.kind);
   out.method = verifier::method_name(v.method);
@@ -28,6 +42,76 @@ Verdict verify(const Graph& original, const Graph& candidate, const VerifyConfig
     out.differing.push_back(std::move(d));
   }
   return out;
+}
+
+// The candidate against the canonicalized original; nullopt-like (kind
+// empty) when the passes change nothing or a pass's obligation is not proven.
+Verdict against_canonical(const Graph& original, const Graph& candidate, const verifier::CheckOptions& check,
+                          const verifier::Verdict& direct) {
+  Graph canonical = original;
+  std::vector<mutator::PassRecord> passes = mutator::canonicalize(canonical);
+  std::string applied, proofs;
+  for (const mutator::PassRecord& p : passes) {
+    if (p.times == 0) continue;
+    applied += (applied.empty() ? "" : ", ") + p.pass;
+    if (p.obligation.empty()) continue;
+    verifier::ProofResult r = verifier::prove(p.obligation);
+    if (r.status != verifier::ProofStatus::kProven) return {};
+    proofs += (proofs.empty() ? "" : ", ") + ("z3:" + p.obligation);
+  }
+  if (applied.empty() || structurally_equal(canonical, original)) return {};
+  verifier::Verdict v = verifier::check_equivalence(canonical, candidate, check);
+  if (!v.equivalent()) return {};
+  Verdict out = from_verifier(v, original);
+  out.method = "canonical+" + out.method;
+  out.reason = "the original canonicalized first (" + applied + (proofs.empty() ? "" : "; proven: " + proofs) +
+               "), then " + out.reason;
+  out.summary = "equivalent after canonicalizing the original (" + applied + (proofs.empty() ? "" : ", " + proofs) +
+                "): " + v.summary();
+  if (direct.method == verifier::Method::kFloatTest) {
+    std::ostringstream os;
+    os << "; in floats the two agree within rtol " << direct.error_bound << " (the folds' rounding)";
+    out.summary += os.str();
+  }
+  return out;
+}
+
+// The two programs after the canonical passes, when they are the same
+// program (what a plan that applied no search rewrite is): exact, and
+// immediate where the random test would run the whole model.
+Verdict same_after_canonicalizing(const Graph& original, const Graph& candidate) {
+  Graph a = original, b = candidate;
+  std::string applied;
+  std::vector<mutator::PassRecord> passes = mutator::canonicalize(a);
+  for (const mutator::PassRecord& p : passes)
+    if (p.times > 0) applied += (applied.empty() ? "" : ", ") + p.pass;
+  mutator::canonicalize(b);
+  if (!structurally_equal(a, b)) return {};
+  for (const mutator::PassRecord& p : passes)
+    if (p.times > 0 && !p.obligation.empty() && verifier::prove(p.obligation).status != verifier::ProofStatus::kProven)
+      return {};
+  Verdict out;
+  out.kind = "equivalent";
+  out.method = "structural";
+  out.error_bound = 0;
+  out.reason = applied.empty() ? "the same program" : "the same program once the original is canonicalized (" + applied + ")";
+  out.summary = "equivalent (structural: " + out.reason + ")";
+  return out;
+}
+
+}  // namespace
+
+Verdict verify(const Graph& original, const Graph& candidate, const VerifyConfig& config) {
+  Verdict same = same_after_canonicalizing(original, candidate);
+  if (!same.kind.empty()) return same;
+  verifier::CheckOptions check;
+  check.seed = config.seed;
+  verifier::Verdict v = verifier::check_equivalence(original, candidate, check);
+  if (!v.equivalent()) {
+    Verdict c = against_canonical(original, candidate, check, v);
+    if (!c.kind.empty()) return c;
+  }
+  return from_verifier(v, original);
 }
 
 }  // namespace tessera::api
