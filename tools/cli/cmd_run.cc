@@ -14,6 +14,7 @@
 #include "graph/error.h"
 #include "onnx_import/tensor_proto.h"
 #include "runtime/omp_wait_policy.h"
+#include "tools/api/interrupt.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
 
@@ -34,6 +35,7 @@ struct RunFlags {
 };
 
 void write_outputs(const std::vector<std::string>& names, const std::vector<Tensor>& outputs, const std::string& dir) {
+  api::HoldInterrupts hold;  // an interrupt waits until the files are whole, or removed
   std::filesystem::path root(dir);
   std::error_code ec;
   bool created = !std::filesystem::exists(root) && std::filesystem::create_directories(root, ec);
