@@ -36,7 +36,10 @@ struct CpuIdentity {
   int stepping = 0;        // x86 "stepping"; ARM "CPU variant"
   std::string model_name;  // "model name"; a hypervisor may mask it ("Intel(R) Xeon(R) Processor")
   std::set<std::string> flags;  // x86 "flags", ARM "Features"
-  double mhz = 0;               // nominal clock (cpufreq's maximum where exposed, else "cpu MHz"); 0: unknown
+  // The clock the cores run at: read_host_identity() probes it (a chain of
+  // dependent adds); parse_cpuinfo() gives "cpu MHz". 0: unknown.
+  double mhz = 0;
+  double nominal_mhz = 0;       // what the OS states (cpufreq maximum, else "cpu MHz")
   int64_t logical_cpus = 0;     // online logical CPUs
   int64_t threads_per_core = 1; // sysfs thread_siblings_list of cpu0
   std::vector<CpuCache> caches; // data and unified caches, by level
@@ -65,7 +68,8 @@ int64_t count_cpu_list(std::string_view list);
 // "48K", "1024K", "32M" -> bytes.
 int64_t parse_cache_size(std::string_view size);
 
-// This machine: /proc/cpuinfo, sysfs caches and topology, cpufreq, sysconf.
+// This machine: /proc/cpuinfo, sysfs caches and topology, cpufreq, sysconf,
+// and a ~6 ms probe of the clock.
 CpuIdentity read_host_identity();
 
 struct Microarch {

@@ -1,7 +1,9 @@
 // Host CPU detection: a profile from what the CPU is, no measurement.
 //
 // Where each figure comes from:
-//   cores, clock          /proc/cpuinfo, sysfs topology, cpufreq (CpuIdentity)
+//   cores                 /proc/cpuinfo, sysfs topology (CpuIdentity)
+//   clock                 a ~6 ms probe of dependent adds (read_host_identity);
+//                         the OS's figure (cpufreq, "cpu MHz") where it cannot run
 //   FLOP per cycle        the microarchitecture table (classify(), cpu_identity.cc,
 //                         which names the vendor manual of each entry): FMA pipes
 //                         x their width, not the width of the ISA's registers
@@ -112,7 +114,8 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
   if (a.bf16_dot) d << ", AVX512-BF16";
   d << "; detected";
   p.description = d.str();
-  p.source = "detected: " + a.source + "; cores, clock and caches from /proc/cpuinfo and sysfs; cache and DRAM "
+  p.source = "detected: " + a.source + "; cores and caches from /proc/cpuinfo and sysfs, clock " +
+             (id.mhz != id.nominal_mhz && id.nominal_mhz > 0 ? "probed" : "as the OS states it") + "; cache and DRAM "
              "bytes per cycle from the reference host (cost/profiles/cpu.json)";
   p.host_key.clear();
   p.host_summary = id.summary();

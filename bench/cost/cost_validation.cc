@@ -10,9 +10,10 @@
 // |ln(predicted / measured)|, and the share of pairs ordered as measured.
 // Ratios only; no assertions.
 //
-// Usage: cost_validation [--profile cpu|PROFILE.json] [--seconds S] [--models DIR]
-//                        [--only NAME] [--json FILE] [--stat median|min] [--threads N]
-// (--threads must match the profile's units: calibrate with the same count)
+// Usage: cost_validation [--profile cpu|detected|PROFILE.json] [--seconds S] [--models DIR]
+//                        [--only NAME[,NAME...]] [--json FILE] [--stat median|min] [--threads N]
+// (--threads below the profile's units prices the model on that share of the
+// host, cost::rank_share)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -192,19 +193,29 @@ int main(int argc, char** argv) {
     else if (a == "--stat") stat = next();
     else if (a == "--threads") threads = std::stoi(next());
     else {
-      std::cerr << "usage: cost_validation [--profile cpu|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N]\n";
+      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N]\n";
       return 2;
     }
   }
   try {
-    cost::DeviceProfile d = cost::resolve_device(device);
+    // "detected": the host as detection alone sees it (no cached profile).
+    cost::DeviceProfile d = device == "detected" ? cost::detect_host_cpu() : cost::resolve_device(device);
+    // Fewer threads than the profile's cores: priced on that share of the
+    // host, as `tessera cost --threads` prices it.
+    if (threads > 0 && threads < d.units) d = cost::rank_share(d, d.units / threads);
     std::printf("device: %s (%s)\n", d.name.c_str(), d.calibrated ? "calibrated" : "not calibrated");
     std::vector<KernelRow> kernels;
     std::vector<PairRow> pairs;
     std::vector<std::pair<std::string, std::pair<double, double>>> latency;  // model -> (pred, meas)
+    // model -> the sum of its kernels' times (each the --stat of its runs):
+    // with --stat min, on a machine shared with other work, what the model
+    // takes when no kernel is descheduled.
+    std::map<std::string, double> kernel_sum;
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(models_dir))
-      if (fs::exists(e.path() / "model.onnx") && (only.empty() || e.path().filename() == only)) dirs.push_back(e.path());
+      if (fs::exists(e.path() / "model.onnx") &&
+          (only.empty() || ("," + only + ",").find("," + e.path().filename().string() + ",") != std::string::npos))
+        dirs.push_back(e.path());
     std::sort(dirs.begin(), dirs.end());
     for (const fs::path& dir : dirs) {
       std::string name = dir.filename().string();
@@ -224,6 +235,7 @@ int main(int argc, char** argv) {
           kernels.push_back({name, node, c.kernels[k].label, c.kernels[k].time_s, it->second, c.kernels[k].bound});
         }
         latency.push_back({name, {c.time_s, m.latency_s}});
+        for (const auto& [node, ks] : m.kernel_s) kernel_sum[name] += ks;
         std::printf("%-18s predicted %9.3f ms  measured %9.3f ms  ratio %.2f\n", name.c_str(), c.time_s * 1e3,
                     m.latency_s * 1e3, c.time_s / m.latency_s);
         // Kernels the runtime ran that the model has no group for (layout
@@ -298,7 +310,11 @@ int main(int argc, char** argv) {
       for (const KernelRow& k : kernels)
         j["kernels"].push_back({{"model", k.model}, {"node", k.node}, {"op", k.op}, {"predicted_us", k.predicted * 1e6},
                                 {"measured_us", k.measured * 1e6}, {"bound", k.bound}});
-      for (const auto& [m, pm] : latency) j["models"][m] = {{"predicted_ms", pm.first * 1e3}, {"measured_ms", pm.second * 1e3}};
+      for (const auto& [m, pm] : latency)
+        j["models"][m] = {{"predicted_ms", pm.first * 1e3},
+                          {"measured_ms", pm.second * 1e3},
+                          {"kernel_sum_ms", kernel_sum[m] * 1e3}};
+      j["pairs"] = {{"agree", agree}, {"decided", decided}, {"total", pairs.size()}};
       std::ofstream(json_out) << j.dump(1) << "\n";
     }
   } catch (const Error& e) {
