@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -19,6 +20,12 @@
 namespace tessera::cli {
 
 namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 double profile_ms(const runtime::ExecutablePlan& plan, const std::string& node) {
   double ms = 0;
@@ -95,12 +102,21 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads, const
   std::vector<double> per_run;
   auto start = std::chrono::steady_clock::now();
   double before = profile_ms(plan, node);
+  // One thread (CPU backend): a run's CPU time bounds what its kernels
+  // took on the core, the time descheduled behind other work left out; the
+  // kernel's wall time bounds it too (and is the tighter bound in a run no
+  // other work interrupted). The smaller, over the fastest run: for the
+  // probes of one kernel, its time on the core.
+  bool cpu_clock = threads == 1 && backend == runtime::Backend::kCpu;
   while (per_run.size() < 3 ||
          (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds &&
           per_run.size() < 10000)) {
+    double cpu0 = cpu_clock ? process_cpu_seconds() : 0;
     plan.run(inputs);
+    double cpu = cpu_clock ? process_cpu_seconds() - cpu0 : 0;
     double after = profile_ms(plan, node);
-    per_run.push_back((after - before) * 1e-3);
+    double kernel = (after - before) * 1e-3;
+    per_run.push_back(cpu_clock ? std::min(kernel, cpu) : kernel);
     before = after;
   }
   // The fastest run: on a shared machine the others include time the
@@ -163,9 +179,12 @@ class HostCalibrator {
     // every thread (fit_parallel_overhead).
     threads_ = o.threads > 0 ? o.threads : 1;
     p_ = share(host_, threads_);
-    // Each measurement gets an equal share of the budget, less the time
-    // compiling and warming up take (about a third on this 2-core host).
-    slice_ = o.seconds * 0.6 / (o.quick ? 10 : 28);
+    // The budget, less the time compiling and warming up take (about a
+    // third on this 2-core host), in slices: a dense probe gets 3 (its runs
+    // take milliseconds, and on a busy machine only the fastest of many is
+    // undisturbed), every other probe one. Quick: 4 dense probes and about
+    // 10 others; full: 6 and about 22.
+    slice_ = o.seconds * 0.65 / (o.quick ? 22 : 40);
   }
 
   cost::DeviceProfile run() {
@@ -213,7 +232,9 @@ class HostCalibrator {
   };
 
   double measure(const Graph& g, const std::string& node = "") {
-    return measure_kernel_seconds(g, slice_, threads_, node);
+    OpKind k = g.node(0).kind;
+    double slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
+    return measure_kernel_seconds(g, slices * slice_, threads_, node);
   }
   // Measures `g` and keeps it for the residual report.
   double probe(const std::string& kind, const std::string& what, const Graph& g, const std::string& node = "") {
@@ -412,7 +433,7 @@ void HostCalibrator::fit_gemm_overhead() {
   double inv_eff = (tl - ts) / (cl - cs);
   // A negative slope or a large intercept is noise (a shared machine): the
   // overhead is at most half the small convolution.
-  p_.gemm_overhead_s = inv_eff > 0 ? std::clamp(ts - cs * inv_eff, 0.0, ts / 2) : 0.0;
+  p_.gemm_overhead_s = inv_eff > 0 && ts > 0 ? std::clamp(ts - cs * inv_eff, 0.0, ts / 2) : 0.0;
   log_ << "gemm overhead: " << p_.gemm_overhead_s * 1e6 << " us (Conv " << ts * 1e6 << " / " << tl * 1e6 << " us)\n";
   notes_ << ", gemm call " << p_.gemm_overhead_s * 1e6 << " us";
 }
