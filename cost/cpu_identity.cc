@@ -67,6 +67,12 @@ Microarch intel(const CpuIdentity& id) {
     // L3 per core: 1.875 MB on Sapphire Rapids, 5 MB on Emerald Rapids
     // (320 MB over 64 cores on the 8592+), Granite Rapids 504 MB / 128.
     a.l3_bytes_per_core = m == 0x8F ? 1966080 : m == 0xCF ? 5 << 20 : 4128768;
+    // One core through the mesh: 10.5 bytes per cycle from L3 and 10 GB/s
+    // from DRAM, measured by `tessera cost --calibrate` on an Emerald
+    // Rapids VM (2.5 GHz; L3 25-27 GB/s, DRAM 8-14 GB/s over five runs),
+    // about a third of what a Zen core streams from its CCX (the reference).
+    a.l3_bytes_per_cycle = 10.5;
+    a.dram_bytes_per_s = 10e9;
     a.source = manual + ", ch. 'Sapphire Rapids' (two FMA-512 units) and 'Intel AMX' (TMUL throughput); "
                "Intel ARK (L3 per SKU)";
     return a;

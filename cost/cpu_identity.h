@@ -84,6 +84,13 @@ struct Microarch {
   // The last level's share per core on the part (the slice a core owns);
   // 0: unknown. A virtual machine sees the whole socket's L3 but shares it.
   int64_t l3_bytes_per_core = 0;
+  // What one core streams (an Add, as calibration measures it) from the
+  // shared last level and from DRAM: bounded by the core's outstanding
+  // misses over the latency of the mesh or fabric, a property of the
+  // microarchitecture more than of the part. 0: unknown (the reference
+  // host's figures, cost/profiles/cpu.json, are used).
+  double l3_bytes_per_cycle = 0;
+  double dram_bytes_per_s = 0;
   std::string source;         // the documents the figures above come from
 
   double f32_flops_per_cycle() const { return 2.0 * fma_units * (fma_bits / 32); }

@@ -14,9 +14,10 @@
 //                         share per core (the table), as the socket's other
 //                         tenants use the rest
 //   cache bandwidths      bytes per cycle per core of the reference host
-//                         (cpu.json, measured), times this host's cores x clock
-//   DRAM bandwidth        the reference host's per core, times the cores (capped at
-//                         a socket's eight DDR5-4800 channels)
+//                         (cpu.json, measured), times this host's cores x clock;
+//                         the L3's from the table where it states one (Intel's mesh)
+//   DRAM bandwidth        per core from the table, else the reference host's, times
+//                         the cores (capped at a socket's eight DDR5-4800 channels)
 //   overheads, per-op     the reference host's (launch, parallel wake-up,
 //   costs                 transcendental and permute costs): per-cycle properties
 //                         of the runtime's kernels more than of the CPU
@@ -89,6 +90,8 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
       if (!m.per_unit && id.virtualized() && a.l3_bytes_per_core > 0 && c.level >= 3)
         m.capacity_bytes = std::min(c.bytes, a.l3_bytes_per_core * p.units);
       m.bandwidth = ref.memory[ri].bandwidth * core_cycles;
+      if (c.level >= 3 && a.l3_bytes_per_cycle > 0)
+        m.bandwidth = a.l3_bytes_per_cycle * p.clock_hz * static_cast<double>(p.units);
       if (!levels.empty() && !m.per_unit) {
         // Sizes must not shrink outward: a capped, non-inclusive L3 under
         // larger L2s (Sapphire Rapids: 1.875 MB of L3 per 2 MB L2) holds
@@ -101,8 +104,9 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
     p.memory = levels;
   }
   MemoryLevel dram = ref.main_memory();
-  dram.bandwidth = std::min(kSocketDramBandwidth, ref.main_memory().bandwidth / static_cast<double>(ref.units) *
-                                                      static_cast<double>(p.units));
+  double dram_per_core = a.dram_bytes_per_s > 0 ? a.dram_bytes_per_s
+                                                 : ref.main_memory().bandwidth / static_cast<double>(ref.units);
+  dram.bandwidth = std::min(kSocketDramBandwidth, dram_per_core * static_cast<double>(p.units));
   if (id.memory_bytes > 0) dram.capacity_bytes = id.memory_bytes;
   if (id.caches.empty()) p.memory.back() = dram;
   else p.memory.push_back(dram);

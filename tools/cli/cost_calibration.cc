@@ -251,7 +251,8 @@ class HostCalibrator {
   }
   double overhead(const Graph& g) const {
     OpKind k = g.node(0).kind;
-    return p_.launch_overhead_s + (rate_share(g) > 1 ? 0.0 : p_.parallel_overhead_s) +
+    bool parallel = p_.units > 1 && rate_share(g) == 1;
+    return p_.launch_overhead_s + (parallel ? p_.parallel_overhead_s : 0.0) +
            (k == OpKind::kConv || k == OpKind::kMatMul ? p_.gemm_overhead_s : 0.0);
   }
 
@@ -333,7 +334,9 @@ void HostCalibrator::fit_bandwidths() {
   };
   level_ws_.assign(p_.memory.size(), 0.0);
   for (size_t i = 1; i < p_.memory.size(); ++i) {
-    double ws = i == last ? std::clamp(4 * total(i - 1), 64e6, 256e6) : std::min(0.5 * total(i), 4 * total(i - 1));
+    // Large enough that the bytes, not the launch, take the time (an L2
+    // probe of 4 L1s, 0.2 MB here, was half launch).
+    double ws = i == last ? std::clamp(4 * total(i - 1), 64e6, 256e6) : std::min(0.5 * total(i), 16 * total(i - 1));
     level_ws_[i] = ws;
     int64_t n = static_cast<int64_t>(ws / 12);
     Graph g = binary_graph(OpKind::kAdd, n);
@@ -409,6 +412,14 @@ void HostCalibrator::fit_launch_overhead() {
 void HostCalibrator::fit_parallel_overhead() {
   constexpr double kMaxParallelOverhead = 50e-6;
   if (p_.units <= 1) return;
+  if (double load = load_average(); load > static_cast<double>(p_.units)) {
+    // Every thread's fastest run still waits for a descheduled one now and
+    // then, or the intercept of two such runs is noise (0 or milliseconds).
+    log_ << "parallel overhead: the detected " << p_.parallel_overhead_s * 1e6 << " us (load " << load
+         << " on " << p_.units << " cores: not measurable)\n";
+    notes_ << ", parallel " << p_.parallel_overhead_s * 1e6 << " us (detected)";
+    return;
+  }
   double detected = p_.parallel_overhead_s;
   p_.parallel_overhead_s = 0;
   int64_t n1 = kOneThreadElements * 2, n2 = kOneThreadElements * 4;
