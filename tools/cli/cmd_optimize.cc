@@ -1,7 +1,7 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
 //                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--list-rules] [--dump]
-//                  [--no-calibrate] [--profile-cache DIR]
 //                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
+//                  [--no-calibrate] [--profile-cache DIR]
 #include <chrono>
 #include <CLI/CLI.hpp>
 #include <cstdio>
