@@ -197,10 +197,11 @@ def main():
             r["det1"] / r["meas1"], r["cal1"] / r["meas1"], r["det2"] / r["meas2"], r["cal2"] / r["meas2"]))
     for key, label in (("det", "detection only"), ("cal", "quick calibration")) + (
             (("full", "full calibration"),) if full_cache else ()):
-        worst = max(abs(rows[m][key + str(t)] / rows[m]["meas" + str(t)] - 1) for m in models for t in (1, 2))
+        worst = [max(abs(rows[m][key + str(t)] / rows[m]["meas" + str(t)] - 1) for m in models) for t in (1, 2)]
         rho = [spearman([rows[m][key + str(t)] for m in models], [rows[m]["meas" + str(t)] for m in models])
                for t in (1, 2)]
-        print("%-18s worst |ratio - 1| %.0f%%, spearman 1t %.3f, 2t %.3f" % (label, 100 * worst, rho[0], rho[1]))
+        print("%-18s worst |ratio - 1| 1t %.0f%%, 2t %.0f%%; spearman 1t %.3f, 2t %.3f" % (
+            label, 100 * worst[0], 100 * worst[1], rho[0], rho[1]))
 
     print("\nper kernel class (quick-calibrated profile; sum predicted / sum measured, geo-mean of ratios)")
     for t in (1, 2):
