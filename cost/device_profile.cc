@@ -221,6 +221,11 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   }
   p.calibrated = r.boolean_or("calibrated", false);
   p.source = r.has("source") ? r.string("source") : "";
+  if (r.has("host")) {
+    Reader h = r.sub("host");
+    p.host_key = h.string("key");
+    p.host_summary = h.has("summary") ? h.string("summary") : "";
+  }
   try {
     p.validate();
   } catch (const Error& e) {
@@ -270,6 +275,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"interconnect", tiers},
             {"calibrated", p.calibrated},
             {"source", p.source}};
+  if (!p.host_key.empty()) j["host"] = {{"key", p.host_key}, {"summary", p.host_summary}};
   return j.dump(2) + "\n";
 }
 

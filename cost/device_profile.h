@@ -87,6 +87,11 @@ struct DeviceProfile {
   std::vector<Interconnect> interconnect;
   bool calibrated = false;
   std::string source;  // where the numbers come from
+  // CPU profiles of a host (detected or calibrated): the machine they
+  // describe, CpuIdentity::cache_key() and summary(). Empty for the shipped
+  // profiles. A cached profile whose key is not the host's is stale.
+  std::string host_key;
+  std::string host_summary;
 
   // Peak FLOP/s for `dtype` on the matrix (true) or vector (false) units.
   double peak_flops(DType dtype, bool matrix) const;
@@ -109,14 +114,13 @@ std::vector<std::string> builtin_profile_names();
 // Throws Error(kUsage) for an unknown name.
 DeviceProfile builtin_profile(std::string_view name);
 
-// The host CPU: cores, clock, vector width and cache sizes read from the
-// machine (sysfs, /proc/cpuinfo), rates scaled from the reference host.
+// The host CPU as its identity describes it (cpu_identity.h): cores, clock,
+// FMA pipes and caches, no measurement (host_cpu.cc says where each figure
+// comes from). The cached or calibrated profile: host_profile_cache.h.
+struct CpuIdentity;
+DeviceProfile detect_host_cpu(const CpuIdentity& id);
 DeviceProfile detect_host_cpu();
-// Where `tessera cost --calibrate` writes the host profile it measured:
-// $XDG_CACHE_HOME/tessera/cpu.json or ~/.cache/tessera/cpu.json.
-std::string host_profile_cache_path();
-// The calibrated host profile at host_profile_cache_path() if there is one,
-// else detect_host_cpu().
+// host_profile_cache.h: this process's host profile (cache, else detection).
 DeviceProfile host_cpu_profile();
 
 // One rank's share of a CPU host that `ranks` ranks of a mesh share (the

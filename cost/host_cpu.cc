@@ -1,17 +1,32 @@
-// Host CPU detection: the machine's cores, clock, SIMD width and caches,
-// with per-cycle rates taken from the reference host profile (cpu.json).
-// Measured rates come from calibration, which overwrites the cached file.
-#include <unistd.h>
-
+// Host CPU detection: a profile from what the CPU is, no measurement.
+//
+// Where each figure comes from:
+//   cores                 /proc/cpuinfo, sysfs topology (CpuIdentity)
+//   clock                 a ~6 ms probe of dependent adds (read_host_identity);
+//                         the OS's figure (cpufreq, "cpu MHz") where it cannot run
+//   FLOP per cycle        the microarchitecture table (classify(), cpu_identity.cc,
+//                         which names the vendor manual of each entry): FMA pipes
+//                         x their width, not the width of the ISA's registers
+//   BF16/INT8/FP16 rates  AMX, AVX512-BF16, VNNI, AVX512-FP16 flags with the
+//                         table's per-cycle throughput
+//   cache sizes           sysfs (per core or shared, from shared_cpu_list); in a
+//                         virtual machine the last level is capped at the part's
+//                         share per core (the table), as the socket's other
+//                         tenants use the rest
+//   cache bandwidths      bytes per cycle per core of the reference host
+//                         (cpu.json, measured), times this host's cores x clock;
+//                         the L3's from the table where it states one (Intel's mesh)
+//   DRAM bandwidth        per core from the table, else the reference host's, times
+//                         the cores (capped at a socket's eight DDR5-4800 channels)
+//   overheads, per-op     the reference host's (launch, parallel wake-up,
+//   costs                 transcendental and permute costs): per-cycle properties
+//                         of the runtime's kernels more than of the CPU
+// Calibration (tools/cli/cost_calibration.h) measures the rates and
+// overwrites them.
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
-#include <optional>
-#include <set>
 #include <sstream>
 
+#include "cost/cpu_identity.h"
 #include "cost/device_profile.h"
 #include "graph/error.h"
 
@@ -19,174 +34,99 @@ namespace tessera::cost {
 
 namespace {
 
-namespace fs = std::filesystem;
+// The reference host of cpu.json is a Zen 5 with the 512-bit datapath: two
+// FMA-512 pipes, 64 f32 FLOP per cycle (AMD 58455). Its measured peak over
+// that gives the clock it ran at (boost, above the nominal clock_ghz), the
+// clock its measured bytes per cycle are per.
+constexpr double kReferenceF32FlopsPerCycle = 64;
+// Eight DDR5-4800 channels, 8 bytes each: 307 GB/s, what one socket of the
+// parts in the table can stream at most.
+constexpr double kSocketDramBandwidth = 307.2e9;
 
-std::optional<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string t = s.str();
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
+void set_peaks(DeviceProfile& p, const Microarch& a, double clock_hz) {
+  double cores = static_cast<double>(p.units);
+  double f32 = cores * clock_hz * a.f32_flops_per_cycle();
+  // Vector and narrow types run on the same pipes: f64 at half the lanes,
+  // 64-bit integers at a quarter (no 64-bit multiply-add), bool and i8 at
+  // the f32 rate of element-wise work (the reference's ratios).
+  p.vector_flops = {{DType::kF32, f32},        {DType::kF16, f32},        {DType::kBF16, f32},
+                    {DType::kBool, f32},       {DType::kI8, f32},         {DType::kF64, f32 / 2},
+                    {DType::kI32, f32 / 2},    {DType::kI64, f32 / 4}};
+  p.matrix_flops = {{DType::kF32, f32}, {DType::kF64, f32 / 2}, {DType::kI32, f32 / 2}};
+  p.matrix_flops[DType::kF16] = a.fp16_fma ? 2 * f32 : f32;
+  p.matrix_flops[DType::kBF16] = a.amx_bf16_flops_per_cycle > 0 ? cores * clock_hz * a.amx_bf16_flops_per_cycle
+                                 : a.bf16_dot                   ? 2 * f32
+                                                                : f32;
+  p.matrix_flops[DType::kI8] = a.amx_int8_ops_per_cycle > 0 ? cores * clock_hz * a.amx_int8_ops_per_cycle
+                               : a.int8_dot                  ? 4 * f32
+                                                             : 2 * f32;
 }
-
-// "48K", "1024K", "32M" -> bytes.
-int64_t parse_size(const std::string& s) {
-  if (s.empty()) return 0;
-  int64_t v = std::atoll(s.c_str());
-  switch (s.back()) {
-    case 'K': return v << 10;
-    case 'M': return v << 20;
-    case 'G': return v << 30;
-    default: return v;
-  }
-}
-
-// Number of CPUs in a sysfs list such as "0-3,8-11".
-int64_t count_cpu_list(const std::string& list) {
-  int64_t n = 0;
-  std::stringstream ss(list);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    auto dash = part.find('-');
-    if (dash == std::string::npos) n += 1;
-    else n += std::atoll(part.substr(dash + 1).c_str()) - std::atoll(part.substr(0, dash).c_str()) + 1;
-  }
-  return n;
-}
-
-struct CacheInfo {
-  int level = 0;
-  int64_t size = 0;
-  int64_t shared_cpus = 1;
-};
-
-std::vector<CacheInfo> detect_caches() {
-  std::vector<CacheInfo> caches;
-  fs::path base = "/sys/devices/system/cpu/cpu0/cache";
-  for (int i = 0; i < 8; ++i) {
-    fs::path dir = base / ("index" + std::to_string(i));
-    auto type = read_text(dir / "type");
-    if (!type) break;
-    if (*type == "Instruction") continue;
-    CacheInfo c;
-    c.level = std::atoi(read_text(dir / "level").value_or("0").c_str());
-    c.size = parse_size(read_text(dir / "size").value_or(""));
-    c.shared_cpus = std::max<int64_t>(1, count_cpu_list(read_text(dir / "shared_cpu_list").value_or("0")));
-    if (c.level > 0 && c.size > 0) caches.push_back(c);
-  }
-  std::sort(caches.begin(), caches.end(), [](const CacheInfo& a, const CacheInfo& b) { return a.level < b.level; });
-  return caches;
-}
-
-struct CpuInfo {
-  double mhz = 0;
-  int64_t simd_bytes = 16;
-};
-
-CpuInfo detect_cpuinfo() {
-  CpuInfo info;
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  std::set<std::string> flags;
-  while (std::getline(in, line)) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    std::string value = line.substr(colon + 1);
-    if (key == "cpu MHz" && info.mhz == 0) info.mhz = std::atof(value.c_str());
-    if (key == "flags" && flags.empty()) {
-      std::stringstream ss(value);
-      std::string f;
-      while (ss >> f) flags.insert(f);
-    }
-  }
-  if (flags.count("avx512f")) info.simd_bytes = 64;
-  else if (flags.count("avx2") || flags.count("avx")) info.simd_bytes = 32;
-  // The nominal maximum is a better steady-state estimate than the
-  // instantaneous "cpu MHz" where cpufreq exposes it.
-  if (auto max_khz = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
-    info.mhz = std::atof(max_khz->c_str()) / 1000.0;
-  return info;
-}
-
-constexpr int64_t kReferenceSimdBytes = 64;  // the reference host has AVX-512
 
 }  // namespace
 
-DeviceProfile detect_host_cpu() {
+DeviceProfile detect_host_cpu(const CpuIdentity& id) {
   DeviceProfile ref = builtin_profile("cpu");
   DeviceProfile p = ref;
-  long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  int64_t threads_per_core = std::max<int64_t>(
-      1, count_cpu_list(read_text("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").value_or("0")));
-  p.units = std::max<int64_t>(1, online / threads_per_core);
-  CpuInfo info = detect_cpuinfo();
-  if (info.mhz > 0) p.clock_hz = info.mhz * 1e6;
-  // Compute scales with cores x clock x SIMD width; cache bandwidth with
-  // cores x clock (bytes per cycle per core are a property of the core).
-  double core_cycles = static_cast<double>(p.units) * p.clock_hz / (static_cast<double>(ref.units) * ref.clock_hz);
-  double simd = static_cast<double>(info.simd_bytes) / kReferenceSimdBytes;
-  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
-    for (auto& [t, v] : *peaks) v *= core_cycles * simd;
-  std::vector<CacheInfo> caches = detect_caches();
-  if (!caches.empty()) {
+  Microarch a = classify(id);
+  p.units = id.cores();
+  p.clock_hz = id.mhz > 0 ? id.mhz * 1e6 : ref.clock_hz;
+  set_peaks(p, a, p.clock_hz);
+  // The micro-kernel's register block: 6 rows of 4 vectors with 32
+  // registers (AVX-512, SVE), of 2 with 16 (AVX2, the oneDNN/BLIS 6x16).
+  int64_t lanes = (id.has("avx512f") ? 512 : id.has("avx2") || id.has("avx") ? 256 : 128) / 32;
+  p.register_tile = {6, lanes * (lanes >= 16 ? 4 : 2)};
+
+  double ref_clock = ref.peak_flops(DType::kF32, true) / (kReferenceF32FlopsPerCycle * static_cast<double>(ref.units));
+  double core_cycles = static_cast<double>(p.units) * p.clock_hz / (static_cast<double>(ref.units) * ref_clock);
+  if (!id.caches.empty()) {
     std::vector<MemoryLevel> levels;
-    for (const CacheInfo& c : caches) {
-      // The reference level with the same depth gives the per-cycle rate.
-      size_t ri = std::min(static_cast<size_t>(c.level - 1), ref.memory.size() - 2);
+    for (const CpuCache& c : id.caches) {
+      // The reference level with the same depth gives the bytes per cycle.
+      size_t ri = std::min(static_cast<size_t>(std::max(1, c.level) - 1), ref.memory.size() - 2);
       MemoryLevel m = ref.memory[ri];
-      m.name = std::to_string(c.level).insert(0, 1, 'l');
-      m.per_unit = c.shared_cpus < online;
-      m.capacity_bytes = c.size;
+      m.name = "l" + std::to_string(c.level);
+      m.per_unit = c.shared_cpus <= id.threads_per_core && p.units > 1;
+      m.capacity_bytes = c.bytes;
+      if (!m.per_unit && id.virtualized() && a.l3_bytes_per_core > 0 && c.level >= 3)
+        m.capacity_bytes = std::min(c.bytes, a.l3_bytes_per_core * p.units);
       m.bandwidth = ref.memory[ri].bandwidth * core_cycles;
+      if (c.level >= 3 && a.l3_bytes_per_cycle > 0)
+        m.bandwidth = a.l3_bytes_per_cycle * p.clock_hz * static_cast<double>(p.units);
+      if (!levels.empty() && !m.per_unit) {
+        // Sizes must not shrink outward: a capped, non-inclusive L3 under
+        // larger L2s (Sapphire Rapids: 1.875 MB of L3 per 2 MB L2) holds
+        // at least what they do.
+        const MemoryLevel& inner = levels.back();
+        m.capacity_bytes = std::max(m.capacity_bytes, inner.capacity_bytes * (inner.per_unit ? p.units : 1));
+      }
       levels.push_back(m);
     }
-    MemoryLevel dram = ref.main_memory();
-    long pages = ::sysconf(_SC_PHYS_PAGES);
-    long page = ::sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) dram.capacity_bytes = static_cast<int64_t>(pages) * page;
-    levels.push_back(dram);
     p.memory = levels;
   }
+  MemoryLevel dram = ref.main_memory();
+  double dram_per_core = a.dram_bytes_per_s > 0 ? a.dram_bytes_per_s
+                                                 : ref.main_memory().bandwidth / static_cast<double>(ref.units);
+  dram.bandwidth = std::min(kSocketDramBandwidth, dram_per_core * static_cast<double>(p.units));
+  if (id.memory_bytes > 0) dram.capacity_bytes = id.memory_bytes;
+  if (id.caches.empty()) p.memory.back() = dram;
+  else p.memory.push_back(dram);
   p.calibrated = false;
-  p.description = "host CPU (" + std::to_string(p.units) + " cores, " + std::to_string(info.simd_bytes * 8) +
-                  "-bit SIMD), detected";
-  p.source = "detected from sysfs and /proc/cpuinfo; rates scaled from the reference host (cost/profiles/cpu.json); "
-             "run tessera cost --calibrate to measure them";
+  std::ostringstream d;
+  d << id.summary() << ", " << a.name << ": " << a.fma_units << " x " << a.fma_bits << "-bit FMA per core, "
+    << a.f32_flops_per_cycle() << " f32 FLOP/cycle at " << p.clock_hz / 1e9 << " GHz";
+  if (a.amx_bf16_flops_per_cycle > 0) d << ", AMX";
+  if (a.bf16_dot) d << ", AVX512-BF16";
+  d << "; detected";
+  p.description = d.str();
+  p.source = "detected: " + a.source + "; cores and caches from /proc/cpuinfo and sysfs, clock " +
+             (id.mhz != id.nominal_mhz && id.nominal_mhz > 0 ? "probed" : "as the OS states it") + "; cache and DRAM "
+             "bytes per cycle from the reference host (cost/profiles/cpu.json)";
+  p.host_key.clear();
+  p.host_summary = id.summary();
   p.validate();
   return p;
 }
 
-std::string host_profile_cache_path() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir;
-  if (xdg && *xdg) dir = xdg;
-  else if (home && *home) dir = fs::path(home) / ".cache";
-  else dir = fs::temp_directory_path();
-  return (dir / "tessera" / "cpu.json").string();
-}
-
-DeviceProfile host_cpu_profile() {
-  static std::mutex mu;
-  static std::optional<DeviceProfile> cached;
-  std::lock_guard<std::mutex> lock(mu);
-  if (cached) return *cached;
-  // A profile `tessera cost --calibrate` measured on this machine wins;
-  // otherwise detection (a few sysfs reads) runs each time, so that it
-  // follows the reference profile shipped with the build.
-  std::string path = host_profile_cache_path();
-  if (fs::exists(path)) {
-    DeviceProfile p = load_profile(path);
-    if (p.calibrated) {
-      cached = p;
-      return *cached;
-    }
-  }
-  cached = detect_host_cpu();
-  return *cached;
-}
+DeviceProfile detect_host_cpu() { return detect_host_cpu(read_host_identity()); }
 
 }  // namespace tessera::cost

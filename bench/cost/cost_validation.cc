@@ -10,13 +10,16 @@
 // |ln(predicted / measured)|, and the share of pairs ordered as measured.
 // Ratios only; no assertions.
 //
-// Usage: cost_validation [--profile cpu|PROFILE.json] [--seconds S] [--models DIR]
-//                        [--only NAME] [--json FILE] [--stat median|min] [--threads N]
-// (--threads must match the profile's units: calibrate with the same count)
+// Usage: cost_validation [--profile cpu|detected|PROFILE.json] [--seconds S] [--models DIR]
+//                        [--only NAME[,NAME...]] [--json FILE] [--stat median|min] [--threads N]
+//                        [--clock wall|cpu]   (cpu: one thread's time on the core, see measure())
+// (--threads below the profile's units prices the model on that share of the
+// host, cost::rank_share)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -61,8 +64,14 @@ double pick(std::vector<double> v, const std::string& stat) {
   return stat == "min" ? v.front() : v[v.size() / 2];
 }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, double seconds,
-                 const std::string& stat, int threads) {
+                 const std::string& stat, int threads, bool cpu_clock) {
   runtime::RunOptions opt;
   opt.threads = threads;
   // The thread count the profile describes, whatever the load.
@@ -77,29 +86,42 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
   std::map<std::string, std::vector<double>> per_kernel;
   for (const auto& k : plan.profile().kernels) before[k.node] += k.total_ms;
   std::vector<double> wall;
+  // --clock cpu, one thread: a run's CPU time is its time on the core, the
+  // time descheduled behind other work left out (this 2-core host runs two
+  // builds besides); a kernel's is its wall time scaled by the run's share
+  // on the core, its median over the runs (the scaling is right on average,
+  // not run by run, so the fastest would be biased low).
+  bool cpu = cpu_clock && threads == 1;
+  std::map<std::string, std::vector<double>> per_kernel_cpu;
   auto start = std::chrono::steady_clock::now();
   while (wall.size() < 3 ||
          (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds && wall.size() < 200)) {
+    double c0 = process_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     plan.run(inputs);
-    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double c = process_cpu_seconds() - c0;
+    wall.push_back(cpu ? std::min(w, c) : w);
     std::map<std::string, double> now;
     for (const auto& k : plan.profile().kernels) {
       now[k.node] += k.total_ms;
       m.label[k.node] = k.op;
     }
-    for (const auto& [node, ms] : now) per_kernel[node].push_back((ms - before[node]) * 1e-3);
+    for (const auto& [node, ms] : now) {
+      per_kernel[node].push_back((ms - before[node]) * 1e-3);
+      per_kernel_cpu[node].push_back((ms - before[node]) * 1e-3 * std::min(1.0, c / w));
+    }
     before = now;
   }
   m.latency_s = pick(wall, stat);
-  for (auto& [node, v] : per_kernel) m.kernel_s[node] = pick(v, stat);
+  for (auto& [node, v] : per_kernel) m.kernel_s[node] = cpu ? pick(per_kernel_cpu[node], "median") : pick(v, stat);
   return m;
 }
 
 // Latency of two programs, their runs alternating so that a change in the
 // machine's load falls on both alike.
 std::pair<double, double> measure_pair(const Graph& a, const Graph& b, double seconds, const std::string& stat,
-                                       int threads) {
+                                       int threads, bool cpu_clock) {
   runtime::RunOptions opt;
   opt.threads = threads;
   // The thread count the profile describes, whatever the load.
@@ -109,10 +131,13 @@ std::pair<double, double> measure_pair(const Graph& a, const Graph& b, double se
   pa.run(ia);
   pb.run(ib);
   std::vector<double> ta, tb;
-  auto timed = [](runtime::ExecutablePlan& p, const std::vector<Tensor>& in) {
+  bool cpu = cpu_clock && threads == 1;  // as in measure()
+  auto timed = [cpu](runtime::ExecutablePlan& p, const std::vector<Tensor>& in) {
+    double c0 = process_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     p.run(in);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return cpu ? std::min(w, process_cpu_seconds() - c0) : w;
   };
   auto start = std::chrono::steady_clock::now();
   while (ta.size() < 3 ||
@@ -181,6 +206,7 @@ int main(int argc, char** argv) {
               stat = "median";
   double seconds = 2.0;
   int threads = 0;
+  bool cpu_clock = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -191,20 +217,31 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_out = next();
     else if (a == "--stat") stat = next();
     else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--clock") cpu_clock = next() == "cpu";
     else {
-      std::cerr << "usage: cost_validation [--profile cpu|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N]\n";
+      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N] [--clock wall|cpu]\n";
       return 2;
     }
   }
   try {
-    cost::DeviceProfile d = cost::resolve_device(device);
+    // "detected": the host as detection alone sees it (no cached profile).
+    cost::DeviceProfile d = device == "detected" ? cost::detect_host_cpu() : cost::resolve_device(device);
+    // Fewer threads than the profile's cores: priced on that share of the
+    // host, as `tessera cost --threads` prices it.
+    if (threads > 0 && threads < d.units) d = cost::rank_share(d, d.units / threads);
     std::printf("device: %s (%s)\n", d.name.c_str(), d.calibrated ? "calibrated" : "not calibrated");
     std::vector<KernelRow> kernels;
     std::vector<PairRow> pairs;
     std::vector<std::pair<std::string, std::pair<double, double>>> latency;  // model -> (pred, meas)
+    // model -> the sum of its kernels' times (each the --stat of its runs):
+    // with --stat min, on a machine shared with other work, what the model
+    // takes when no kernel is descheduled.
+    std::map<std::string, double> kernel_sum;
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(models_dir))
-      if (fs::exists(e.path() / "model.onnx") && (only.empty() || e.path().filename() == only)) dirs.push_back(e.path());
+      if (fs::exists(e.path() / "model.onnx") &&
+          (only.empty() || ("," + only + ",").find("," + e.path().filename().string() + ",") != std::string::npos))
+        dirs.push_back(e.path());
     std::sort(dirs.begin(), dirs.end());
     for (const fs::path& dir : dirs) {
       std::string name = dir.filename().string();
@@ -212,7 +249,7 @@ int main(int argc, char** argv) {
       std::vector<Tensor> inputs = seeded_inputs(g);
       double pred[2] = {0, 0}, meas[2] = {0, 0};
       for (bool fuse : {true, false}) {
-        Measured m = measure(g, inputs, fuse, seconds, stat, threads);
+        Measured m = measure(g, inputs, fuse, seconds, stat, threads, cpu_clock);
         cost::GraphCost c = cost::graph_cost(g, d, {}, runtime_groups(g, fuse));
         pred[fuse] = c.time_s;
         meas[fuse] = m.latency_s;
@@ -224,6 +261,7 @@ int main(int argc, char** argv) {
           kernels.push_back({name, node, c.kernels[k].label, c.kernels[k].time_s, it->second, c.kernels[k].bound});
         }
         latency.push_back({name, {c.time_s, m.latency_s}});
+        for (const auto& [node, ks] : m.kernel_s) kernel_sum[name] += ks;
         std::printf("%-18s predicted %9.3f ms  measured %9.3f ms  ratio %.2f\n", name.c_str(), c.time_s * 1e3,
                     m.latency_s * 1e3, c.time_s / m.latency_s);
         // Kernels the runtime ran that the model has no group for (layout
@@ -253,7 +291,7 @@ int main(int argc, char** argv) {
       PairRow row{p.name};
       row.pred_before = cost::graph_cost(p.before, d, {}, runtime_groups(p.before, true)).time_s;
       row.pred_after = cost::graph_cost(p.after, d, {}, runtime_groups(p.after, true)).time_s;
-      std::tie(row.meas_before, row.meas_after) = measure_pair(p.before, p.after, seconds, stat, threads);
+      std::tie(row.meas_before, row.meas_after) = measure_pair(p.before, p.after, seconds, stat, threads, cpu_clock);
       pairs.push_back(row);
     }
 
@@ -298,7 +336,11 @@ int main(int argc, char** argv) {
       for (const KernelRow& k : kernels)
         j["kernels"].push_back({{"model", k.model}, {"node", k.node}, {"op", k.op}, {"predicted_us", k.predicted * 1e6},
                                 {"measured_us", k.measured * 1e6}, {"bound", k.bound}});
-      for (const auto& [m, pm] : latency) j["models"][m] = {{"predicted_ms", pm.first * 1e3}, {"measured_ms", pm.second * 1e3}};
+      for (const auto& [m, pm] : latency)
+        j["models"][m] = {{"predicted_ms", pm.first * 1e3},
+                          {"measured_ms", pm.second * 1e3},
+                          {"kernel_sum_ms", kernel_sum[m] * 1e3}};
+      j["pairs"] = {{"agree", agree}, {"decided", decided}, {"total", pairs.size()}};
       std::ofstream(json_out) << j.dump(1) << "\n";
     }
   } catch (const Error& e) {

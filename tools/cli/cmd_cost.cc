@@ -1,18 +1,21 @@
-// tessera cost MODEL [--device cpu|a100|h100|h200|PROFILE.json] [--json] [--top N]
-// tessera cost --calibrate [--threads N] [--output PROFILE.json]
+// tessera cost MODEL [--device cpu|a100|h100|h200|PROFILE.json] [--json] [--top N] [--threads N]
+//                    [--no-calibrate] [--profile-cache DIR]
+// tessera cost --calibrate [--threads N] [--seconds S] [--output PROFILE.json] [--profile-cache DIR]
 // tessera cost --calibrate --device a100|h100|h200 --output PROFILE.json
 //
 // The first form prints the cost model's view of a model: per kernel (as the
 // runtime fuses them) the predicted time, FLOPs, bytes per memory level and
 // what bounds it, then the total and the top bottlenecks. The second runs
 // microbenchmarks through the runtime's CPU kernels and writes the fitted
-// host profile; the third fits a GPU profile through the CUDA backend
+// host profile (by default into the host profile cache, where --device cpu
+// finds it; host_profile_cache.h); the third fits a GPU profile through the CUDA backend
 // (cost_calibration.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "cost/device_profile.h"
+#include "cost/host_profile_cache.h"
 #include "graph/error.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
@@ -32,8 +35,10 @@ struct CostFlags {
   LoadFlags load;
   bool calibrate = false;
   std::string output;
-  double calibrate_seconds = 60;
+  double calibrate_seconds = 30;
   int threads = 0;
+  bool no_calibrate = false;
+  std::string profile_cache;
 };
 
 }  // namespace
@@ -56,17 +61,37 @@ Action add_cost_command(CLI::App& app) {
   cmd->add_option("--seconds", flags->calibrate_seconds, "With --calibrate: time budget")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", flags->threads, "With --calibrate: runtime threads (default: one per core)")
+  cmd->add_option("--threads", flags->threads,
+                  "Runtime threads (default: one per core): with --calibrate, the threads measured with; "
+                  "with --device cpu, the cores the model is priced on")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-calibrate", flags->no_calibrate,
+                "--device cpu without a cached profile of this host: use the detected one instead of "
+                "calibrating (a few seconds, once)");
+  cmd->add_option("--profile-cache", flags->profile_cache,
+                  "Folder of cached host CPU profiles (default: $XDG_CACHE_HOME/tessera or ~/.cache/tessera)");
   return [flags] {
     if (flags->calibrate) {
       if (!flags->model.empty()) TESSERA_THROW(ErrorKind::kUsage, "--calibrate takes no model");
       bool gpu = flags->device != "cpu";
       if (gpu && flags->output.empty()) TESSERA_THROW(ErrorKind::kUsage, "--calibrate --device GPU needs --output");
-      std::string path = flags->output.empty() ? cost::host_profile_cache_path() : flags->output;
-      cost::DeviceProfile p = gpu ? calibrate_gpu(flags->device, flags->calibrate_seconds, std::cerr)
-                                  : calibrate_host(flags->calibrate_seconds, flags->threads, std::cerr);
-      cost::save_profile(p, path);
+      if (gpu) {
+        cost::save_profile(calibrate_gpu(flags->device, flags->calibrate_seconds, std::cerr), flags->output);
+        std::cerr << "wrote " << flags->output << "\n";
+        return 0;
+      }
+      CalibrationOptions o;
+      o.seconds = flags->calibrate_seconds;
+      o.threads = flags->threads;
+      std::string dir = flags->profile_cache.empty() ? cost::default_profile_cache_dir() : flags->profile_cache;
+      std::string path = flags->output;
+      // The cache holds profiles of whole hosts (what --device cpu prices on).
+      if (path.empty() && o.threads > 0 && o.threads < cost::read_host_identity().cores())
+        TESSERA_THROW(ErrorKind::kUsage, "--calibrate --threads " << o.threads
+                                             << " describes part of this host: write it with --output FILE");
+      cost::DeviceProfile p = calibrate_host(o, std::cerr);
+      if (path.empty()) path = cost::save_cached_profile(p, dir, cost::read_host_identity());
+      else cost::save_profile(p, path);
       std::cerr << "wrote " << path << "\n";
       return 0;
     }
@@ -77,6 +102,15 @@ Action add_cost_command(CLI::App& app) {
     config.fuse = !flags->no_fuse;
     config.cold = flags->cold;
     config.top = flags->top;
+    if (config.device == "cpu") {
+      prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
+      if (flags->threads > 0) {
+        // Priced on `threads` of the host's cores: each core's rates and
+        // private caches, the shared levels' share (rank_share).
+        cost::DeviceProfile host = cost::resolve_device("cpu");
+        if (flags->threads < host.units) cost::set_host_profile(cost::rank_share(host, host.units / flags->threads));
+      }
+    }
     cost::resolve_device(config.device);  // an unknown device fails before the model is read
     api::CostReport r = api::cost(api::load(flags->model, load_options(flags->load)), config);
     std::cout << (flags->json ? r.json + "\n" : r.text);

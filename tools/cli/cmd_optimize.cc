@@ -2,6 +2,7 @@
 //                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input NAME=FILE.pb]...
 //                  [--list-rules] [--dump]
 //                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
+//                  [--no-calibrate] [--profile-cache DIR]
 #include <chrono>
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "graph/text_form.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/cost_calibration.h"
 
 namespace tessera::cli {
 
@@ -28,6 +30,8 @@ struct OptimizeFlags {
   bool no_partial = false;
   bool no_shard_search = false;
   bool no_measure = false;
+  bool no_calibrate = false;
+  std::string profile_cache;
   api::OptimizeConfig config;
 };
 
@@ -48,6 +52,11 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("model", flags->model, "ONNX model file");
   cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx or rank<i>.onnx, plan.json, report.txt, report.json, report.html)");
   cmd->add_option("--device", flags->config.device, "cpu (default), a100, h100, h200, or a profile JSON file");
+  cmd->add_flag("--no-calibrate", flags->no_calibrate,
+                "--device cpu without a cached profile of this host: use the detected one instead of "
+                "calibrating (a few seconds, once)");
+  cmd->add_option("--profile-cache", flags->profile_cache,
+                  "Folder of cached host CPU profiles (default: $XDG_CACHE_HOME/tessera or ~/.cache/tessera)");
   cmd->add_option("--budget", flags->config.budget_s, "Time budget in seconds (default 30)");
   cmd->add_option("--seed", flags->config.seed, "Seed for the search and the checks (default 0)");
   cmd->add_option("--threads", flags->config.threads, "Search threads (default: one per core)")
@@ -87,6 +96,8 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.shard_search = !flags->no_shard_search;
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
+    // Before the budget's clock starts: a first-use calibration is not search time.
+    if (flags->config.device == "cpu") prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
     auto start = std::chrono::steady_clock::now();
     Graph g = api::load(flags->model, load_options(flags->load));
     flags->config.check_inputs = test_data_sets(flags->model, g);

@@ -24,12 +24,30 @@
 
 namespace tessera::cli {
 
-// Detects the host, measures for about `seconds` in total, returns the
-// fitted profile (calibrated = true). Progress goes to `log`.
-// threads > 0: measure with that many runtime threads and describe a device
-// of that many cores (on a machine shared with other work, one thread
-// avoids measuring OpenMP barriers waiting for a descheduled thread).
-cost::DeviceProfile calibrate_host(double seconds, int threads, std::ostream& log);
+struct CalibrationOptions {
+  double seconds = 30;  // the whole calibration, compiling included
+  // threads > 0: measure with that many runtime threads and describe a
+  // device of that many cores (on a machine shared with other work, one
+  // thread avoids measuring OpenMP barriers waiting for a descheduled one).
+  int threads = 0;
+  // The first-use calibration: the dense-kernel rates first, then the
+  // bandwidths, the last level's capacity and the overheads; the other
+  // factors keep their detected values.
+  bool quick = false;
+};
+
+// Detects the host, measures, returns the fitted profile (calibrated, and
+// stamped with the host it describes). Progress, and the remaining error
+// per kernel class, go to `log`.
+cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostream& log);
+
+// What `--device cpu` means for this run of the CLI, set for the process
+// (cost::set_host_profile): this host's cached profile in `cache_dir`
+// (empty: the default folder); where there is none, with `calibrate` a
+// quick calibration (at most ~10 s, said on `log`) written to the cache,
+// without it the detected profile. A stale or corrupt cached profile is
+// ignored with a one-line note on `log`.
+void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log);
 
 // Fastest time per run of the single kernel of `g`'s plan on the CPU backend,
 // measured for about `seconds` (at least 3 runs). Shared with bench/cost.

@@ -1,0 +1,113 @@
+#include "cost/host_profile_cache.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "graph/error.h"
+
+namespace tessera::cost {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string version_tag() { return "v" + std::to_string(kHostProfileVersion); }
+
+// host_key is "<CpuIdentity::cache_key()>/v<version>".
+std::string stamped_key(const CpuIdentity& id) { return id.cache_key() + "/" + version_tag(); }
+
+std::mutex& host_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::optional<DeviceProfile>& host_override() {
+  static std::optional<DeviceProfile> p;
+  return p;
+}
+
+}  // namespace
+
+std::string default_profile_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir;
+  if (xdg && *xdg) dir = xdg;
+  else if (home && *home) dir = fs::path(home) / ".cache";
+  else dir = fs::temp_directory_path();
+  return (dir / "tessera").string();
+}
+
+std::string cached_profile_path(const std::string& dir, const CpuIdentity& id) {
+  return (fs::path(dir) / ("cpu-" + id.cache_key() + ".json")).string();
+}
+
+void stamp_host(DeviceProfile& p, const CpuIdentity& id) {
+  p.host_key = stamped_key(id);
+  p.host_summary = id.summary();
+}
+
+CachedProfile load_cached_profile(const std::string& dir, const CpuIdentity& id) {
+  CachedProfile out;
+  std::string path = cached_profile_path(dir, id);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    // What `tessera cost --calibrate` wrote before profiles were keyed by
+    // host: it says nothing of the machine it measured.
+    fs::path legacy = fs::path(dir) / "cpu.json";
+    if (fs::exists(legacy, ec))
+      out.note = "ignoring cached CPU profile " + legacy.string() +
+                 ": it does not record the host it was measured on (an older tessera wrote it)";
+    return out;
+  }
+  DeviceProfile p;
+  try {
+    p = load_profile(path);
+  } catch (const Error& e) {
+    out.note = "ignoring cached CPU profile " + path + ": " + e.message();
+    return out;
+  }
+  std::string why;
+  std::string key = p.host_key.substr(0, p.host_key.rfind('/'));
+  if (p.kind != DeviceKind::kCpu) why = "it is not a CPU profile";
+  else if (p.host_key.empty()) why = "it does not record the host it was measured on";
+  else if (key != id.cache_key())
+    why = "it was measured on " + (p.host_summary.empty() ? key : p.host_summary) + ", this host is " + id.summary();
+  else if (p.host_key != stamped_key(id)) why = "an older calibration wrote it";
+  else if (!p.calibrated) why = "it is not calibrated";
+  if (!why.empty()) {
+    out.note = "ignoring cached CPU profile " + path + ": " + why;
+    return out;
+  }
+  out.profile = std::move(p);
+  return out;
+}
+
+std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, const CpuIdentity& id) {
+  DeviceProfile q = p;
+  stamp_host(q, id);
+  std::string path = cached_profile_path(dir, id);
+  save_profile(q, path);
+  return path;
+}
+
+void set_host_profile(const DeviceProfile& p) {
+  std::lock_guard<std::mutex> lock(host_mutex());
+  host_override() = p;
+}
+
+DeviceProfile host_cpu_profile() {
+  std::lock_guard<std::mutex> lock(host_mutex());
+  if (host_override()) return *host_override();
+  // An embedder that did not choose: this host's calibrated profile if the
+  // cache has a valid one, else detection (a few file reads). Memoized, so
+  // that one process prices everything on one profile.
+  CpuIdentity id = read_host_identity();
+  CachedProfile c = load_cached_profile(default_profile_cache_dir(), id);
+  host_override() = c.profile ? *c.profile : detect_host_cpu(id);
+  return *host_override();
+}
+
+}  // namespace tessera::cost

@@ -1,0 +1,50 @@
+// The host CPU profile: what `--device cpu` means in this process, and the
+// folder where calibrated profiles of hosts are kept.
+//
+// A cached profile is one file per host, cpu-<CpuIdentity::cache_key()>.json,
+// in $XDG_CACHE_HOME/tessera, else ~/.cache/tessera (the CLI's
+// --profile-cache DIR overrides it). It is used only if it is what it says:
+// a calibrated profile of this CPU model and core count, written by this
+// version of the calibration. Anything else (another host's profile copied
+// over, a corrupt file, an older calibration) is ignored with a note that
+// says why; nothing here throws for a bad cache file.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cost/cpu_identity.h"
+#include "cost/device_profile.h"
+
+namespace tessera::cost {
+
+// Bumped when a fitted factor changes meaning (the calibration or the model
+// it fits changes): profiles of an older version are recalibrated.
+inline constexpr int kHostProfileVersion = 2;
+
+std::string default_profile_cache_dir();
+std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);
+
+struct CachedProfile {
+  std::optional<DeviceProfile> profile;
+  // Why there is none although a file was there (one line, for stderr);
+  // empty when there was no file.
+  std::string note;
+};
+
+// The cached profile of host `id` in `dir`, checked against it.
+CachedProfile load_cached_profile(const std::string& dir, const CpuIdentity& id);
+// Writes `p` (calibrated, with its host_key) as the cached profile of `id`;
+// returns the path. Throws Error(kIo) where it cannot write.
+std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, const CpuIdentity& id);
+// Marks `p` as a profile of host `id` at this calibration version.
+void stamp_host(DeviceProfile& p, const CpuIdentity& id);
+
+// What resolve_device("cpu") returns from now on in this process (the CLI
+// sets it once it has the cached, freshly calibrated or detected profile).
+void set_host_profile(const DeviceProfile& p);
+// The profile set_host_profile gave, else this host's valid cached profile
+// in default_profile_cache_dir(), else detect_host_cpu(). Never measures.
+DeviceProfile host_cpu_profile();
+
+}  // namespace tessera::cost

@@ -1,0 +1,143 @@
+// `--device cpu` and the host profile cache, through the CLI: the first use
+// on a host without a profile calibrates once and caches it, the next run
+// uses the cache, --no-calibrate keeps the detected profile, and a stale or
+// corrupt cached profile is ignored with one line. Each test has its own
+// cache folder (--profile-cache); none reads the user's. Only the structure
+// is checked (what was written, what was said), never a measured value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cost/device_profile.h"
+#include "cost/host_profile_cache.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
+const std::string kModel = std::string(TESSERA_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class HostProfileCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("tessera_calib_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    cache_ = root_ / "cache";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Result run(const std::string& args) {
+    std::string cmd = kTessera + " " + args + " >" + (root_ / "out").string() + " 2>" + (root_ / "err").string();
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(root_ / "out");
+    r.err = read_file(root_ / "err");
+    return r;
+  }
+  std::string cost_args() { return "cost " + kModel + " --json --profile-cache " + cache_.string(); }
+  fs::path cached() { return cost::cached_profile_path(cache_.string(), cost::read_host_identity()); }
+  static nlohmann::json device_of(const Result& r) { return nlohmann::json::parse(r.out)["device"]; }
+
+  fs::path root_, cache_;
+};
+
+TEST_F(HostProfileCli, NoCalibrateUsesTheDetectedProfileAndWritesNothing) {
+  Result r = run(cost_args() + " --no-calibrate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(device_of(r)["calibrated"].get<bool>());
+  EXPECT_NE(device_of(r)["description"].get<std::string>().find("detected"), std::string::npos);
+  EXPECT_FALSE(fs::exists(cache_));
+}
+
+// The issue's first-use path: one quick calibration (said on stderr),
+// cached under the host's key; the second run is silent and uses it.
+TEST_F(HostProfileCli, FirstUseCalibratesOnceThenTheCacheIsUsed) {
+  Result first = run(cost_args());
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("calibrating it once"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("wrote " + cached().string()), std::string::npos) << first.err;
+  ASSERT_TRUE(fs::exists(cached()));
+  EXPECT_TRUE(device_of(first)["calibrated"].get<bool>());
+  cost::DeviceProfile p = cost::load_profile(cached().string());
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_NE(p.source.find("quick calibration"), std::string::npos);
+  EXPECT_EQ(p.host_key.substr(0, p.host_key.rfind('/')), cost::read_host_identity().cache_key());
+
+  Result second = run(cost_args());
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(second.err, "");
+  EXPECT_TRUE(device_of(second)["calibrated"].get<bool>());
+  double a = nlohmann::json::parse(first.out)["total_us"], b = nlohmann::json::parse(second.out)["total_us"];
+  EXPECT_NEAR(a, b, 1e-9 * a);  // the same profile, through its file
+}
+
+TEST_F(HostProfileCli, CorruptCachedProfileIsIgnoredWithOneLine) {
+  fs::create_directories(cache_);
+  std::ofstream(cached()) << "{\"format\": \"tessera-device-profile\", \"version\": 1, \"na";
+  Result r = run(cost_args() + " --no-calibrate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("ignoring cached CPU profile " + cached().string()), std::string::npos) << r.err;
+  EXPECT_FALSE(device_of(r)["calibrated"].get<bool>());
+}
+
+TEST_F(HostProfileCli, AnotherHostsProfileIsStaleAndSaysWhy) {
+  fs::create_directories(cache_);
+  cost::DeviceProfile p = cost::builtin_profile("cpu");
+  p.calibrated = true;
+  p.host_key = "AuthenticAMD-25-17-1-AMD_EPYC_9R14_96_Core_Processor-2c/v2";
+  p.host_summary = "AMD EPYC 9R14 96-Core Processor (family 25 model 17, 2 cores)";
+  cost::save_profile(p, cached().string());
+  Result r = run(cost_args() + " --no-calibrate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("measured on AMD EPYC 9R14"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this host is " + cost::read_host_identity().summary()), std::string::npos) << r.err;
+  EXPECT_FALSE(device_of(r)["calibrated"].get<bool>());
+}
+
+TEST_F(HostProfileCli, CalibrateWritesTheCacheAndOtherDevicesSkipIt) {
+  // A device other than cpu never looks at the host.
+  Result gpu = run(cost_args() + " --device h100");
+  ASSERT_EQ(gpu.code, 0) << gpu.err;
+  EXPECT_EQ(gpu.err, "");
+  EXPECT_FALSE(fs::exists(cache_));
+  // --calibrate --threads 1 on a host of more cores is not the host's profile.
+  if (cost::read_host_identity().cores() > 1) {
+    Result part = run("cost --calibrate --threads 1 --profile-cache " + cache_.string());
+    EXPECT_EQ(part.code, 2);
+    EXPECT_NE(part.err.find("--output"), std::string::npos) << part.err;
+  }
+}
+
+TEST_F(HostProfileCli, OptimizeTakesTheSameFlags) {
+  Result r = run("optimize " + kModel + " -o " + (root_ / "plan").string() +
+                 " --budget 3 --no-measure --no-calibrate --profile-cache " + cache_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(cache_));
+  EXPECT_TRUE(fs::exists(root_ / "plan" / "plan.json"));
+}
+
+}  // namespace

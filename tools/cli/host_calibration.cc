@@ -1,0 +1,503 @@
+// The host CPU's calibration (calibrate_host) and what --device cpu means
+// for a run of the CLI (prepare_host_profile): see cost_calibration.h.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "cost/graph_cost.h"
+#include "cost/host_profile_cache.h"
+#include "cost/kernel_model.h"
+#include "graph/error.h"
+#include "graph/fusion_groups.h"
+#include "tools/cli/calibration_graphs.h"
+#include "tools/cli/cost_calibration.h"
+
+namespace tessera::cli {
+
+using namespace detail;
+
+namespace {
+
+double load_average() {
+  double load = 0;
+  std::ifstream("/proc/loadavg") >> load;
+  return load;
+}
+
+// `host` as `cores` of its cores see it: compute and every level's
+// bandwidth (each is the whole device's) in proportion, the capacities of
+// per-core levels kept and shared ones whole (one thread may fill them).
+cost::DeviceProfile share(const cost::DeviceProfile& host, int64_t cores) {
+  cost::DeviceProfile p = host;
+  if (cores >= host.units) return p;
+  double k = static_cast<double>(cores) / static_cast<double>(host.units);
+  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
+    for (auto& [t, v] : *peaks) v *= k;
+  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
+  p.units = cores;
+  return p;
+}
+
+// The inverse, for a profile fitted on fewer cores than the host has: main
+// memory's bandwidth grows with the cores up to a socket's (host_cpu.cc).
+cost::DeviceProfile scale_to_cores(const cost::DeviceProfile& fitted, int64_t cores) {
+  constexpr double kSocketDramBandwidth = 307.2e9;
+  cost::DeviceProfile p = fitted;
+  double k = static_cast<double>(cores) / static_cast<double>(fitted.units);
+  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
+    for (auto& [t, v] : *peaks) v *= k;
+  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
+  cost::MemoryLevel& dram = p.memory.back();
+  dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, fitted.main_memory().bandwidth));
+  p.units = cores;
+  return p;
+}
+
+// One calibration run: the profile being fitted and the measurements that
+// fit it, each kept with its kernel class so that the remaining error of
+// the fitted profile can be reported per class.
+class HostCalibrator {
+ public:
+  HostCalibrator(const CalibrationOptions& o, std::ostream& log) : o_(o), log_(log) {
+    host_ = cost::detect_host_cpu(id_);
+    // Rates are measured per core, on one thread, and scaled to the host's
+    // cores: a parallel region of a static split waits for its slowest
+    // thread, so on a machine shared with other work (this 2-core host with
+    // two builds running) every multi-threaded run measures the scheduler,
+    // not the core. One thread's fastest run is the core's. Big GEMMs and
+    // convolutions split over cores nearly perfectly, and the shared levels'
+    // bandwidth is the per-core one times the cores up to the socket's
+    // (host_cpu.cc); what a parallel region costs is fitted on its own, with
+    // every thread (fit_parallel_overhead).
+    threads_ = o.threads > 0 ? o.threads : 1;
+    p_ = share(host_, threads_);
+    // The budget, less the time compiling and warming up take (about a
+    // third on this 2-core host), in slices: a dense probe gets 3 (its runs
+    // take milliseconds, and on a busy machine only the fastest of many is
+    // undisturbed), every other probe one. Quick: 4 dense probes and about
+    // 10 others; full: 6 and about 22.
+    slice_ = o.seconds * 0.65 / (o.quick ? 22 : 40);
+  }
+
+  cost::DeviceProfile run() {
+    auto start = std::chrono::steady_clock::now();
+    if (double load = load_average(); load > static_cast<double>(host_.units))
+      log_ << "note: the machine is busy (load average " << load << " on " << host_.units
+           << " cores); rates are measured on one thread's fastest runs\n";
+    // Dense kernels first: their rates decide most of a model's time, and a
+    // quick calibration cut short still has them.
+    fit_dense();
+    fit_bandwidths();
+    fit_llc_capacity();
+    fit_launch_overhead();
+    if (!o_.quick) {
+      fit_gemm_overhead();
+      fit_conv_calls();
+      fit_reorder();
+      fit_transcendental();
+      fit_permutes();
+    }
+    report_residuals();
+    if (o_.threads == 0 && threads_ < host_.units) {
+      p_ = scale_to_cores(p_, host_.units);
+      threads_ = static_cast<int>(host_.units);
+    }
+    fit_parallel_overhead();
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log_ << (o_.quick ? "quick" : "full") << " calibration: " << wall << " s\n";
+    p_.calibrated = true;
+    p_.source = std::string(o_.quick ? "first-use quick calibration" : "tessera cost --calibrate") +
+                " through the runtime's CPU kernels (" + std::to_string(static_cast<int>(wall + 0.5)) +
+                " s): " + notes_.str() + "; other factors: " + host_.source;
+    stamp_host(p_, id_);
+    p_.validate();
+    return p_;
+  }
+
+ private:
+  struct Probe {
+    std::string kind;  // kernel class: gemm, conv, memory, overhead, vector, permute
+    std::string what;
+    Graph graph;
+    std::string node;  // the kernel measured ("" every kernel)
+    double measured_s = 0;
+  };
+
+  double measure(const Graph& g, const std::string& node = "") {
+    OpKind k = g.node(0).kind;
+    double slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
+    return measure_kernel_seconds(g, slices * slice_, threads_, node);
+  }
+  // Measures `g` and keeps it for the residual report.
+  double probe(const std::string& kind, const std::string& what, const Graph& g, const std::string& node = "") {
+    double t = measure(g, node);
+    probes_.push_back({kind, what, g, node, t});
+    return t;
+  }
+  cost::KernelCost predicted(const Graph& g) const { return cost::node_cost(g, 0, p_); }
+  // The model runs a small kernel on one core (graph/fusion_groups.h): what
+  // one measures of it is 1/units of the device's rate.
+  double rate_share(const Graph& g) const {
+    const Node& n = g.node(0);
+    return p_.units > 1 && runs_on_one_thread(g, n, n.outputs[0]) ? static_cast<double>(p_.units) : 1.0;
+  }
+  double overhead(const Graph& g) const {
+    OpKind k = g.node(0).kind;
+    bool parallel = p_.units > 1 && rate_share(g) == 1;
+    return p_.launch_overhead_s + (parallel ? p_.parallel_overhead_s : 0.0) +
+           (k == OpKind::kConv || k == OpKind::kMatMul ? p_.gemm_overhead_s : 0.0);
+  }
+
+  void fit_dense();
+  void fit_bandwidths();
+  void fit_llc_capacity();
+  void fit_launch_overhead();
+  void fit_parallel_overhead();
+  void fit_gemm_overhead();
+  void fit_conv_calls();
+  void fit_reorder();
+  void fit_transcendental();
+  void fit_permutes();
+  void report_residuals();
+
+  CalibrationOptions o_;
+  std::ostream& log_;
+  cost::CpuIdentity id_ = cost::read_host_identity();
+  cost::DeviceProfile host_;  // detected
+  cost::DeviceProfile p_;     // being fitted, for threads_ cores
+  int threads_ = 1;
+  double slice_ = 0;
+  std::vector<Probe> probes_;
+  std::vector<double> level_ws_;  // the working set each bandwidth probe streamed, per level
+  std::ostringstream notes_;
+};
+
+// GEMM and convolution efficiencies from generic shapes (not the model
+// suite's): 3x3 convolutions of ResNet-like stages and a 1x1 one, MatMuls
+// with constant (prepacked) weights. Where a kind beats the profile's peak
+// (turbo clocks above the nominal one), the peaks and the clock move up and
+// the other kind's efficiency drops below 1.
+void HostCalibrator::fit_dense() {
+  p_.gemm_efficiency = p_.conv_efficiency = 1.0;
+  double before = p_.peak_flops(DType::kF32, true);
+  auto ratio_of = [&](const Graph& g, double t) {
+    double r = predicted(g).compute_s / std::max(t - overhead(g), t / 2);
+    log_ << "  " << op_name(g.node(0).kind) << " " << shape_str(g.type(g.node(0).inputs[1]).shape) << ": " << t * 1e6
+         << " us, " << r << " of the detected peak\n";
+    return r;
+  };
+  std::vector<Graph> mms;
+  mms.push_back(weight_matmul_graph(512, 1024, 1024));
+  mms.push_back(weight_matmul_graph(256, 512, 2048));
+  double gemm_log = 0, conv_log = 0;
+  for (const Graph& g : mms) gemm_log += std::log(ratio_of(g, probe("gemm", "MatMul", g))) / static_cast<double>(mms.size());
+  std::vector<Graph> convs;
+  convs.push_back(conv_graph(64, 56));
+  convs.push_back(conv_graph(256, 14));
+  if (!o_.quick) {
+    convs.push_back(conv_graph(128, 28));
+    convs.push_back(conv_graph(256, 28, 1));
+  }
+  for (const Graph& g : convs)
+    conv_log += std::log(ratio_of(g, probe("conv", "Conv", g, "op"))) / static_cast<double>(convs.size());
+  double rc = std::exp(conv_log), rm = std::exp(gemm_log);
+  double scale = std::max({1.0, rc, rm});
+  if (scale > 1.0) {
+    for (auto* peaks : {&p_.matrix_flops, &p_.vector_flops})
+      for (auto& [t, v] : *peaks) v *= scale;
+    p_.clock_hz *= scale;
+  }
+  p_.gemm_efficiency = std::clamp(rm / scale, 0.01, 1.0);
+  p_.conv_efficiency = std::clamp(rc / scale, 0.01, 1.0);
+  double peak = p_.peak_flops(DType::kF32, true);
+  std::string on = p_.units == 1 ? " per core" : " on " + std::to_string(p_.units) + " cores";
+  log_ << "f32 peak " << peak / 1e9 << " GFLOP/s" << on << " (detected " << before / 1e9 << "), gemm efficiency "
+       << p_.gemm_efficiency << ", conv efficiency " << p_.conv_efficiency << "\n";
+  notes_ << "f32 peak " << peak / 1e9 << " GFLOP/s" << on << ", gemm efficiency " << p_.gemm_efficiency << ", conv efficiency "
+         << p_.conv_efficiency;
+}
+
+// Bandwidth per level: Add over three tensors sized to live in the level.
+// The model charges Add's bytes to every level up to the one that holds
+// them, so the fitted bandwidth is the one a kernel of that size sees.
+void HostCalibrator::fit_bandwidths() {
+  size_t last = p_.memory.size() - 1;
+  auto total = [&](size_t i) {
+    return static_cast<double>(p_.memory[i].capacity_bytes) * (p_.memory[i].per_unit ? p_.units : 1);
+  };
+  level_ws_.assign(p_.memory.size(), 0.0);
+  for (size_t i = 1; i < p_.memory.size(); ++i) {
+    // Large enough that the bytes, not the launch, take the time (an L2
+    // probe of 4 L1s, 0.2 MB here, was half launch).
+    double ws = i == last ? std::clamp(4 * total(i - 1), 64e6, 256e6) : std::min(0.5 * total(i), 16 * total(i - 1));
+    level_ws_[i] = ws;
+    int64_t n = static_cast<int64_t>(ws / 12);
+    Graph g = binary_graph(OpKind::kAdd, n);
+    char what[32];
+    std::snprintf(what, sizeof what, "Add %.1f MB", ws / 1e6);
+    double t = probe("memory", what, g);
+    double bytes = 3.0 * static_cast<double>(n) * 4;
+    double bw = bytes / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    cost::MemoryLevel& m = p_.memory[i];
+    m.bandwidth = bw;  // stored as the bandwidth at full efficiency
+    m.efficiency = 1.0;
+    log_ << m.name << " bandwidth: " << bw / 1e9 << " GB/s (Add over " << bytes / 1e6 << " MB)\n";
+    notes_ << ", " << m.name << " " << bw / 1e9 << " GB/s";
+  }
+  // A level measured slower than the one outside it is noise (a busy
+  // machine); it streams at least as fast as main memory.
+  for (size_t i = last; i-- > 1;)
+    p_.memory[i].bandwidth = std::max(p_.memory[i].bandwidth, p_.memory[i + 1].bandwidth);
+  // The fastest level bounds only window loads (convolution, pooling); it
+  // keeps the detected ratio to the next level.
+  if (p_.memory.size() >= 2) {
+    cost::DeviceProfile ref = cost::detect_host_cpu(id_);
+    double ratio = ref.memory[0].effective_bandwidth() / ref.memory[1].effective_bandwidth();
+    p_.memory[0].bandwidth = p_.memory[1].bandwidth * ratio;
+    p_.memory[0].efficiency = 1.0;
+  }
+}
+
+// The last cache level's effective capacity: on a shared (virtual) machine
+// less than the spec's. Add over growing working sets; the level holds the
+// largest one still streamed nearer its bandwidth than main memory's.
+void HostCalibrator::fit_llc_capacity() {
+  if (p_.memory.size() < 3) return;
+  cost::MemoryLevel& llc = p_.memory[p_.memory.size() - 2];
+  double fast = llc.bandwidth, slow = p_.memory.back().bandwidth;
+  double held = level_ws_[p_.memory.size() - 2];
+  bool dropped = false;
+  int steps = 0;
+  for (double ws = 2 * held; ws < static_cast<double>(llc.capacity_bytes) && steps < (o_.quick ? 2 : 5); ws *= 2, ++steps) {
+    int64_t n = static_cast<int64_t>(ws / 12);
+    Graph g = binary_graph(OpKind::kAdd, n);
+    double t = measure(g);
+    double bw = 3.0 * static_cast<double>(n) * 4 / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    log_ << "  Add over " << ws / 1e6 << " MB: " << bw / 1e9 << " GB/s\n";
+    dropped = bw < std::sqrt(fast * slow);
+    if (dropped) break;
+    held = ws;
+  }
+  // No drop below the spec's capacity: the spec's capacity stands.
+  if (!dropped && steps < (o_.quick ? 2 : 5)) held = static_cast<double>(llc.capacity_bytes);
+  llc.capacity_bytes = std::max<int64_t>(static_cast<int64_t>(held), p_.memory[p_.memory.size() - 3].capacity_bytes *
+                                                                          (p_.memory[p_.memory.size() - 3].per_unit ? p_.units : 1));
+  log_ << llc.name << " effective capacity: " << static_cast<double>(llc.capacity_bytes) / 1e6 << " MB\n";
+  notes_ << ", " << llc.name << " holds " << static_cast<double>(llc.capacity_bytes) / 1e6 << " MB";
+}
+
+// Launch overhead: kernels with almost no work (they run on one thread),
+// the median of kinds whose fixed costs differ (oneDNN eltwise, binary and
+// softmax primitives).
+void HostCalibrator::fit_launch_overhead() {
+  std::vector<double> tiny = {probe("overhead", "Relu 16", unary_graph(OpKind::kRelu, 16)),
+                              probe("overhead", "Add 16", binary_graph(OpKind::kAdd, 16)),
+                              probe("overhead", "Softmax 16", unary_graph(OpKind::kSoftmax, 16))};
+  std::sort(tiny.begin(), tiny.end());
+  p_.launch_overhead_s = tiny[1];
+  log_ << "launch overhead: " << p_.launch_overhead_s * 1e6 << " us\n";
+  notes_ << ", launch " << p_.launch_overhead_s * 1e6 << " us";
+}
+
+// Parallel overhead (waking the pool's threads and joining them), with
+// every thread: the intercept of two Adds over cache-resident data, both
+// large enough to spread over every core. On a busy machine the fastest
+// run still waits for a descheduled thread now and then; more than
+// kMaxParallelOverhead is that, not the pool, and the detected value stays.
+void HostCalibrator::fit_parallel_overhead() {
+  constexpr double kMaxParallelOverhead = 50e-6;
+  if (p_.units <= 1) return;
+  if (double load = load_average(); load > static_cast<double>(p_.units)) {
+    // Every thread's fastest run still waits for a descheduled one now and
+    // then, or the intercept of two such runs is noise (0 or milliseconds).
+    log_ << "parallel overhead: the detected " << p_.parallel_overhead_s * 1e6 << " us (load " << load
+         << " on " << p_.units << " cores: not measurable)\n";
+    notes_ << ", parallel " << p_.parallel_overhead_s * 1e6 << " us (detected)";
+    return;
+  }
+  double detected = p_.parallel_overhead_s;
+  p_.parallel_overhead_s = 0;
+  int64_t n1 = kOneThreadElements * 2, n2 = kOneThreadElements * 4;
+  double t1 = measure(binary_graph(OpKind::kAdd, n1)), t2 = measure(binary_graph(OpKind::kAdd, n2));
+  double intercept = (t1 * static_cast<double>(n2) - t2 * static_cast<double>(n1)) / static_cast<double>(n2 - n1);
+  double fitted = std::clamp(intercept - p_.launch_overhead_s, 0.0, t1 / 2);
+  p_.parallel_overhead_s = fitted <= kMaxParallelOverhead ? fitted : detected;
+  log_ << "parallel overhead: " << fitted * 1e6 << " us (Add " << t1 * 1e6 << " / " << t2 * 1e6 << " us on "
+       << threads_ << " threads)" << (fitted <= kMaxParallelOverhead ? "" : ", implausible: kept the detected")
+       << "\n";
+  notes_ << ", parallel " << p_.parallel_overhead_s * 1e6 << " us";
+}
+
+// Two 3x3 convolutions of one channel count, small and large images, give
+// the per-call cost (t = overhead + compute / efficiency).
+void HostCalibrator::fit_gemm_overhead() {
+  p_.gemm_overhead_s = 0;
+  Graph small = conv_graph(64, 16), large = conv_graph(64, 56);
+  double ts = probe("conv", "Conv", small, "op") - overhead(small);
+  double tl = measure(large, "op") - overhead(large);
+  double cs = predicted(small).compute_s * p_.conv_efficiency, cl = predicted(large).compute_s * p_.conv_efficiency;
+  double inv_eff = (tl - ts) / (cl - cs);
+  // A negative slope or a large intercept is noise (a shared machine): the
+  // overhead is at most half the small convolution.
+  p_.gemm_overhead_s = inv_eff > 0 && ts > 0 ? std::clamp(ts - cs * inv_eff, 0.0, ts / 2) : 0.0;
+  log_ << "gemm overhead: " << p_.gemm_overhead_s * 1e6 << " us (Conv " << ts * 1e6 << " / " << tl * 1e6 << " us)\n";
+  notes_ << ", gemm call " << p_.gemm_overhead_s * 1e6 << " us";
+}
+
+// Convolution micro-kernel calls: a 4x4, stride-2 convolution of 256
+// single-channel 14x14 images (a Winograd input transform), whose time is
+// mostly calls over tiny rows.
+void HostCalibrator::fit_conv_calls() {
+  p_.conv_call_s = 0;
+  Graph g;
+  g.name = "calibrate";
+  ValueId x = g.add_input("x", {DType::kF32, {256, 1, 14, 14}});
+  ValueId w = g.add_constant("w", Tensor(DType::kF32, {16, 1, 4, 4}));
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{4, 4});
+  a.set("strides", std::vector<int64_t>{2, 2});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  ValueId y = g.add(OpKind::kConv, {x, w}, a, "op");
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{1, 0, 2, 3});
+  g.set_outputs({g.add(OpKind::kTranspose, {y}, perm, "next")});  // keeps the blocked layout of a consumed conv
+  double t = probe("conv", "Conv 256x1x14x14", g, "op");
+  double calls = 256.0 * 7 * 16;
+  p_.conv_call_s = std::max(0.0, t - overhead(g) - predicted(g).compute_s) / (calls * rate_share(g));
+  log_ << "conv call: " << p_.conv_call_s * 1e9 << " ns (" << t * 1e6 << " us)\n";
+  notes_ << ", conv call " << p_.conv_call_s * 1e9 << " ns";
+}
+
+// Layout reorders: the rate of the row-major copy of a convolution's
+// blocked output that a Transpose reads.
+void HostCalibrator::fit_reorder() {
+  p_.reorder_bandwidth = 0;
+  Graph g = conv_graph(64, 56, 3, false);
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  g.set_outputs({g.add(OpKind::kTranspose, {g.outputs()[0]}, perm, "next")});
+  ValueId y = g.node(0).outputs[0];
+  double t = measure(g, g.value(y).name);
+  double launch_s = cost::reorder_cost(g, y, p_).launch_s;
+  p_.reorder_bandwidth = static_cast<double>(g.type(y).nbytes()) / std::max(t - launch_s, t / 2);
+  log_ << "reorder: " << p_.reorder_bandwidth / 1e9 << " GB/s (" << t * 1e6 << " us)\n";
+  notes_ << ", reorder " << p_.reorder_bandwidth / 1e9 << " GB/s";
+}
+
+// Transcendentals: Exp over data that stays in L2, at the vector
+// efficiency a streaming Add reaches.
+void HostCalibrator::fit_transcendental() {
+  int64_t n = static_cast<int64_t>(static_cast<double>(p_.memory.size() > 1 ? p_.memory[1].capacity_bytes : 65536) / 16);
+  Graph g = unary_graph(OpKind::kExp, n);
+  double t = probe("vector", "Exp", g);
+  double ops = (t - overhead(g)) / rate_share(g) * p_.peak_flops(DType::kF32, false) * p_.vector_efficiency /
+               (2.0 * static_cast<double>(n));
+  p_.transcendental_ops = std::clamp(ops, 1.0, 200.0);
+  log_ << "transcendental: " << p_.transcendental_ops << " vector ops (Exp " << t * 1e6 << " us)\n";
+  notes_ << ", transcendental " << p_.transcendental_ops << " ops";
+}
+
+// Permuting copies, what they take beyond their bytes: a 2-D Transpose of
+// L2-sized data (copied element by element, a cost per element), and one
+// that keeps its last axis (copied in contiguous runs, a cost per run).
+void HostCalibrator::fit_permutes() {
+  auto transpose = [](Shape shape, std::vector<int64_t> order) {
+    Graph g;
+    g.name = "calibrate";
+    ValueId a = g.add_input("a", {DType::kF32, std::move(shape)});
+    Attrs perm;
+    perm.set("perm", std::move(order));
+    g.set_outputs({g.add(OpKind::kTranspose, {a}, perm, "op")});
+    return g;
+  };
+  auto fitted_ops = [&](const Graph& g, double count, double& field, const char* what) {
+    field = 0;
+    double t = probe("permute", std::string("Transpose per ") + what, g);
+    double extra = std::max(0.0, t - overhead(g) - predicted(g).time_s + p_.launch_overhead_s);
+    field = std::clamp(extra / rate_share(g) * p_.peak_flops(DType::kF32, false) * p_.vector_efficiency / (2.0 * count),
+                       0.0, 2000.0);
+    log_ << "permute: " << field << " vector ops per " << what << " (Transpose " << t * 1e6 << " us)\n";
+    notes_ << ", permute " << field << " ops per " << what;
+  };
+  fitted_ops(transpose({256, 512}, {1, 0}), 256.0 * 512, p_.permute_ops, "element");
+  fitted_ops(transpose({128, 64, 32}, {1, 0, 2}), 128.0 * 64, p_.permute_run_ops, "run");
+}
+
+// The fitted profile's remaining error on what it was fitted to, per kernel
+// class: the geometric mean of predicted / measured and the worst kernel.
+void HostCalibrator::report_residuals() {
+  std::map<std::string, std::vector<std::pair<double, std::string>>> by_kind;
+  for (const Probe& pr : probes_) {
+    cost::GraphCost c = cost::graph_cost(pr.graph, p_);
+    double pred = 0;
+    for (size_t k = 0; k < c.groups.size(); ++k)
+      if (pr.node.empty() || pr.graph.node(c.groups[k][0]).name == pr.node) pred += c.kernels[k].time_s;
+    if (pr.node.empty())
+      for (const cost::KernelCost& r : c.reorders) pred += r.time_s;
+    by_kind[pr.kind].push_back({pred / pr.measured_s, pr.what});
+  }
+  log_ << "remaining error per kernel class (predicted / measured):\n";
+  for (const auto& [kind, rows] : by_kind) {
+    double lsum = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      lsum += std::log(rows[i].first);
+      if (std::abs(std::log(rows[i].first)) > std::abs(std::log(rows[worst].first))) worst = i;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-9s %2zu kernels  mean x%.2f  worst x%.2f (%s)\n", kind.c_str(), rows.size(),
+                  std::exp(lsum / static_cast<double>(rows.size())), rows[worst].first, rows[worst].second.c_str());
+    log_ << line;
+  }
+}
+
+}  // namespace
+
+cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostream& log) {
+  return HostCalibrator(options, log).run();
+}
+
+// The quick calibration's budget: the 10 s on first use, with room
+// for the compiles the measured slices leave out.
+constexpr double kQuickCalibrationSeconds = 8;
+
+void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log) {
+  std::string dir = cache_dir.empty() ? cost::default_profile_cache_dir() : cache_dir;
+  cost::CpuIdentity id = cost::read_host_identity();
+  cost::CachedProfile cached = cost::load_cached_profile(dir, id);
+  if (!cached.note.empty()) log << "tessera: " << cached.note << "\n";
+  if (cached.profile) {
+    cost::set_host_profile(*cached.profile);
+    return;
+  }
+  if (!calibrate) {
+    cost::set_host_profile(cost::detect_host_cpu(id));
+    return;
+  }
+  log << "tessera: no calibrated profile of this CPU (" << id.summary() << ") in " << dir
+      << "; calibrating it once (about " << kQuickCalibrationSeconds
+      << " s; --no-calibrate skips this, tessera cost --calibrate measures more)\n";
+  CalibrationOptions o;
+  o.seconds = kQuickCalibrationSeconds;
+  o.quick = true;
+  std::ostringstream detail;  // the per-measurement lines stay off a user's screen
+  cost::DeviceProfile p = calibrate_host(o, detail);
+  // One line of what was found: the dense rate against the detected peak,
+  // and the wall time.
+  std::string line;
+  for (std::istringstream lines(detail.str()); std::getline(lines, line);)
+    if (line.rfind("f32 peak", 0) == 0 || line.rfind("quick calibration", 0) == 0) log << "tessera: " << line << "\n";
+  try {
+    log << "tessera: wrote " << cost::save_cached_profile(p, dir, id) << "\n";
+  } catch (const Error& e) {
+    log << "tessera: " << e.message() << " (the calibrated profile is used for this run only)\n";
+  }
+  cost::set_host_profile(p);
+}
+
+}  // namespace tessera::cli
