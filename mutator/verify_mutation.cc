@@ -1,5 +1,8 @@
 #include "mutator/verify_mutation.h"
 
+#include <filesystem>
+#include <optional>
+
 #include "graph/error.h"
 #include "graph/hash.h"
 #include "mutator/rules/rule.h"
@@ -8,11 +11,46 @@
 
 namespace tessera::mutator {
 
+namespace {
+
+// The proofs of earlier runs (verifier::default_proof_cache_path()), shared
+// by every verifier of the process: a proof costs up to 2 s of Z3, which a
+// search of 10 s would otherwise spend again in each run. Keyed by name and
+// version (bumped when a statement changes); CI proves everything afresh
+// (tessera verify --prove-rules reads no cache).
+verifier::ProofResult cached_proof(const std::string& obligation) {
+  static std::mutex mu;
+  static std::optional<verifier::ProofCache> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  int version = 0;
+  for (const verifier::ObligationInfo& o : verifier::proof_obligations())
+    if (o.name == obligation) version = o.version;
+  try {
+    if (!cache) cache.emplace(verifier::default_proof_cache_path());
+    if (const verifier::ProofResult* hit = cache->find(obligation, version)) return *hit;
+  } catch (const Error&) {
+    cache.reset();  // an unreadable cache: prove, and do not write over it
+  }
+  verifier::ProofResult r = verifier::prove(obligation, 20000);
+  if (cache) {
+    cache->store(r);
+    try {
+      std::filesystem::create_directories(std::filesystem::path(verifier::default_proof_cache_path()).parent_path());
+      cache->save();
+    } catch (const std::exception&) {
+      // Not writable: the proof is kept for this process only.
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 bool MutationVerifier::proven(const std::string& obligation, std::string* detail) {
   std::lock_guard<std::mutex> lock(proof_mu_);
   auto it = proofs_.find(obligation);
   if (it == proofs_.end()) {
-    verifier::ProofResult r = verifier::prove(obligation, 20000);
+    verifier::ProofResult r = cached_proof(obligation);
     it = proofs_.emplace(obligation, std::make_pair(r.status == verifier::ProofStatus::kProven,
                                                    std::string(verifier::proof_status_name(r.status)) +
                                                        (r.detail.empty() ? "" : ": " + r.detail)))

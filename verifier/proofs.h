@@ -62,6 +62,10 @@ class ProofCache {
   std::map<std::string, ProofResult> entries_;
 };
 
+// Where proof results are kept between runs: $XDG_CACHE_HOME/tessera/
+// proofs.json, or ~/.cache/tessera/proofs.json (beside the host profile).
+std::string default_proof_cache_path();
+
 // Proves every obligation of proof_obligations(), using and updating `cache`
 // when given.
 std::vector<ProofResult> prove_all(ProofCache* cache, unsigned timeout_ms = 20000);

@@ -565,14 +565,13 @@ void register_merge_rules(std::vector<Rule>& rules) {
                    .fn = merge_matmuls_sharing_input,
                    .obligations = {"matmul-concat-weights"},
                    .covered_by = merged_matmuls_covered});
-  // Its instances are tested: the sharding search proposes it with the
-  // Reshape that may sit between the product and the Split, which the
-  // obligation does not state.
   rules.push_back({.name = "split-merged-projection",
                    .identity = "Split(A@Concat(W1, W2, axis=1)) = A@W1, A@W2",
                    .roots = {OpKind::kSplit},
                    .fn = split_merged_projection,
                    .obligations = {"matmul-concat-weights"},
+                   .per_instance = "the sharding search proposes it with the Reshape that may sit between the "
+                                   "product and the Split, which the obligation does not state",
                    .mesh_only = true});
   rules.push_back({.name = "merge-convs-sharing-input",
                    .identity = "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",

@@ -47,6 +47,7 @@ std::string check_text(const Rule& rule) {
   if (rule.obligations.empty()) return "[per instance: " + rule.per_instance + "]";
   std::string s = "[proof: ";
   for (size_t i = 0; i < rule.obligations.size(); ++i) s += (i ? ", " : "") + rule.obligations[i];
+  if (!rule.covered_by) s += "; every instance tested: " + rule.per_instance;
   return s + "]";
 }
 

@@ -45,7 +45,8 @@ struct Rule {
   // needs no test; one outside is tested as a rule without a proof is.
   std::vector<std::string> obligations;
   CoverFn covered_by = nullptr;
-  // A rule without obligations: why its instances are each tested.
+  // A rule without obligations, or without covered_by: why its instances
+  // are each tested.
   std::string per_instance;
   // A generator of enumerated sequences (PET) rather than one rewrite: the
   // search runs it once per candidate lineage, since its output already holds

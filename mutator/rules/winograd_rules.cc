@@ -20,6 +20,7 @@
 // weights by graph ops (the mutation's unfolded form); the applied form holds
 // U folded in float (its rounding is the plan check's to bound).
 #include <array>
+#include <algorithm>
 #include <cmath>
 
 #include "mutator/rules/rule.h"
@@ -74,21 +75,55 @@ Attrs ints_attr(const char* name, std::vector<int64_t> v) {
 }
 
 // The transformed weights U = G g G^T as [(m+2)^2, Co, C], in double.
-Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
+// U(p, q, o, i) for each entry of U, in the order of U's layout, as
+// `visit(index, value)`: the rule writes U from it, winograd_covered checks
+// an instance's U against it. Reads f32 weights directly: get_double per
+// weight made the check of a 512x512-channel Conv take about a second.
+template <class Visit>
+void for_each_transformed_weight(const Tensor& w, const WinogradForm& f, Visit visit) {
   int64_t co = w.shape()[0], c = w.shape()[1], a = f.m + 2;
-  Tensor u(w.dtype(), {a * a, co, c});
   double inv = 1.0 / (f.s * f.s);
+  std::vector<double> wd(static_cast<size_t>(w.numel()));
+  if (w.dtype() == DType::kF32)
+    std::copy(w.data_as<float>(), w.data_as<float>() + w.numel(), wd.begin());
+  else
+    for (int64_t k = 0; k < w.numel(); ++k) wd[static_cast<size_t>(k)] = w.get_double(k);
   for (int64_t p = 0; p < a; ++p)
     for (int64_t q = 0; q < a; ++q)
       for (int64_t o = 0; o < co; ++o)
         for (int64_t i = 0; i < c; ++i) {
+          const double* k9 = &wd[static_cast<size_t>((o * c + i) * 9)];
           double sum = 0;
           for (int64_t y = 0; y < 3; ++y)
-            for (int64_t x = 0; x < 3; ++x)
-              sum += f.g[p][y] * f.g[q][x] * w.get_double(((o * c + i) * 3 + y) * 3 + x);
-          u.set_double(((p * a + q) * co + o) * c + i, sum * inv);
+            for (int64_t x = 0; x < 3; ++x) sum += f.g[p][y] * f.g[q][x] * k9[y * 3 + x];
+          if (!visit(((p * a + q) * co + o) * c + i, sum * inv)) return;
         }
+}
+
+Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
+  int64_t a = f.m + 2;
+  Tensor u(w.dtype(), {a * a, w.shape()[0], w.shape()[1]});
+  if (u.dtype() == DType::kF32) {
+    float* out = u.mutable_data_as<float>();
+    for_each_transformed_weight(w, f, [&](int64_t k, double v) { return out[k] = static_cast<float>(v), true; });
+  } else {
+    for_each_transformed_weight(w, f, [&](int64_t k, double v) { return u.set_double(k, v), true; });
+  }
   return u;
+}
+
+// Whether u holds exactly the transformed weights of w.
+bool is_transformed_weights(const Tensor& u, const Tensor& w, const WinogradForm& f) {
+  int64_t a = f.m + 2;
+  if (u.dtype() != w.dtype() || u.shape() != Shape{a * a, w.shape()[0], w.shape()[1]}) return false;
+  Tensor one(u.dtype(), {1});
+  bool same = true;
+  for_each_transformed_weight(w, f, [&](int64_t k, double v) {
+    if (u.dtype() == DType::kF32) same = u.data_as<float>()[k] == static_cast<float>(v);
+    else one.set_double(0, v), same = one.get_double(0) == u.get_double(k);
+    return same;
+  });
+  return same;
 }
 
 // Conv(X, W[, B]) with a 3x3 kernel, stride 1, dilation 1, one group, 2-D,
@@ -230,7 +265,7 @@ std::string winograd_covered(const Mutation& m) {
       if (x.kind == OpKind::kMatMul && !at) at = constant_input(r, x, {mm * mm, a * a});
       if (x.kind == OpKind::kAdd && !b) b = constant_input(r, x, {co, 1, 1});
     }
-    if (!u || !at || !same_tensor(*u, transformed_weights(w, f)) ||
+    if (!u || !at || !is_transformed_weights(*u, w, f) ||
         !same_tensor(*at, kron_square(f.at, xt.dtype, 1.0, {mm * mm, a * a})))
       return "";
     if (bias != (b != nullptr) || (bias && !same_tensor(*b, g.value(n.inputs[2]).constant->reshaped({co, 1, 1}))))
