@@ -156,7 +156,7 @@ std::string rules_listing() {
   for (const auto& [name, identity] : canonical_pass_list()) os << "  " << name << "  " << identity << "\n";
   os << "rules (--disable-rule NAME):\n";
   for (const Rule& r : all_rules())
-    os << "  " << r.name << "  " << r.identity << "  [proof: " << r.obligation << "]"
+    os << "  " << r.name << "  " << r.identity << "  " << check_text(r)
        << (r.mesh_only ? "  (sharding search only)" : "") << "\n";
   return os.str();
 }

@@ -37,14 +37,13 @@ struct Shared {
     if (Clock::now() >= deadline) out_of_time = true;
     return out_of_time;
   }
-  // Whether m's verification can finish before the deadline: small ones
-  // always can; a test is estimated from the FLOPs of both sides. A proof is
-  // cached after its first use, so only tests are estimated.
-  bool fits(const Mutation& m, const Rule& rule) const {
-    int64_t before = graph_flops(m.before);
-    // Large enough to be proven rather than tested (MutationVerifier::verify).
-    if (before > MutationVerifier::kTestFlops && rule.obligation != kNoObligation) return true;
-    double flops = static_cast<double>(before + graph_flops(m.replacement));
+  // Whether m's verification can finish before the deadline: a proven
+  // obligation covers it (Z3 runs once per obligation, then it costs
+  // nothing), or its test is small, or the test's estimate from the FLOPs of
+  // both sides fits in what is left.
+  bool fits(const Mutation& m, const std::string& covered_by) {
+    if (covered_by != kNoObligation && verifier.proven(covered_by)) return true;
+    double flops = static_cast<double>(graph_flops(m.before) + graph_flops(m.replacement));
     if (flops <= 2.0 * MutationVerifier::kTestFlops) return true;
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     return flops / kTestFlopsPerSecond < left;
@@ -64,6 +63,9 @@ struct Candidate {
   std::optional<Mutation> pending;
   const Rule* pending_rule = nullptr;
   size_t parent = 0;  // the candidate it was made from (a correction rebuilds from there)
+  // The obligation that covers the pending mutation (covering_obligation),
+  // or kNoObligation: then it is tested.
+  std::string covered_by;
 };
 
 struct RegionResult {
@@ -175,7 +177,7 @@ bool RegionSearch::out_of_time() {
 bool RegionSearch::ready_to_expand(size_t idx) {
   Candidate& cand = store_[idx];
   if (!cand.pending) return true;
-  if (!sh_.fits(*cand.pending, *cand.pending_rule)) {
+  if (!sh_.fits(*cand.pending, cand.covered_by)) {
     ++res_.stats.skipped_slow;
     cand.pending.reset();
     return false;
@@ -231,13 +233,15 @@ bool RegionSearch::consider(size_t parent, const Rule& rule, Mutation m) {
   if (!(cost < bound())) return false;
   // A Z_p test cannot be interrupted, and on a large Conv it takes seconds
   // (csrnet's 512-channel dilated Convs, 3.7 GFLOP each side: ~5 s): run it
-  // only when it fits in what is left of the budget.
-  if (!sh_.fits(m, rule)) {
+  // only when it fits in what is left of the budget. An instance a proven
+  // obligation covers is not tested at all.
+  std::string covered_by = covering_obligation(rule, m);
+  if (!sh_.fits(m, covered_by)) {
     ++res_.stats.skipped_slow;
     return false;
   }
   // Verified when expanded or chosen (settle).
-  add({std::move(next), cost, store_[parent].history, std::move(m), &rule, parent}, h);
+  add({std::move(next), cost, store_[parent].history, std::move(m), &rule, parent, std::move(covered_by)}, h);
   return true;
 }
 
@@ -260,7 +264,7 @@ void RegionSearch::add(Candidate c, uint64_t hash) {
 bool RegionSearch::settle(size_t idx) {
   Candidate& cand = store_[idx];
   Mutation& m = *cand.pending;
-  sh_.verifier.verify(m, cand.pending_rule->obligation);
+  sh_.verifier.verify(m, cand.covered_by);
   if (!m.verification.accepted() && cand.pending_rule->partial && sh_.options.partial &&
       !m.verification.differing.empty() && pet::add_corrections(m, m.verification.differing)) {
     cand.g = apply_mutation(store_[cand.parent].g, m);
@@ -289,7 +293,7 @@ void RegionSearch::settle_cheaper_open() {
   std::sort(open.begin(), open.end(),
             [&](size_t a, size_t b) { return std::make_pair(store_[a].cost, a) < std::make_pair(store_[b].cost, b); });
   for (size_t k : open) {
-    if (sh_.expired() || !sh_.fits(*store_[k].pending, *store_[k].pending_rule)) break;
+    if (sh_.expired() || !sh_.fits(*store_[k].pending, store_[k].covered_by)) break;
     if (settle(k) && store_[k].cost < store_[best_].cost) {
       best_ = k;
       break;

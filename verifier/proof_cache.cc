@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,17 @@ ProofStatus status_from_name(const std::string& s) {
   return ProofStatus::kError;
 }
 }  // namespace
+
+std::string default_proof_cache_path() {
+  namespace fs = std::filesystem;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir;
+  if (xdg && *xdg) dir = xdg;
+  else if (home && *home) dir = fs::path(home) / ".cache";
+  else dir = fs::temp_directory_path();
+  return (dir / "tessera" / "proofs.json").string();
+}
 
 ProofCache::ProofCache(std::string path) : path_(std::move(path)) {
   std::ifstream in(path_);

@@ -17,6 +17,7 @@ struct ObligationInfo {
   int version = 1;        // bump when the statement changes
   std::string category;   // "rule", "sharding" or "correction"
   std::string statement;  // the identity, in one line
+  std::string twin_of;    // a wrong obligation: the obligation it is the wrong twin of
 };
 
 // kTimeout: the time or resource budget ran out before Z3 decided.
@@ -31,6 +32,11 @@ struct ProofResult {
   bool cached = false;
   std::string detail;  // counterexample or Z3's reason for unknown
 };
+
+// The ranks up to which the rule obligations over permutations and over
+// reshapes are stated: a rule's instance of higher rank is tested instead.
+inline constexpr int kMaxPermRank = 4;  // (rank!)^2 pairs: rank 5 took 34 s
+inline constexpr int kMaxReshapeRank = 4;
 
 // The obligations the mutator's rules and strategies rest on.
 const std::vector<ObligationInfo>& proof_obligations();
@@ -55,6 +61,10 @@ class ProofCache {
   std::string path_;
   std::map<std::string, ProofResult> entries_;
 };
+
+// Where proof results are kept between runs: $XDG_CACHE_HOME/tessera/
+// proofs.json, or ~/.cache/tessera/proofs.json (beside the host profile).
+std::string default_proof_cache_path();
 
 // Proves every obligation of proof_obligations(), using and updating `cache`
 // when given.

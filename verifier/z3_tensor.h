@@ -204,6 +204,8 @@ std::vector<Obligation> rule_obligations();
 std::vector<Obligation> sharding_obligations();
 std::vector<Obligation> correction_obligations();
 std::vector<Obligation> wrong_rule_obligations();
+std::vector<Obligation> winograd_obligations();        // z3_winograd.cc, part of rule_obligations()
+std::vector<Obligation> wrong_winograd_obligations();
 std::vector<Obligation> op_sharding_obligations();  // reshape, softmax, gather, conv
 std::vector<Obligation> reshard_obligations();       // collective identities
 std::vector<Obligation> any_rank_count_obligations();  // pass-through, symbolic rank count

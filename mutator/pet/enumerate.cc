@@ -143,10 +143,14 @@ std::vector<Mutation> pet_enumeration(const RuleContext& ctx, NodeId root) { ret
 }  // namespace
 
 void register_pet_rules(std::vector<Rule>& rules) {
-  Rule r{pet::kRuleName,
-         "sequences of up to 3 catalogue moves (batch<->height/width, dilation->batch, explicit pad, pad to a "
-         "multiple, group split, batch->rows, batched-matmul and conv merges) that match on the multilinear test",
-         kNoObligation, {OpKind::kConv, OpKind::kMatMul}, pet_enumeration};
+  Rule r{.name = pet::kRuleName,
+         .identity = "sequences of up to 3 catalogue moves (batch<->height/width, dilation->batch, explicit pad, pad "
+                     "to a multiple, group split, batch->rows, batched-matmul and conv merges) that match on the "
+                     "multilinear test",
+         .roots = {OpKind::kConv, OpKind::kMatMul},
+         .fn = pet_enumeration,
+         .per_instance = "an enumerated sequence is not one identity: each is kept only if it matches on the "
+                         "multilinear test, which also finds the output boxes where a partial mutant is wrong"};
   r.enumerator = true;
   r.partial = true;
   rules.push_back(std::move(r));

@@ -289,10 +289,14 @@ std::vector<Mutation> permute_merged_projection(const RuleContext& ctx, NodeId r
 
 namespace {
 
-bool same_geometry(const Node& a, const Node& b) {
+bool same_geometry_but_group(const Node& a, const Node& b) {
   for (const char* k : {"kernel_shape", "strides", "pads", "dilations"})
     if (a.attrs.ints(k) != b.attrs.ints(k)) return false;
-  return a.attrs.i("group") == b.attrs.i("group");
+  return true;
+}
+
+bool same_geometry(const Node& a, const Node& b) {
+  return same_geometry_but_group(a, b) && a.attrs.i("group") == b.attrs.i("group");
 }
 
 // A Conv with a constant weight and a constant or absent bias, group 1.
@@ -400,20 +404,187 @@ std::vector<Mutation> merge_parallel_convs_into_group(const RuleContext& ctx, No
                       "on different inputs merged into one grouped Conv")};
 }
 
+// The only node of `kind` in g, or -1 (none, or several).
+NodeId only_node(const Graph& g, OpKind kind) {
+  NodeId found = -1;
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (g.node(n).kind == kind) {
+      if (found >= 0) return -1;
+      found = n;
+    }
+  return found;
+}
+
+// The replacement's Split: one, on `axis` (or the last axis when -1), into
+// `sizes`, its outputs the replacement's outputs in order; its input's producer, or -1.
+NodeId split_of(const Graph& r, int64_t axis, const std::vector<int64_t>& sizes) {
+  NodeId s = only_node(r, OpKind::kSplit);
+  if (s < 0) return -1;
+  const Node& n = r.node(s);
+  int64_t rank = r.type(n.inputs[0]).rank(), ax = n.attrs.i("axis");
+  if (ax < 0) ax += rank;
+  if (ax != (axis < 0 ? rank - 1 : axis) || n.attrs.ints("split") != sizes || n.outputs != r.outputs()) return -1;
+  return r.value(n.inputs[0]).producer;
+}
+
+const Tensor* constant_of(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).is_constant() ? &*g.value(v).constant : nullptr;
+}
+
+// covered_by of merge-matmuls-sharing-input (obligation matmul-concat-weights):
+// `before` is n >= 2 products of one kind of its one input A by constant
+// 2-D weights (Gemm: alpha = beta = 1, transA = 0), every one with a
+// constant row bias (Gemm's C or the Add of a 1-D constant) or none with
+// one; the replacement is the product of A by the weights' concatenation
+// (plus the biases'), split on the last axis into the parts in order.
+std::string merged_matmuls_covered(const Mutation& m) {
+  const Graph& g = m.before;
+  if (g.inputs().size() != 1 || g.outputs().size() < 2) return "";
+  std::vector<Tensor> ws, bs;
+  std::vector<int64_t> sizes;
+  OpKind kind = OpKind::kMatMul;
+  bool biased = false;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    NodeId p = g.value(g.outputs()[i]).producer;
+    if (p < 0) return "";
+    const Node* n = &g.node(p);
+    Tensor bias;
+    if (n->kind == OpKind::kAdd) {
+      int side = constant_of(g, n->inputs[1]) ? 1 : 0;
+      const Tensor* b = constant_of(g, n->inputs[side]);
+      NodeId q = g.value(n->inputs[1 - side]).producer;
+      if (!b || b->rank() != 1 || q < 0) return "";
+      bias = *b;
+      n = &g.node(q);
+      if (n->kind != OpKind::kMatMul) return "";
+    }
+    if (i == 0) kind = n->kind, biased = bias.defined() || kind == OpKind::kGemm;
+    if (n->kind != kind || n->inputs[0] != g.inputs()[0] || (kind == OpKind::kMatMul && bias.defined() != biased)) return "";
+    Tensor w = weight_kn(g, *n);
+    if (!w.defined()) return "";
+    if (kind == OpKind::kGemm) bias = gemm_bias(g, *n, w.shape()[1], w.dtype());
+    if (biased && (!bias.defined() || bias.numel() != w.shape()[1])) return "";
+    sizes.push_back(w.shape()[1]);
+    ws.push_back(w);
+    if (biased) bs.push_back(bias.reshaped({w.shape()[1]}));
+  }
+  const Graph& r = m.replacement;
+  NodeId top = split_of(r, -1, sizes);
+  if (top < 0) return "";
+  const Node* prod = &r.node(top);
+  Tensor bias;
+  if (prod->kind == OpKind::kAdd && kind == OpKind::kMatMul) {
+    const Tensor* b = constant_of(r, prod->inputs[1]);
+    if (!b || r.value(prod->inputs[0]).producer < 0) return "";
+    bias = *b;
+    prod = &r.node(r.value(prod->inputs[0]).producer);
+  }
+  if (prod->kind != kind || prod->inputs[0] != r.inputs()[0]) return "";
+  Tensor w = weight_kn(r, *prod);
+  if (kind == OpKind::kGemm) bias = w.defined() ? gemm_bias(r, *prod, w.shape()[1], w.dtype()) : Tensor{};
+  if (!w.defined() || !same_tensor(w, concat_tensors(ws, 1))) return "";
+  if (biased != bias.defined() || (biased && !same_tensor(bias.reshaped({bias.numel()}), concat_tensors(bs, 0))))
+    return "";
+  return "matmul-concat-weights";
+}
+
+// The convolutions' weights and biases (zeros where absent) in output order,
+// when every output of g is a plain Conv (group 1, constant weights) with
+// the same attributes as the first; `xs` gets each one's input.
+bool conv_parts(const Graph& g, std::vector<Tensor>& ws, std::vector<Tensor>& bs, std::vector<ValueId>& xs) {
+  const Node* first = nullptr;
+  for (ValueId out : g.outputs()) {
+    NodeId p = g.value(out).producer;
+    if (p < 0 || !plain_conv(g, g.node(p))) return false;
+    const Node& n = g.node(p);
+    if (first && (!same_geometry(n, *first) || g.type(n.inputs[1]) != g.type(first->inputs[1]) ||
+                  g.type(n.inputs[0]) != g.type(first->inputs[0])))
+      return false;
+    first = first ? first : &n;
+    ws.push_back(*g.value(n.inputs[1]).constant);
+    bs.push_back(conv_bias(g, n));
+    xs.push_back(n.inputs[0]);
+  }
+  return ws.size() >= 2;
+}
+
+// The replacement's merged Conv before its Split on channels: its geometry
+// that of the parts (`like`) with `group`, its weight and bias the parts'
+// concatenations; the node, or null.
+const Node* merged_conv_of(const Graph& r, const Node& like, int64_t group, const std::vector<Tensor>& ws,
+                           const std::vector<Tensor>& bs) {
+  std::vector<int64_t> sizes;
+  for (const Tensor& w : ws) sizes.push_back(w.shape()[0]);
+  NodeId c = split_of(r, 1, sizes);
+  if (c < 0) return nullptr;
+  const Node& n = r.node(c);
+  if (n.kind != OpKind::kConv || n.attrs.i("group") != group || !same_geometry_but_group(n, like)) return nullptr;
+  const Tensor* w = constant_of(r, n.inputs[1]);
+  const Tensor* b = n.inputs.size() > 2 ? constant_of(r, n.inputs[2]) : nullptr;
+  if (!w || !b || !same_tensor(*w, concat_tensors(ws, 0)) || !same_tensor(*b, concat_tensors(bs, 0))) return nullptr;
+  return &n;
+}
+
+// covered_by of merge-convs-sharing-input (obligation conv-concat-weights):
+// n >= 2 Convs of the one input X, group 1, equal kernel, stride, pad,
+// dilation and weight shape, constant weights and biases; the replacement is
+// the Conv of X by their concatenation on output channels, split back in order.
+std::string merged_convs_covered(const Mutation& m) {
+  std::vector<Tensor> ws, bs;
+  std::vector<ValueId> xs;
+  const Graph& g = m.before;
+  if (g.inputs().size() != 1 || !conv_parts(g, ws, bs, xs)) return "";
+  const Node* c = merged_conv_of(m.replacement, g.node(g.value(g.outputs()[0]).producer), 1, ws, bs);
+  return c && c->inputs[0] == m.replacement.inputs()[0] ? "conv-concat-weights" : "";
+}
+
+// covered_by of merge-parallel-convs-into-group (obligation
+// conv-group-concat): n = 2 to 4 Convs of n different inputs of one type,
+// each the before graph's input in order, group 1, equal geometry and weight
+// shape; the replacement is one Conv with group n of the inputs' Concat on
+// channels (in the same order) by the weights' concatenation, split back.
+std::string grouped_convs_covered(const Mutation& m) {
+  std::vector<Tensor> ws, bs;
+  std::vector<ValueId> xs;
+  const Graph& g = m.before;
+  if (!conv_parts(g, ws, bs, xs) || xs.size() > 4 || xs != g.inputs()) return "";
+  const Graph& r = m.replacement;
+  const Node* c = merged_conv_of(r, g.node(g.value(g.outputs()[0]).producer), static_cast<int64_t>(xs.size()), ws, bs);
+  if (!c || r.value(c->inputs[0]).producer < 0) return "";
+  const Node& cat = r.node(r.value(c->inputs[0]).producer);
+  if (cat.kind != OpKind::kConcat || cat.attrs.i("axis") != 1 || cat.inputs != r.inputs()) return "";
+  return "conv-group-concat";
+}
+
 }  // namespace
 
 void register_merge_rules(std::vector<Rule>& rules) {
-  rules.push_back({"merge-matmuls-sharing-input", "A@W1, A@W2 = Split(A@Concat(W1, W2, axis=1))",
-                   "matmul-concat-weights", {OpKind::kMatMul, OpKind::kGemm}, merge_matmuls_sharing_input});
-  Rule split_projection{"split-merged-projection", "Split(A@Concat(W1, W2, axis=1)) = A@W1, A@W2",
-                        "matmul-concat-weights", {OpKind::kSplit}, split_merged_projection};
-  split_projection.mesh_only = true;
-  rules.push_back(split_projection);
-  rules.push_back({"merge-convs-sharing-input", "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",
-                   kNoObligation, {OpKind::kConv}, merge_convs_sharing_input});
-  rules.push_back({"merge-parallel-convs-into-group",
-                   "Conv(X1, W1), Conv(X2, W2) = Split(Conv(Concat(X1, X2), Concat(W1, W2), group=2))",
-                   kNoObligation, {OpKind::kConv}, merge_parallel_convs_into_group});
+  rules.push_back({.name = "merge-matmuls-sharing-input",
+                   .identity = "A@W1 + b1, A@W2 + b2 = Split(A@Concat(W1, W2, axis=1) + Concat(b1, b2))",
+                   .roots = {OpKind::kMatMul, OpKind::kGemm},
+                   .fn = merge_matmuls_sharing_input,
+                   .obligations = {"matmul-concat-weights"},
+                   .covered_by = merged_matmuls_covered});
+  rules.push_back({.name = "split-merged-projection",
+                   .identity = "Split(A@Concat(W1, W2, axis=1)) = A@W1, A@W2",
+                   .roots = {OpKind::kSplit},
+                   .fn = split_merged_projection,
+                   .obligations = {"matmul-concat-weights"},
+                   .per_instance = "the sharding search proposes it with the Reshape that may sit between the "
+                                   "product and the Split, which the obligation does not state",
+                   .mesh_only = true});
+  rules.push_back({.name = "merge-convs-sharing-input",
+                   .identity = "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",
+                   .roots = {OpKind::kConv},
+                   .fn = merge_convs_sharing_input,
+                   .obligations = {"conv-concat-weights"},
+                   .covered_by = merged_convs_covered});
+  rules.push_back({.name = "merge-parallel-convs-into-group",
+                   .identity = "Conv(X1, W1), Conv(X2, W2) = Split(Conv(Concat(X1, X2), Concat(W1, W2), group=2))",
+                   .roots = {OpKind::kConv},
+                   .fn = merge_parallel_convs_into_group,
+                   .obligations = {"conv-group-concat"},
+                   .covered_by = grouped_convs_covered});
 }
 
 }  // namespace tessera::mutator

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <sstream>
 
 #include "graph/error.h"
@@ -34,6 +35,22 @@ const std::vector<Rule>& all_rules() {
   return rules;
 }
 
+std::string covering_obligation(const Rule& rule, const Mutation& m) {
+  if (!rule.covered_by) return kNoObligation;
+  std::string ob = rule.covered_by(m);
+  TESSERA_CHECK(ob.empty() || std::find(rule.obligations.begin(), rule.obligations.end(), ob) != rule.obligations.end(),
+                "rule " << rule.name << " names obligation " << ob << ", which is not one of its own");
+  return ob;
+}
+
+std::string check_text(const Rule& rule) {
+  if (rule.obligations.empty()) return "[per instance: " + rule.per_instance + "]";
+  std::string s = "[proof: ";
+  for (size_t i = 0; i < rule.obligations.size(); ++i) s += (i ? ", " : "") + rule.obligations[i];
+  if (!rule.covered_by) s += "; every instance tested: " + rule.per_instance;
+  return s + "]";
+}
+
 std::string rule_names_list() {
   std::ostringstream os;
   for (size_t i = 0; i < all_rules().size(); ++i) os << (i ? ", " : "") << all_rules()[i].name;
@@ -47,6 +64,22 @@ const Rule& find_rule(const std::string& name) {
 }
 
 bool is_constant(const Graph& g, ValueId v) { return v != kNoValue && g.value(v).is_constant(); }
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         (a.nbytes() == 0 || std::equal(a.data(), a.data() + a.nbytes(), b.data()));
+}
+
+bool same_operand(const Graph& before, ValueId bv, const Graph& replacement, ValueId rv) {
+  if (bv == kNoValue || rv == kNoValue) return bv == rv;
+  if (before.value(bv).is_constant() || replacement.value(rv).is_constant())
+    return before.value(bv).is_constant() && replacement.value(rv).is_constant() &&
+           same_tensor(*before.value(bv).constant, *replacement.value(rv).constant);
+  const auto& bi = before.inputs();
+  const auto& ri = replacement.inputs();
+  auto b = std::find(bi.begin(), bi.end(), bv) - bi.begin(), r = std::find(ri.begin(), ri.end(), rv) - ri.begin();
+  return b == r && b < static_cast<long>(bi.size()) && r < static_cast<long>(ri.size());
+}
 
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
   TESSERA_CHECK(!parts.empty(), "concat of nothing");

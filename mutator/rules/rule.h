@@ -1,8 +1,9 @@
 // Rewrite rules: named, fully equivalent rewrites. A rule is a function from
 // a root node to the mutations it proposes there; the registry (registry.cc)
-// indexes rules by root op kind. Each rule names the Z3 obligation that proves
-// its identity once (verifier/proofs.h), or says it is verified per use by the
-// multilinear test.
+// indexes rules by root op kind. Each rule names the Z3 obligations that
+// prove its identity for all sizes (verifier/proofs.h) and checks, on each
+// instance, the preconditions they assume; or it says why its instances are
+// each checked by the multilinear test instead.
 #pragma once
 
 #include <optional>
@@ -25,15 +26,28 @@ struct RuleContext {
 };
 
 using RuleFn = std::vector<Mutation> (*)(const RuleContext&, NodeId root);
+// The obligation whose preconditions instance m satisfies exactly, or ""
+// when m lies outside all of them.
+using CoverFn = std::string (*)(const Mutation& m);
 
-inline constexpr const char* kNoObligation = "none: verified per use by the multilinear test";
+// What verify() is given for a mutation no proof covers: it is tested.
+inline constexpr const char* kNoObligation = "";
 
 struct Rule {
   std::string name;        // kebab-case, stable (--disable-rule)
   std::string identity;    // what it rewrites, as a formula
-  std::string obligation;  // Z3 obligation name, or kNoObligation
   std::vector<OpKind> roots;
   RuleFn fn = nullptr;
+  // The Z3 obligations of the identity over symbolic sizes (verifier/
+  // proofs.h), and the check of an instance against their preconditions:
+  // made on the mutation itself (m.before, m.replacement), not trusted from
+  // the matcher that proposed it. A covered instance of a proven obligation
+  // needs no test; one outside is tested as a rule without a proof is.
+  std::vector<std::string> obligations;
+  CoverFn covered_by = nullptr;
+  // A rule without obligations, or without covered_by: why its instances
+  // are each tested.
+  std::string per_instance;
   // A generator of enumerated sequences (PET) rather than one rewrite: the
   // search runs it once per candidate lineage, since its output already holds
   // every sequence up to its depth.
@@ -45,6 +59,11 @@ struct Rule {
   // on one device it only undoes what another rule does.
   bool mesh_only = false;
 };
+
+// The obligation of `rule` that covers instance m, or kNoObligation.
+std::string covering_obligation(const Rule& rule, const Mutation& m);
+// "[proof: a, b]" or "[per instance: why]", for --list-rules.
+std::string check_text(const Rule& rule);
 
 // Every rule, in the order the search tries them.
 const std::vector<Rule>& all_rules();
@@ -83,5 +102,10 @@ Tensor transpose_2d(const Tensor& t);
 // Columns [begin, begin + count) of the last axis.
 Tensor slice_last_axis(const Tensor& t, int64_t begin, int64_t count);
 bool is_constant(const Graph& g, ValueId v);
+// Same type and bytes.
+bool same_tensor(const Tensor& a, const Tensor& b);
+// Whether value rv of a mutation's replacement is value bv of its `before`
+// graph: the same input (the two share a signature) or equal constants.
+bool same_operand(const Graph& before, ValueId bv, const Graph& replacement, ValueId rv);
 
 }  // namespace tessera::mutator

@@ -204,9 +204,13 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
 }  // namespace
 
 void register_scale_rules(std::vector<Rule>& rules) {
-  rules.push_back({"fold-scale-into-weights",
-                   "(X@W + b) * f = X@(W*f) + b*f, through Reshape/Transpose/Split sections/MatMul operands",
-                   kNoObligation, {OpKind::kMul, OpKind::kDiv}, fold_scale_into_weights});
+  rules.push_back({.name = "fold-scale-into-weights",
+                   .identity = "(X@W + b) * f = X@(W*f) + b*f, through Reshape/Transpose/Split sections/MatMul operands",
+                   .roots = {OpKind::kMul, OpKind::kDiv},
+                   .fn = fold_scale_into_weights,
+                   .per_instance = "its chain of up to 16 links (Reshape, Transpose, Add of a constant, a Split "
+                                   "section, a MatMul operand) has no fixed form to state once; each instance is "
+                                   "tested on its unfolded form, a product the size of one projection"});
 }
 
 }  // namespace tessera::mutator

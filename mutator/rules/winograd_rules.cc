@@ -11,11 +11,16 @@
 // of 9 m^2: 2.25x fewer for F(2,3), 4x fewer for F(4,3), at the price of the
 // transforms' passes over memory. The cost model decides where that pays.
 //
-// Verification: B, G and A are scaled to integers (G' = s G) and the result
-// divided by s^2 at the end, so the Z_p test evaluates the exact identity
-// with U' = G' g G'^T computed from the host's weights by graph ops (the
-// mutation's unfolded form); the applied form holds U folded in float.
+// Verification: Z3 proves the identity for all channel counts, image sizes,
+// pads and tile counts once (verifier/z3_winograd.cc: conv-winograd-f2 and
+// -f4), and an instance that meets its preconditions (winograd_covered) is
+// not tested. Otherwise it is tested: B, G and A are scaled to integers
+// (G' = s G) and the result divided by s^2 at the end, so the Z_p test
+// evaluates the exact identity with U' = G' g G'^T computed from the host's
+// weights by graph ops (the mutation's unfolded form); the applied form holds
+// U folded in float (its rounding is the plan check's to bound).
 #include <array>
+#include <algorithm>
 #include <cmath>
 
 #include "mutator/rules/rule.h"
@@ -70,21 +75,55 @@ Attrs ints_attr(const char* name, std::vector<int64_t> v) {
 }
 
 // The transformed weights U = G g G^T as [(m+2)^2, Co, C], in double.
-Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
+// U(p, q, o, i) for each entry of U, in the order of U's layout, as
+// `visit(index, value)`: the rule writes U from it, winograd_covered checks
+// an instance's U against it. Reads f32 weights directly: get_double per
+// weight made the check of a 512x512-channel Conv take about a second.
+template <class Visit>
+void for_each_transformed_weight(const Tensor& w, const WinogradForm& f, Visit visit) {
   int64_t co = w.shape()[0], c = w.shape()[1], a = f.m + 2;
-  Tensor u(w.dtype(), {a * a, co, c});
   double inv = 1.0 / (f.s * f.s);
+  std::vector<double> wd(static_cast<size_t>(w.numel()));
+  if (w.dtype() == DType::kF32)
+    std::copy(w.data_as<float>(), w.data_as<float>() + w.numel(), wd.begin());
+  else
+    for (int64_t k = 0; k < w.numel(); ++k) wd[static_cast<size_t>(k)] = w.get_double(k);
   for (int64_t p = 0; p < a; ++p)
     for (int64_t q = 0; q < a; ++q)
       for (int64_t o = 0; o < co; ++o)
         for (int64_t i = 0; i < c; ++i) {
+          const double* k9 = &wd[static_cast<size_t>((o * c + i) * 9)];
           double sum = 0;
           for (int64_t y = 0; y < 3; ++y)
-            for (int64_t x = 0; x < 3; ++x)
-              sum += f.g[p][y] * f.g[q][x] * w.get_double(((o * c + i) * 3 + y) * 3 + x);
-          u.set_double(((p * a + q) * co + o) * c + i, sum * inv);
+            for (int64_t x = 0; x < 3; ++x) sum += f.g[p][y] * f.g[q][x] * k9[y * 3 + x];
+          if (!visit(((p * a + q) * co + o) * c + i, sum * inv)) return;
         }
+}
+
+Tensor transformed_weights(const Tensor& w, const WinogradForm& f) {
+  int64_t a = f.m + 2;
+  Tensor u(w.dtype(), {a * a, w.shape()[0], w.shape()[1]});
+  if (u.dtype() == DType::kF32) {
+    float* out = u.mutable_data_as<float>();
+    for_each_transformed_weight(w, f, [&](int64_t k, double v) { return out[k] = static_cast<float>(v), true; });
+  } else {
+    for_each_transformed_weight(w, f, [&](int64_t k, double v) { return u.set_double(k, v), true; });
+  }
   return u;
+}
+
+// Whether u holds exactly the transformed weights of w.
+bool is_transformed_weights(const Tensor& u, const Tensor& w, const WinogradForm& f) {
+  int64_t a = f.m + 2;
+  if (u.dtype() != w.dtype() || u.shape() != Shape{a * a, w.shape()[0], w.shape()[1]}) return false;
+  Tensor one(u.dtype(), {1});
+  bool same = true;
+  for_each_transformed_weight(w, f, [&](int64_t k, double v) {
+    if (u.dtype() == DType::kF32) same = u.data_as<float>()[k] == static_cast<float>(v);
+    else one.set_double(0, v), same = one.get_double(0) == u.get_double(k);
+    return same;
+  });
+  return same;
 }
 
 // Conv(X, W[, B]) with a 3x3 kernel, stride 1, dilation 1, one group, 2-D,
@@ -171,13 +210,81 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
   return out;
 }
 
+// The constant input of node n of g that has `shape`, or null.
+const Tensor* constant_input(const Graph& g, const Node& n, const Shape& shape) {
+  for (ValueId v : n.inputs)
+    if (v != kNoValue && g.value(v).is_constant() && g.type(v).shape == shape) return &*g.value(v).constant;
+  return nullptr;
+}
+
+// covered_by of conv-winograd (obligations conv-winograd-f2, -f4), the
+// preconditions those state: `before` is one 2-D Conv of a float input by a
+// constant 3x3 weight (and a constant bias or none), stride 1, dilation 1,
+// one group, with at least m x m outputs; the replacement's input transform
+// is the (m+2) x (m+2) Conv by B^T (x) B^T with stride m, pads (top, left)
+// the Conv's and end pads m * th + 2 - H - top (tiles of m covering the
+// output), its transformed weights U = G g G^T / s^2 (computed again here
+// from the weight, exactly as the rule computes them), its output transform
+// A^T (x) A^T, and the bias the Conv's. The layout ops between them are what
+// the obligations model as index maps.
+std::string winograd_covered(const Mutation& m) {
+  const Graph& g = m.before;
+  if (g.num_nodes() != 1 || g.outputs().size() != 1) return "";
+  const Node& n = g.node(0);
+  if (n.kind != OpKind::kConv || n.inputs.size() < 2 || !is_constant(g, n.inputs[1]) || is_constant(g, n.inputs[0]))
+    return "";
+  bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  if (bias && !is_constant(g, n.inputs[2])) return "";
+  const TensorType& xt = g.type(n.inputs[0]);
+  if (xt.rank() != 4 || !is_float(xt.dtype) || n.attrs.i("group") != 1 ||
+      n.attrs.ints("kernel_shape") != std::vector<int64_t>{3, 3} || n.attrs.ints("strides") != std::vector<int64_t>{1, 1} ||
+      n.attrs.ints("dilations") != std::vector<int64_t>{1, 1})
+    return "";
+  const std::vector<int64_t>& pads = n.attrs.ints("pads");
+  const Tensor& w = *g.value(n.inputs[1]).constant;
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  int64_t h = xt.shape[2], wd = xt.shape[3], co = ys[1], c = xt.shape[1], ho = ys[2], wo = ys[3];
+  const Graph& r = m.replacement;
+  NodeId conv = -1;
+  for (NodeId k = 0; k < r.num_nodes(); ++k)
+    if (r.node(k).kind == OpKind::kConv) conv = conv < 0 ? k : -2;
+  if (conv < 0) return "";
+  const Node& t = r.node(conv);
+  for (const WinogradForm& f : forms()) {
+    int64_t mm = f.m, a = mm + 2, th = (ho + mm - 1) / mm, tw = (wo + mm - 1) / mm;
+    if (t.attrs.ints("strides") != std::vector<int64_t>{mm, mm}) continue;
+    if (ho < mm || wo < mm || t.attrs.ints("pads") != std::vector<int64_t>{pads[0], pads[1], mm * th + 2 - h - pads[0],
+                                                                            mm * tw + 2 - wd - pads[1]})
+      return "";
+    const Tensor* bt = constant_input(r, t, {a * a, 1, a, a});
+    if (!bt || !same_tensor(*bt, kron_square(f.bt, xt.dtype, 1.0, {a * a, 1, a, a}))) return "";
+    const Tensor *u = nullptr, *at = nullptr, *b = nullptr;
+    for (NodeId k = 0; k < r.num_nodes(); ++k) {
+      const Node& x = r.node(k);
+      if (x.kind == OpKind::kMatMul && !u) u = constant_input(r, x, {a * a, co, c});
+      if (x.kind == OpKind::kMatMul && !at) at = constant_input(r, x, {mm * mm, a * a});
+      if (x.kind == OpKind::kAdd && !b) b = constant_input(r, x, {co, 1, 1});
+    }
+    if (!u || !at || !is_transformed_weights(*u, w, f) ||
+        !same_tensor(*at, kron_square(f.at, xt.dtype, 1.0, {mm * mm, a * a})))
+      return "";
+    if (bias != (b != nullptr) || (bias && !same_tensor(*b, g.value(n.inputs[2]).constant->reshaped({co, 1, 1}))))
+      return "";
+    return mm == 2 ? "conv-winograd-f2" : "conv-winograd-f4";
+  }
+  return "";
+}
+
 }  // namespace
 
 void register_winograd_rules(std::vector<Rule>& rules) {
-  rules.push_back({"conv-winograd",
-                   "Conv3x3(X, g) = A^T [ (G g G^T) . (B^T X_tile B) ] A per m x m output tile, F(2x2,3x3) and "
-                   "F(4x4,3x3)",
-                   kNoObligation, {OpKind::kConv}, conv_winograd});
+  rules.push_back({.name = "conv-winograd",
+                   .identity = "Conv3x3(X, g) = A^T [ (G g G^T) . (B^T X_tile B) ] A per m x m output tile, "
+                               "F(2x2,3x3) and F(4x4,3x3)",
+                   .roots = {OpKind::kConv},
+                   .fn = conv_winograd,
+                   .obligations = {"conv-winograd-f2", "conv-winograd-f4"},
+                   .covered_by = winograd_covered});
 }
 
 }  // namespace tessera::mutator

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "graph/error.h"
+#include "verifier/proofs.h"
 #include "tests/mutator/mutator_test_util.h"
 #include "tests/mutator/random_graphs.h"
 
@@ -43,7 +44,7 @@ TEST(Rules, MergeMatmulsSharingInputMergesQkvWithBiases) {
   EXPECT_LT(max_output_diff(g, h, 3), 1e-9);
   EXPECT_EQ(h.value(h.outputs()[0]).name, g.value(g.outputs()[0]).name);
   MutationVerifier v(7);
-  v.verify(ms[0], find_rule("merge-matmuls-sharing-input").obligation);
+  v.verify(ms[0], covering_obligation(find_rule("merge-matmuls-sharing-input"), ms[0]));
   EXPECT_TRUE(ms[0].verification.accepted()) << ms[0].verification.detail;
 }
 
@@ -58,7 +59,7 @@ namespace {
 // some graph (so the property is not vacuous). Enumerators propose unverified
 // mutants by design; pet_test.cc holds their property.
 TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
-  std::map<std::string, int> fired;
+  std::map<std::string, int> fired, covered;
   MutationVerifier verifier(11);
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     Graph g = testing::random_graph(seed);
@@ -69,8 +70,11 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
         Graph h = apply_mutation(g, m);
         h.validate();
         EXPECT_LT(testing::max_output_diff(g, h, seed), 1e-5) << rule.name << " on seed " << seed << "\n" << print_graph(g);
-        verifier.verify(m, rule.obligation);
+        std::string ob = covering_obligation(rule, m);
+        covered[rule.name] += !ob.empty();
+        verifier.verify(m, ob);
         EXPECT_TRUE(m.verification.accepted()) << rule.name << " seed " << seed << ": " << m.verification.detail;
+        EXPECT_EQ(m.verification.status == Verification::kProven, !ob.empty()) << rule.name;
       }
     }
   }
@@ -78,6 +82,9 @@ TEST(RulesProperty, EveryRuleKeepsTheReferenceResult) {
     // Mesh-only rules need a merged projection: their own tests below.
     if (!rule.enumerator && !rule.mesh_only) {
       EXPECT_GT(fired[rule.name], 0) << rule.name << " never fired";
+      // The preconditions a rule checks are not vacuous: the instances the
+      // random graphs give it meet them.
+      if (rule.covered_by) EXPECT_GT(covered[rule.name], 0) << rule.name << ": no instance covered by its proof";
     }
   }
 }
@@ -113,7 +120,7 @@ TEST(Rules, FoldScaleIntoWeightsThroughASplitSection) {
   for (NodeId n = 0; n < h.num_nodes(); ++n) EXPECT_NE(h.node(n).kind, OpKind::kMul);
   EXPECT_LT(max_output_diff(g, h, 5), 1e-9);
   MutationVerifier v(5);
-  v.verify(ms[0], find_rule("fold-scale-into-weights").obligation);
+  v.verify(ms[0], covering_obligation(find_rule("fold-scale-into-weights"), ms[0]));
   EXPECT_TRUE(ms[0].verification.accepted()) << ms[0].verification.detail;
   EXPECT_LT(cost::graph_cost(h, cost::resolve_device("h100")).time_s,
             cost::graph_cost(g, cost::resolve_device("h100")).time_s);
@@ -226,8 +233,27 @@ TEST(Rules, RuleNamesAreKebabCaseAndUnique) {
     EXPECT_TRUE(names.insert(r.name).second) << r.name;
     for (char c : r.name) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') << r.name;
     EXPECT_FALSE(r.identity.empty());
-    EXPECT_FALSE(r.obligation.empty());
   }
+}
+
+// Every rule either names Z3 obligations that exist and checks its
+// instances against them, or says why its instances are each tested.
+TEST(Rules, EveryRuleIsProvenOrSaysWhyNot) {
+  std::set<std::string> obligations;
+  for (const verifier::ObligationInfo& o : verifier::proof_obligations()) obligations.insert(o.name);
+  int proven = 0;
+  for (const Rule& r : all_rules()) {
+    // Proven with its instances checked, or it says why they are tested.
+    EXPECT_NE(r.covered_by != nullptr && !r.obligations.empty(), !r.per_instance.empty()) << r.name;
+    for (const std::string& ob : r.obligations) EXPECT_TRUE(obligations.count(ob)) << r.name << ": " << ob;
+    // A mesh-only rule may name its identity's obligation and still test
+    // every instance (split-merged-projection: the Reshape it keeps).
+    if (!r.mesh_only) EXPECT_EQ(r.covered_by != nullptr, !r.obligations.empty()) << r.name;
+    proven += r.covered_by != nullptr;
+    EXPECT_NE(check_text(r).find(r.obligations.empty() ? "[per instance: " : "[proof: "), std::string::npos);
+    if (!r.per_instance.empty()) EXPECT_NE(check_text(r).find(r.per_instance), std::string::npos) << r.name;
+  }
+  EXPECT_GE(proven, 11);
 }
 
 }  // namespace

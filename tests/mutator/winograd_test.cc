@@ -61,7 +61,7 @@ TEST(Winograd, BothFormsMatchTheConvolutionAndPassTheMultilinearTest) {
       // of order 10; F(4,3)'s larger transform entries lose a few more bits).
       EXPECT_LT(max_output_diff(g, h, 5), 3e-5) << m.description;
       ASSERT_GT(m.unfolded.num_nodes(), m.replacement.num_nodes());
-      v.verify(m, find_rule("conv-winograd").obligation);
+      v.verify(m, covering_obligation(find_rule("conv-winograd"), m));
       EXPECT_TRUE(m.verification.accepted()) << m.description << ": " << m.verification.detail;
     }
   }
@@ -86,6 +86,45 @@ TEST(Winograd, AWrongTransformIsRejected) {
   MutationVerifier v(19);
   v.verify(m, kNoObligation);
   EXPECT_FALSE(m.verification.accepted());
+}
+
+// Both forms' instances meet the obligations' preconditions and are proven
+// without a test; an instance whose transformed weights are not G g G^T
+// (one entry changed) is outside them, tested, and rejected.
+TEST(Winograd, InstancesAreProvenAndATamperedOneIsTested) {
+  Graph g = conv_graph({1, 8, 14, 14}, 16, {1, 1, 1, 1}, true);
+  std::vector<Mutation> ms = winograd(g);
+  ASSERT_EQ(ms.size(), 2u);
+  const Rule& rule = find_rule("conv-winograd");
+  EXPECT_EQ(covering_obligation(rule, ms[0]), "conv-winograd-f2");
+  EXPECT_EQ(covering_obligation(rule, ms[1]), "conv-winograd-f4");
+  MutationVerifier v(23);
+  for (Mutation& m : ms) {
+    v.verify(m, covering_obligation(rule, m));
+    EXPECT_EQ(m.verification.status, Verification::kProven) << m.verification.detail;
+    EXPECT_EQ(m.verification.method, "z3:" + covering_obligation(rule, m));
+  }
+  EXPECT_EQ(v.tested(), 0);
+  Mutation bad = ms[0];
+  bool tampered = false;
+  for (NodeId n = 0; n < bad.replacement.num_nodes() && !tampered; ++n)
+    for (size_t i = 0; i < bad.replacement.node(n).inputs.size() && !tampered; ++i) {
+      ValueId in = bad.replacement.node(n).inputs[i];
+      if (in == kNoValue || !bad.replacement.value(in).is_constant() || bad.replacement.type(in).shape != Shape{16, 16, 8})
+        continue;
+      Tensor u = bad.replacement.value(in).constant->reshaped({16, 16, 8});
+      Tensor changed(u.dtype(), u.shape());
+      for (int64_t k = 0; k < u.numel(); ++k) changed.set_double(k, u.get_double(k) + (k == 5 ? 1.0 : 0.0));
+      ValueId c = bad.replacement.add_constant("tampered_u", changed);
+      bad.replacement.mutable_node(n).inputs[i] = c;
+      tampered = true;
+    }
+  ASSERT_TRUE(tampered);
+  bad.unfolded = Graph{};  // the test reads the tampered form
+  EXPECT_EQ(covering_obligation(rule, bad), "");
+  v.verify(bad, covering_obligation(rule, bad));
+  EXPECT_EQ(v.tested(), 1);
+  EXPECT_FALSE(bad.verification.accepted());
 }
 
 TEST(Winograd, RefusesOtherConvolutions) {

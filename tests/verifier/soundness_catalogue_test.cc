@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "tests/verifier/test_graphs.h"
 #include "verifier/multilinear.h"
@@ -247,6 +248,23 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, WrongObligation, ::testing::ValuesIn(wrong_n
                              if (ch == '-') ch = '_';
                            return n;
                          });
+
+// Every rule obligation has a wrong twin in the catalogue (refuted above),
+// and every twin names an obligation that exists.
+TEST(Catalogue, EveryRuleObligationHasAWrongTwin) {
+  std::set<std::string> rules, twinned, all;
+  for (const ObligationInfo& o : proof_obligations()) {
+    all.insert(o.name);
+    if (o.category == "rule") rules.insert(o.name);
+  }
+  for (const ObligationInfo& w : wrong_obligations()) {
+    if (w.twin_of.empty()) continue;
+    EXPECT_TRUE(all.count(w.twin_of)) << w.name << " is the twin of " << w.twin_of << ", which does not exist";
+    twinned.insert(w.twin_of);
+  }
+  for (const std::string& r : rules) EXPECT_TRUE(twinned.count(r)) << r << " has no wrong twin";
+  EXPECT_GE(rules.size(), 13u);
+}
 
 // The mistakes the catalogue must hold, by name: each is a known way to
 // shard wrongly, and its obligation must stay in the list that Z3 refutes.

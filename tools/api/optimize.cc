@@ -146,7 +146,8 @@ std::string list_rules() { return mutator::rules_listing(); }
 std::vector<RuleInfo> rules() {
   std::vector<RuleInfo> out;
   for (const auto& [name, identity] : mutator::canonical_pass_list()) out.push_back({name, "canonical", identity, "", false});
-  for (const mutator::Rule& r : mutator::all_rules()) out.push_back({r.name, "rule", r.identity, r.obligation, r.mesh_only});
+  for (const mutator::Rule& r : mutator::all_rules())
+    out.push_back({r.name, "rule", r.identity, mutator::check_text(r), r.mesh_only});
   return out;
 }
 

@@ -270,7 +270,7 @@ struct RuleInfo {
   std::string name;        // kebab-case
   std::string kind;        // "canonical" (always on) | "rule" (--disable-rule NAME)
   std::string identity;    // what it rewrites
-  std::string obligation;  // rules: the Z3 proof obligation's name
+  std::string obligation;  // rules: "[proof: NAMES]" (Z3 obligations) or "[per instance: WHY]"
   bool mesh_only = false;  // proposed by the sharding search only
 };
 // The same list as data.
