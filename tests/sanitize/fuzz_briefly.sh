@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A fuzz target for SECONDS from its committed seeds (fuzz/corpus/NAME), as
+# CI runs it. Fails on any crash, leak, timeout (-timeout per input) or
+# out-of-memory input; libFuzzer writes the input to ARTIFACTS/ and prints
+# its name. Always ends: the run is capped at SECONDS by libFuzzer and,
+# should that fail, by timeout(1).
+#   fuzz_briefly.sh FUZZER SEEDS WORK_DIR SECONDS
+set -uo pipefail
+fuzzer=$1 seeds=$2 work=$3 seconds=$4
+rm -rf "$work"
+mkdir -p "$work/corpus" "$work/artifacts"
+export SAN_LOGS=$work/logs
+source "$(dirname "$0")/sanitizer_env.sh"
+# libFuzzer reports crashes itself, on stderr: no log_path for it.
+export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/asan:/}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/ubsan:/}
+timeout -k 10 $((seconds + 120)) "$fuzzer" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+  -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1
+rc=$?
+grep -E "^#[0-9]+.*(INITED|DONE)|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Test unit written" \
+  "$work/fuzz.log" | tail -n 20
+if [ "$rc" -ne 0 ]; then
+  tail -n 60 "$work/fuzz.log"
+  echo "fuzz_briefly: $(basename "$fuzzer") exited $rc"
+fi
+exit "$rc"
