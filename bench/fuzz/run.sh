@@ -6,12 +6,13 @@
 # it found anything (a crash, leak, timeout or out-of-memory input is
 # written to OUT/<target>/artifacts/ and fails the run).
 #   bench/fuzz/run.sh [RUNS] [OUT] [JOBS]
-# Builds the targets into build-fuzz/ (clang, ASan + UBSan, -O1) and gathers
-# seeds with build/bin/tessera when there is one (else the fuzz build's).
+# Builds the targets into build/sanitize-asan/ (clang, ASan + UBSan, -O1: the
+# build the CTest test sanitize.asan_ubsan_build makes, shared with it) and
+# gathers seeds with build/bin/tessera when there is one (else that build's).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-runs=${1:-1000000} out=${2:-$src/build-fuzz/fuzz-runs} jobs=${3:-1}
-build=$src/build-fuzz
+runs=${1:-1000000} out=${2:-$src/build/fuzz-runs} jobs=${3:-1}
+build=$src/build/sanitize-asan
 targets=(onnx_import text_form tensor_proto plan_folder)
 
 bash "$src/tests/sanitize/sanitizer_build.sh" "$src" "$build" address,undefined ON "$(command -v ccache || true)" \
@@ -19,7 +20,6 @@ bash "$src/tests/sanitize/sanitizer_build.sh" "$src" "$build" address,undefined 
 cli=$src/build/bin/tessera
 [ -x "$cli" ] || cli=$build/bin/tessera
 node_tests=$src/build/node_tests
-[ -d "$src/build" ] || node_tests=$build/node_tests
 seeds=$out/seeds
 [ -d "$seeds" ] || bash "$src/fuzz/gather_corpus.sh" "$cli" "$node_tests" "$seeds" || exit 1
 
@@ -32,8 +32,9 @@ run_one() {
   local t=$1 w=$out/$1
   mkdir -p "$w/corpus" "$w/artifacts"
   local start=$(date +%s)
-  "$build/fuzz/${t}_fuzz" -runs="$runs" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$w/artifacts/" "$w/corpus" "$seeds/$t" >"$w/fuzz.log" 2>&1
+  "$build/bin/${t}_fuzz" -runs="$runs" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$w/artifacts/" "$w/corpus" "$seeds/$t" \
+    $( [ -d "$src/fuzz/regressions/$t" ] && echo "$src/fuzz/regressions/$t") >"$w/fuzz.log" 2>&1
   echo $? >"$w/rc"
   echo $(( $(date +%s) - start )) >"$w/seconds"
 }

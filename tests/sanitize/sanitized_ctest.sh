@@ -8,6 +8,9 @@ build=$1 include=$2 exclude=$3
 export SAN_LOGS=$build/sanitizer-logs
 rm -rf "$SAN_LOGS"
 source "$(dirname "$0")/sanitizer_env.sh"
+if grep -q "^TESSERA_SANITIZE:STRING=thread" "$build/CMakeCache.txt"; then
+  [ -n "$archer" ] && export OMP_TOOL_LIBRARIES=$archer
+fi
 args=(--test-dir "$build" -j2 --output-on-failure --timeout 900)
 [ -n "$include" ] && args+=(-R "$include")
 [ -n "$exclude" ] && args+=(-E "$exclude")
