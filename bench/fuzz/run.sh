@@ -5,15 +5,20 @@
 # per target the executions, exec/s, the corpus it ended with, and whether
 # it found anything (a crash, leak, timeout or out-of-memory input is
 # written to OUT/<target>/artifacts/ and fails the run).
-#   bench/fuzz/run.sh [RUNS] [OUT] [JOBS]
+#   bench/fuzz/run.sh [RUNS] [JOBS] [TARGET...]
+# (TARGET: onnx_import text_form tensor_proto plan_folder, all by default;
+# the runs land in build/fuzz-runs/<target>/.)
 # Builds the targets into build/sanitize-asan/ (clang, ASan + UBSan, -O1: the
 # build the CTest test sanitize.asan_ubsan_build makes, shared with it) and
 # gathers seeds with build/bin/tessera when there is one (else that build's).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-runs=${1:-1000000} out=${2:-$src/build/fuzz-runs} jobs=${3:-1}
+runs=${1:-1000000} jobs=${2:-1}
+shift 2 2>/dev/null || shift $#
+out=$src/build/fuzz-runs
 build=$src/build/sanitize-asan
 targets=(onnx_import text_form tensor_proto plan_folder)
+[ $# -gt 0 ] && targets=("$@")
 
 bash "$src/tests/sanitize/sanitizer_build.sh" "$src" "$build" address,undefined ON "$(command -v ccache || true)" \
   tessera "${targets[@]/%/_fuzz}" || exit 1
@@ -31,8 +36,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/ubsan:/}
 run_one() {
   local t=$1 w=$out/$1
   mkdir -p "$w/corpus" "$w/artifacts"
+  local dict=()
+  [ -f "$src/fuzz/$t.dict" ] && dict=(-dict="$src/fuzz/$t.dict")
   local start=$(date +%s)
-  "$build/bin/${t}_fuzz" -runs="$runs" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+  "$build/bin/${t}_fuzz" -runs="$runs" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 ${dict[@]+"${dict[@]}"} \
     -artifact_prefix="$w/artifacts/" "$w/corpus" "$seeds/$t" \
     $( [ -d "$src/fuzz/regressions/$t" ] && echo "$src/fuzz/regressions/$t") >"$w/fuzz.log" 2>&1
   echo $? >"$w/rc"

@@ -15,8 +15,12 @@ source "$(dirname "$0")/sanitizer_env.sh"
 # libFuzzer reports crashes itself, on stderr: no log_path for it.
 export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/asan:/}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/ubsan:/}
+# fuzz/NAME.dict, where there is one: the format's keywords.
+dict=$(dirname "$0")/../../fuzz/$(basename "$fuzzer" _fuzz).dict
+dict_flag=()
+[ -f "$dict" ] && dict_flag=(-dict="$dict")
 timeout -k 10 $((seconds + 120)) "$fuzzer" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
-  -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" "$seeds" \
+  -artifact_prefix="$work/artifacts/" -print_final_stats=1 ${dict_flag[@]+"${dict_flag[@]}"} "$work/corpus" "$seeds" \
   $( [ -d "$regressions" ] && echo "$regressions") >"$work/fuzz.log" 2>&1
 rc=$?
 grep -E "^#[0-9]+.*(INITED|DONE)|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Test unit written" \
