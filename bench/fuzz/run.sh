@@ -30,8 +30,8 @@ seeds=$out/seeds
 
 export SAN_LOGS=$out/logs
 source "$src/tests/sanitize/sanitizer_env.sh"
-export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/asan:/}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/ubsan:/}
+export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/report:/}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/report:/}
 
 run_one() {
   local t=$1 w=$out/$1

@@ -13,8 +13,8 @@ mkdir -p "$work/corpus" "$work/artifacts"
 export SAN_LOGS=$work/logs
 source "$(dirname "$0")/sanitizer_env.sh"
 # libFuzzer reports crashes itself, on stderr: no log_path for it.
-export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/asan:/}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/ubsan:/}
+export ASAN_OPTIONS=${ASAN_OPTIONS/log_path=$SAN_LOGS\/report:/}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS/log_path=$SAN_LOGS\/report:/}
 # fuzz/NAME.dict, where there is one: the format's keywords.
 dict=$(dirname "$0")/../../fuzz/$(basename "$fuzzer" _fuzz).dict
 dict_flag=()

@@ -21,10 +21,11 @@ if ! cmake "${args[@]}" >"$build/configure.log" 2>&1; then
   tail -n 40 "$build/configure.log"
   exit 1
 fi
-start=$(date +%s)
-if ! cmake --build "$build" -j2 --target "$@" >"$build/build.log" 2>&1; then
+TIMEFORMAT="sanitizer_build: $sanitize (fuzz $fuzz): $# targets built in %R s (CPU %U s user, %S s system)"
+fail=0
+time cmake --build "$build" -j2 --target "$@" >"$build/build.log" 2>&1 || fail=1
+if [ "$fail" -ne 0 ]; then
   grep -E "error|Error" "$build/build.log" | head -n 40
   tail -n 20 "$build/build.log"
   exit 1
 fi
-echo "sanitizer_build: $sanitize (fuzz $fuzz): $# targets built in $(( $(date +%s) - start )) s"
