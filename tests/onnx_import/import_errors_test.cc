@@ -291,5 +291,29 @@ TEST(ImportErrors, CastToUnsupportedType) {
   EXPECT_TRUE(has(e, "STRING")) << e.what();
 }
 
+// A node without outputs (invalid ONNX) is refused naming it, whatever its
+// op: Cast's and Constant's converters read output 0 to name what they make.
+TEST(ImportErrors, NodeWithoutOutputs) {
+  for (std::string op : {"Cast", "Constant", "Relu"}) {
+    ModelBuilder b(17);
+    b.input("x", {2}).output("x");
+    onnx::NodeProto& n = b.node(op, op == "Constant" ? std::vector<std::string>{} : std::vector<std::string>{"x"}, {}, "n");
+    if (op == "Cast") ModelBuilder::attr(n, "to", int64_t{17});  // FLOAT8E4M3FN, which Tessera does not read
+    Error e = import_error(b);
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << op << ": " << e.what();
+    EXPECT_EQ(e.context().node, "n") << op;
+    EXPECT_TRUE(has(e, "no outputs")) << e.what();
+  }
+}
+
+// What fuzz/onnx_import_fuzz found: a Cast to an unsupported type with no
+// inputs and no outputs; its error message read output 0, out of range.
+TEST(ImportErrors, FuzzCastWithoutOutputs) {
+  Error e = file_error(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/onnx_import/cast_without_outputs.onnx");
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+  EXPECT_TRUE(has(e, "no outputs")) << e.what();
+  EXPECT_EQ(e.context().op, "Cast");
+}
+
 }  // namespace
 }  // namespace tessera
