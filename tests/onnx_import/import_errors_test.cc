@@ -215,6 +215,24 @@ TEST(ImportErrors, ReshapeShapeMustBeConstant) {
   EXPECT_TRUE(has(e, "input 'shape' of Reshape must be a constant")) << e.what();
 }
 
+// Dims whose product passes 2^63 are refused as such, not multiplied with
+// signed overflow (which wrapped to 0 here and reported "product 0").
+// fuzz/regressions/onnx_import/reshape_dims_overflow is what the fuzzer found.
+TEST(ImportErrors, ReshapeDimsOverflow) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  b.init_i64("s", {int64_t{1} << 32, int64_t{1} << 32, -1});
+  b.node("Reshape", {"x", "s"}, {"y"}, "reshape");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "reshape");
+  EXPECT_TRUE(has(e, "multiply past 2^63")) << e.what();
+
+  e = file_error(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/onnx_import/reshape_dims_overflow.onnx");
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+  EXPECT_TRUE(has(e, "multiply past 2^63")) << e.what();
+}
+
 // The output shape may not depend on data: sizes computed from an input.
 TEST(ImportErrors, ResizeSizesMustBeConstant) {
   ModelBuilder b(17);
