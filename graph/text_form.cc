@@ -379,15 +379,17 @@ class Parser {
       return guarded(at, [&] { return Tensor::from_bytes(type.dtype, type.shape, std::move(bytes)); });
     }
     if (peek() != '[') fail("expected hex\"...\" or a [list] for " + what + ", got " + describe(at), at);
-    auto [ints, doubles, any_float] = read_number_list("the elements of " + what);
-    if (any_float && is_integer(type.dtype)) fail("expected integer elements for " + what, at + 1);
-    if (static_cast<int64_t>(ints.size()) != type.numel())
+    // A named struct, not a structured binding: clang before 16 cannot
+    // capture bindings in the lambda below.
+    NumberList list = read_number_list("the elements of " + what);
+    if (list.any_float && is_integer(type.dtype)) fail("expected integer elements for " + what, at + 1);
+    if (static_cast<int64_t>(list.ints.size()) != type.numel())
       fail(what + " of type " + type_str(type) + " needs " + std::to_string(type.numel()) + " elements, the list has " +
-               std::to_string(ints.size()),
+               std::to_string(list.ints.size()),
            at);
     return guarded(at, [&] {
-      return is_float(type.dtype) ? Tensor::from_doubles(type.dtype, type.shape, doubles)
-                                  : Tensor::from_ints(type.dtype, type.shape, ints);
+      return is_float(type.dtype) ? Tensor::from_doubles(type.dtype, type.shape, list.floats)
+                                  : Tensor::from_ints(type.dtype, type.shape, list.ints);
     });
   }
 

@@ -248,6 +248,11 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
                         ") is not supported: Tessera reads the default ONNX domain only",
                     {"", node_names[i], proto.op_type()});
       }
+      // Every ONNX op has at least one output, and the converters name what
+      // they make after output 0 (found by fuzz/onnx_import_fuzz: a Cast with
+      // none reached protobuf's index check).
+      if (proto.output_size() == 0)
+        throw Error(ErrorKind::kInvalidGraph, "the node has no outputs", {"", node_names[i], proto.op_type()});
       NodeImporter importer(state, proto, node_names[i]);
       NodeId first_new = graph.num_nodes();
       try {

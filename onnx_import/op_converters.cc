@@ -187,6 +187,10 @@ void convert_reshape(NodeImporter& n) {
     } else if (shape[i] < 0) {
       n.fail(ErrorKind::kInvalidGraph, "shape[" + std::to_string(i) + "] = " + std::to_string(shape[i]) + " is negative");
     } else {
+      // Checked, not wrapped (signed overflow; found by fuzz/onnx_import_fuzz).
+      if (shape[i] != 0 && known > INT64_MAX / shape[i])
+        n.fail(ErrorKind::kInvalidGraph, "shape's dims multiply past 2^63 (shape[" + std::to_string(i) +
+                                             "] = " + std::to_string(shape[i]) + ")");
       known *= shape[i];
     }
   }

@@ -7,7 +7,11 @@ cd "$(dirname "$0")/.."
 
 deb_packages=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3-dev libdnnl-dev
               libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-              nlohmann-json3-dev pybind11-dev)
+              nlohmann-json3-dev pybind11-dev
+              # The sanitizer and fuzz tests (tests/sanitize): clang with
+              # libFuzzer and the sanitizer runtimes, its OpenMP (libomp,
+              # with the archer TSan tool), llvm-symbolizer for the stacks.
+              clang libomp-dev llvm)
 command -v python3 >/dev/null 2>&1 || deb_packages+=(python3 python3-pip)
 # The package tests make a virtual environment (python3 -m venv, with pip).
 command -v python3 >/dev/null 2>&1 && ! python3 -c "import venv, ensurepip" >/dev/null 2>&1 &&

@@ -65,7 +65,10 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
   const Graph& g = ctx.g;
   auto factor = scalar_factor(g, g.node(root));
   if (!factor) return {};
-  auto [v0, f] = *factor;
+  // Named copies, not a structured binding: clang before 16 cannot capture
+  // bindings in the lambdas below.
+  const ValueId v0 = factor->first;
+  const double f = factor->second;
   ValueId v = v0;
   std::vector<Link> chain;  // nearest the root first
   Section section;

@@ -280,6 +280,24 @@ TEST(ImportErrors, ReshapeShapeMustBeConstant) {
   EXPECT_TRUE(has(e, "input 'shape' of Reshape must be a constant")) << e.what();
 }
 
+// Dims whose product passes 2^63 are refused as such, not multiplied with
+// signed overflow (which wrapped to 0 here and reported "product 0").
+// fuzz/regressions/onnx_import/reshape_dims_overflow is what the fuzzer found.
+TEST(ImportErrors, ReshapeDimsOverflow) {
+  ModelBuilder b(17);
+  b.input("x", {2}).output("y");
+  b.init_i64("s", {int64_t{1} << 32, int64_t{1} << 32, -1});
+  b.node("Reshape", {"x", "s"}, {"y"}, "reshape");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "reshape");
+  EXPECT_TRUE(has(e, "multiply past 2^63")) << e.what();
+
+  e = file_error(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/onnx_import/reshape_dims_overflow.onnx");
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+  EXPECT_TRUE(has(e, "multiply past 2^63")) << e.what();
+}
+
 // The output shape may not depend on data: sizes computed from an input.
 TEST(ImportErrors, ResizeSizesMustBeConstant) {
   ModelBuilder b(17);
@@ -354,6 +372,30 @@ TEST(ImportErrors, CastToUnsupportedType) {
   Error e = import_error(b);
   EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
   EXPECT_TRUE(has(e, "STRING")) << e.what();
+}
+
+// A node without outputs (invalid ONNX) is refused naming it, whatever its
+// op: Cast's and Constant's converters read output 0 to name what they make.
+TEST(ImportErrors, NodeWithoutOutputs) {
+  for (std::string op : {"Cast", "Constant", "Relu"}) {
+    ModelBuilder b(17);
+    b.input("x", {2}).output("x");
+    onnx::NodeProto& n = b.node(op, op == "Constant" ? std::vector<std::string>{} : std::vector<std::string>{"x"}, {}, "n");
+    if (op == "Cast") ModelBuilder::attr(n, "to", int64_t{17});  // FLOAT8E4M3FN, which Tessera does not read
+    Error e = import_error(b);
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << op << ": " << e.what();
+    EXPECT_EQ(e.context().node, "n") << op;
+    EXPECT_TRUE(has(e, "no outputs")) << e.what();
+  }
+}
+
+// What fuzz/onnx_import_fuzz found: a Cast to an unsupported type with no
+// inputs and no outputs; its error message read output 0, out of range.
+TEST(ImportErrors, FuzzCastWithoutOutputs) {
+  Error e = file_error(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/onnx_import/cast_without_outputs.onnx");
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+  EXPECT_TRUE(has(e, "no outputs")) << e.what();
+  EXPECT_EQ(e.context().op, "Cast");
 }
 
 }  // namespace

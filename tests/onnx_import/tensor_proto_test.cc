@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "graph/error.h"
 #include "onnx/onnx_pb.h"
@@ -91,6 +92,67 @@ TEST(TensorProto, ShortDataIsAnErrorNamingTheTensor) {
 TEST(TensorProto, TooLargeIsAResourceError) {
   onnx::TensorProto p = proto(onnx::TensorProto::FLOAT, {int64_t{1} << 31, int64_t{1} << 31});
   EXPECT_EQ(error_kind(p), ErrorKind::kResource);
+}
+
+// Dims that claim 48 GiB (more than the test machines have, less than
+// kMaxTensorBytes) and data that cannot fill them: the data is checked
+// before anything is allocated, so the error is the missing data's, never
+// an allocation's (kResource) nor the process killed for memory.
+TEST(TensorProto, DimsWithoutTheirDataAllocateNothing) {
+  for (auto [type, dims] : std::vector<std::pair<int, std::vector<int64_t>>>{
+           {onnx::TensorProto::FLOAT, {3, int64_t{1} << 32}},
+           {onnx::TensorProto::UINT8, {3, int64_t{1} << 34}},
+           {onnx::TensorProto::INT64, {3, int64_t{1} << 31}},
+           {onnx::TensorProto::FLOAT16, {3, int64_t{1} << 33}}}) {
+    std::string what;
+    EXPECT_EQ(error_kind(proto(type, dims), &what), ErrorKind::kInvalidGraph) << type;
+    EXPECT_NE(what.find("values, its shape needs"), std::string::npos) << what;
+  }
+  fs::path dir = fs::path(TESSERA_BINARY_DIR) / "tensor_proto_test";
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "four_bytes.bin", std::ios::binary) << "abcd";
+  }
+  onnx::TensorProto ext = proto(onnx::TensorProto::UINT8, {3, int64_t{1} << 34});
+  ext.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = ext.add_external_data();
+  location->set_key("location");
+  location->set_value("four_bytes.bin");
+  try {
+    tensor_from_proto(ext, dir.string(), "initializer 't'");
+    ADD_FAILURE() << "read 48 GiB from a 4-byte file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is too short"), std::string::npos) << e.what();
+  }
+}
+
+// What fuzz/tensor_proto_fuzz found: a 12-byte file whose dims claim 12.6 GB
+// of uint8 with no values (it allocated them, then refused the file).
+TEST(TensorProto, FuzzTypedDimsWithoutValues) {
+  try {
+    read_tensor_file(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/tensor_proto/typed_dims_without_values");
+    ADD_FAILURE() << "read a tensor from 12 bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << e.what();
+    EXPECT_NE(std::string(e.what()).find("int32_data has 0 values"), std::string::npos) << e.what();
+  }
+}
+
+// A tensor with a zero dim has no values: its typed field is empty, and
+// reading it copies nothing (memcpy from the empty field's null pointer was
+// undefined behaviour: fuzz/regressions/tensor_proto/empty_typed_*, which
+// UBSan reports in the sanitizer run).
+TEST(TensorProto, EmptyTypedFieldsReadAsEmptyTensors) {
+  for (int type : {onnx::TensorProto::FLOAT, onnx::TensorProto::DOUBLE, onnx::TensorProto::INT64}) {
+    Tensor t = tensor_from_proto(proto(type, {2, 0, 3}), ".", "initializer 't'");
+    EXPECT_EQ(t.shape(), (Shape{2, 0, 3})) << type;
+    EXPECT_EQ(t.numel(), 0) << type;
+  }
+  for (const char* name : {"empty_typed_float", "empty_typed_double", "empty_typed_int64"}) {
+    Tensor t = read_tensor_file(std::string(TESSERA_SOURCE_DIR) + "/fuzz/regressions/tensor_proto/" + name);
+    EXPECT_EQ(t.numel(), 0) << name;
+  }
 }
 
 TEST(TensorProto, UnsupportedDtypes) {
