@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "graph/cache_dir.h"
 #include "graph/error.h"
 
 namespace tessera::cost {
@@ -30,15 +31,7 @@ std::optional<DeviceProfile>& host_override() {
 
 }  // namespace
 
-std::string default_profile_cache_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir;
-  if (xdg && *xdg) dir = xdg;
-  else if (home && *home) dir = fs::path(home) / ".cache";
-  else dir = fs::temp_directory_path();
-  return (dir / "tessera").string();
-}
+std::string default_profile_cache_dir() { return user_cache_dir(); }
 
 std::string cached_profile_path(const std::string& dir, const CpuIdentity& id) {
   return (fs::path(dir) / ("cpu-" + id.cache_key() + ".json")).string();

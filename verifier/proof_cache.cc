@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "graph/cache_dir.h"
 #include "graph/error.h"
 #include "verifier/proofs.h"
 
@@ -19,16 +20,7 @@ ProofStatus status_from_name(const std::string& s) {
 }
 }  // namespace
 
-std::string default_proof_cache_path() {
-  namespace fs = std::filesystem;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir;
-  if (xdg && *xdg) dir = xdg;
-  else if (home && *home) dir = fs::path(home) / ".cache";
-  else dir = fs::temp_directory_path();
-  return (dir / "tessera" / "proofs.json").string();
-}
+std::string default_proof_cache_path() { return (std::filesystem::path(user_cache_dir()) / "proofs.json").string(); }
 
 ProofCache::ProofCache(std::string path) : path_(std::move(path)) {
   std::ifstream in(path_);

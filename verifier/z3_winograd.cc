@@ -34,38 +34,16 @@
 #include <string>
 #include <vector>
 
+#include "verifier/winograd_form.h"
 #include "verifier/z3_tensor.h"
 
 namespace tessera::verifier::z3enc {
 namespace {
 
+using Form = WinogradForm;
 using Matrix = std::vector<std::vector<int>>;
 
-struct Form {
-  int m;         // outputs per tile side
-  int s;         // G' = s G is integral
-  Matrix bt;     // B^T, (m+2) x (m+2)
-  Matrix g;      // G', (m+2) x 3
-  Matrix at;     // A^T, m x (m+2)
-};
-
-// The matrices of Lavin & Gray, as winograd_rules.cc writes them.
-Form form(int m) {
-  if (m == 2)
-    return {2, 2,
-            {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
-            {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}},
-            {{1, 1, 1, 0}, {0, 1, -1, -1}}};
-  return {4, 24,
-          {{4, 0, -5, 0, 1, 0},
-           {0, -4, -4, 1, 1, 0},
-           {0, 4, -4, -1, 1, 0},
-           {0, -2, -1, 2, 1, 0},
-           {0, 2, -1, -2, 1, 0},
-           {0, 4, 0, -5, 0, 1}},
-          {{6, 0, 0}, {-4, -4, -4}, {-4, 4, -4}, {1, 2, 4}, {1, -2, 4}, {0, 0, 24}},
-          {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
-}
+const Form& form(int m) { return winograd_form(m); }
 
 using Fn = std::function<z3::expr(const z3::expr&)>;
 

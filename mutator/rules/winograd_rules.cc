@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "mutator/rules/rule.h"
+#include "verifier/winograd_form.h"
 
 namespace tessera::mutator {
 
@@ -37,22 +38,17 @@ struct WinogradForm {
   std::vector<std::vector<double>> at;    // A^T, m x (m+2)
 };
 
+// The forms of verifier/winograd_form.h, the matrices the obligation proves.
 const std::array<WinogradForm, 2>& forms() {
-  static const std::array<WinogradForm, 2> f = {{
-      {2, 2.0,
-       {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
-       {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}},
-       {{1, 1, 1, 0}, {0, 1, -1, -1}}},
-      {4, 24.0,
-       {{4, 0, -5, 0, 1, 0},
-        {0, -4, -4, 1, 1, 0},
-        {0, 4, -4, -1, 1, 0},
-        {0, -2, -1, 2, 1, 0},
-        {0, 2, -1, -2, 1, 0},
-        {0, 4, 0, -5, 0, 1}},
-       {{6, 0, 0}, {-4, -4, -4}, {-4, 4, -4}, {1, 2, 4}, {1, -2, 4}, {0, 0, 24}},
-       {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}},
-  }};
+  auto convert = [](const verifier::WinogradForm& v) {
+    auto rows = [](const std::vector<std::vector<int>>& m) {
+      std::vector<std::vector<double>> out;
+      for (const auto& r : m) out.emplace_back(r.begin(), r.end());
+      return out;
+    };
+    return WinogradForm{v.m, static_cast<double>(v.s), rows(v.bt), rows(v.g), rows(v.at)};
+  };
+  static const std::array<WinogradForm, 2> f = {convert(verifier::winograd_form(2)), convert(verifier::winograd_form(4))};
   return f;
 }
 
