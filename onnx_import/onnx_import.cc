@@ -228,7 +228,6 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
       state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, model_dir, "initializer '" + t.name() + "'"));
       if (release) std::string().swap(*release->mutable_graph()->mutable_initializer(i)->mutable_raw_data());
     }
-    check_graph_inputs(model, state, options);
     for (const auto& vi : g.input())
       if (!state.values.count(vi.name())) {
         TensorType t = input_type(vi, options);
@@ -267,6 +266,8 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
         throw e.with_context({"", node_names[i], proto.op_type()});
       }
     }
+    // After the nodes, whose own errors name them and are more specific.
+    check_graph_inputs(model, state, options);
     // A graph that computes nothing is an exporter's mistake, not a model:
     // running it would succeed and print nothing.
     if (g.output_size() == 0) TESSERA_THROW(ErrorKind::kInvalidGraph, "the graph has no outputs");

@@ -97,6 +97,7 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::st
   if (ec || file_bytes < static_cast<uintmax_t>(offset) || file_bytes - static_cast<uintmax_t>(offset) < static_cast<uintmax_t>(nbytes))
     TESSERA_THROW(ErrorKind::kInvalidGraph, context << ": external data file '" << path.string() << "' is too short ("
                                                     << nbytes << " bytes needed at offset " << offset << ")");
+  check_memory(nbytes, std::to_string(nbytes) + " bytes of external data");
   std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
   in.seekg(offset);
   in.read(reinterpret_cast<char*>(bytes.data()), nbytes);
@@ -124,6 +125,7 @@ Tensor from_typed_fields(const onnx::TensorProto& proto, DType dtype, const Shap
     case onnx::TensorProto::INT64: check_count(proto.int64_data(), n, context, "int64_data"); break;
     default: check_count(proto.int32_data(), n, context, "int32_data"); break;
   }
+  check_memory(TensorType{dtype, shape}.nbytes(), type_str(TensorType{dtype, shape}));  // data present: the limit decides
   Tensor t(dtype, shape);
   if (n == 0) return t;  // no data to copy: the fields' and the tensor's pointers may be null (memcpy's UB)
   switch (proto.data_type()) {
@@ -174,11 +176,6 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& mode
                                                 << (kMaxTensorBytes >> 30) << " GiB)");
   }
   try {
-    check_memory(nbytes, type_str(type));
-  } catch (const Error& e) {
-    throw Error(e.kind(), context + ": " + e.message());
-  }
-  try {
     if (proto.data_location() == onnx::TensorProto::EXTERNAL)
       return Tensor::from_bytes(dtype, shape, read_external(proto, model_dir, context, nbytes));
     if (proto.has_raw_data()) {
@@ -186,6 +183,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& mode
       if (static_cast<int64_t>(raw.size()) != nbytes)
         TESSERA_THROW(ErrorKind::kInvalidGraph, context << ": raw_data has " << raw.size() << " bytes, "
                                                         << type_str(type) << " needs " << nbytes);
+      check_memory(nbytes, type_str(type));
       return Tensor::from_bytes(dtype, shape, std::vector<uint8_t>(raw.begin(), raw.end()));
     }
     return from_typed_fields(proto, dtype, shape, context);
