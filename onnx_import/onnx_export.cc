@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
+#include "graph/permute.h"
 #include "onnx/onnx_pb.h"
 #include "onnx_import/resize_attrs.h"
 #include "onnx_import/tensor_proto.h"
@@ -55,42 +56,6 @@ void set_attr(onnx::NodeProto& p, const std::string& name, const AttrValue& v) {
       *a->mutable_t() = tensor_to_proto(std::get<Tensor>(v), "");
       break;
   }
-}
-
-// A permutation of a tensor's elements in its simplest form: axes of size 1
-// dropped, neighbouring axes that stay neighbours merged. Two
-// Reshape -> Transpose -> Reshape chains move elements the same way exactly
-// when these are equal.
-struct CanonicalPermute {
-  std::vector<int64_t> sizes;  // merged axes, input order
-  std::vector<int64_t> perm;   // output axis -> merged input axis
-  bool operator==(const CanonicalPermute&) const = default;
-};
-
-CanonicalPermute canonical_permute(const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
-  std::vector<std::pair<int64_t, int64_t>> runs;  // (first input axis, size) in output order
-  int64_t prev = -2;
-  for (int64_t a : perm) {
-    if (shape[static_cast<size_t>(a)] == 1) continue;
-    bool follows = prev >= 0 && [&] {
-      for (int64_t b = prev + 1; b < a; ++b)
-        if (shape[static_cast<size_t>(b)] != 1) return false;
-      return a > prev;
-    }();
-    if (follows) runs.back().second *= shape[static_cast<size_t>(a)];
-    else runs.push_back({a, shape[static_cast<size_t>(a)]});
-    prev = a;
-  }
-  std::vector<size_t> order(runs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return runs[x].first < runs[y].first; });
-  CanonicalPermute c;
-  c.perm.resize(runs.size());
-  for (size_t rank = 0; rank < order.size(); ++rank) {
-    c.sizes.push_back(runs[order[rank]].second);
-    c.perm[order[rank]] = static_cast<int64_t>(rank);
-  }
-  return c;
 }
 
 // The DepthToSpace / SpaceToDepth node a Reshape(six) -> Transpose(perm) ->

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mutator/plan_files.h"
+#include "mutator/rules/rule.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::api {
@@ -143,6 +144,51 @@ TEST(ApiPlan, LoadBytesReadsWhatOnnxBytesWrites) {
     EXPECT_EQ(e.kind(), ErrorKind::kParse);
     EXPECT_NE(std::string(e.what()).find("junk"), std::string::npos) << e.what();
   }
+}
+
+// A 3x3 convolution and ReLU; `bump` is added to one weight element.
+Graph conv_relu(double bump) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 8, 16, 16}});
+  Tensor w(DType::kF32, {8, 8, 3, 3}), b(DType::kF32, {8});
+  for (int64_t i = 0; i < w.numel(); ++i) w.set_double(i, std::sin(0.37 * static_cast<double>(i)));
+  for (int64_t i = 0; i < b.numel(); ++i) b.set_double(i, 0.1 * static_cast<double>(i) - 0.3);
+  w.set_double(5, w.get_double(5) + bump);
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  a.set("group", int64_t{1});
+  ValueId c = g.add(OpKind::kConv, {x, g.add_constant("/conv/weight", w), g.add_constant("/conv/bias", b)}, a, "/conv/Conv");
+  g.set_outputs({g.add(OpKind::kRelu, {c}, {}, "/relu/Relu")});
+  return g;
+}
+
+// g with conv-winograd's F(4x4, 3x3) form of its Conv, written to ONNX and
+// read back as a plan folder's model.onnx is.
+Graph winograd_plan(const Graph& g) {
+  auto users = g.users();
+  mutator::RuleContext ctx{g, users};
+  std::vector<mutator::Mutation> ms = mutator::find_rule("conv-winograd").fn(ctx, 0);
+  EXPECT_EQ(ms.size(), 2u);
+  return load_bytes(onnx_bytes(mutator::apply_mutation(g, ms.at(1))), "plan");
+}
+
+// The Z_p test reads a Winograd plan's transformed weights as unrelated
+// residues; verify rederives the plan by the rule and its proven
+// obligation instead, through the DepthToSpace the ONNX form writes. The
+// wrong twin, the transform of another weight, is not confirmed.
+TEST(ApiVerify, ConfirmsAWinogradPlanByItsRule) {
+  Graph g = conv_relu(0);
+  Verdict v = verify(g, winograd_plan(g));
+  EXPECT_EQ(v.kind, "equivalent") << v.summary;
+  EXPECT_EQ(v.method, "rules") << v.summary;
+  EXPECT_EQ(v.error_bound, 0.0);
+  EXPECT_NE(v.summary.find("conv-winograd [z3:conv-winograd-f4]"), std::string::npos) << v.summary;
+  Verdict wrong = verify(g, winograd_plan(conv_relu(0.25)));
+  EXPECT_NE(wrong.kind, "equivalent") << wrong.summary;
+  EXPECT_NE(wrong.method, "rules") << wrong.summary;
 }
 
 // Compiled once, run many times, from several threads at once: every run

@@ -123,7 +123,7 @@ struct DifferingOutput {
 
 struct Verdict {
   std::string kind;    // "equivalent" | "differs" | "unknown"
-  std::string method;  // how: multilinear, multilinear+uninterpreted, float-test, structural
+  std::string method;  // how: multilinear, multilinear+uninterpreted, float-test, structural, rules (rederived by proven rules)
   int trials = 0;
   int64_t degree = 0;
   double error_bound = 1.0;  // equivalent: probability the programs differ nonetheless
