@@ -8,6 +8,7 @@
 #include "graph/hash.h"
 #include "graph/interpreter.h"
 #include "graph/permute.h"
+#include "mutator/canonicalize.h"
 #include "mutator/mutation.h"
 #include "mutator/rules/rule.h"
 #include "verifier/proofs.h"
@@ -192,9 +193,15 @@ bool layout_normal_once(Graph& g, std::vector<ReplayStep>& steps) {
   return false;
 }
 
+// The rules and the layout form to a fixed point, with the Identity nodes
+// a rewrite of a graph output leaves (apply_mutation keeps output names)
+// forwarded.
 Graph normal_form(Graph g, const std::vector<std::string>& rules, Proofs& proofs, std::vector<ReplayStep>& steps) {
-  for (int32_t i = 2 * g.num_nodes() + 2; i > 0; --i)
+  remove_identities(g);
+  for (int32_t i = 2 * g.num_nodes() + 2; i > 0; --i) {
     if (!normalize_once(g, rules, proofs, steps) && !layout_normal_once(g, steps)) break;
+    remove_identities(g);
+  }
   return g;
 }
 

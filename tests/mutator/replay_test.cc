@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/hash.h"
+#include "graph/text_form.h"
 #include "mutator/replay.h"
 #include "mutator/rules/rule.h"
 #include "tests/mutator/mutator_test_util.h"
@@ -89,6 +90,28 @@ TEST(Replay, ARewriteNoRuleMakesIsNotRederived) {
   ReplayResult r = replay_rules(g, other);
   EXPECT_FALSE(r.equal);
   EXPECT_TRUE(r.steps.empty());
+}
+
+// x [2, 3, 4] -> Reshape(first) -> Transpose(perm) -> Reshape [4, 6].
+Graph moved(const Shape& first, const std::vector<int64_t>& perm) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 3, 4}});
+  Attrs r1, t, r2;
+  r1.set("shape", std::vector<int64_t>(first.begin(), first.end()));
+  t.set("perm", perm);
+  r2.set("shape", std::vector<int64_t>{4, 6});
+  g.set_outputs({g.add(OpKind::kReshape, {g.add(OpKind::kTranspose, {g.add(OpKind::kReshape, {x}, r1)}, t)}, r2)});
+  return g;
+}
+
+// Two chains that move the elements alike share one normal form; a chain
+// of the same shapes that moves them otherwise (the wrong twin) does not.
+TEST(Replay, LayoutChainsThatMoveAlikeShareANormalForm) {
+  Graph a = moved({6, 4}, {1, 0});
+  ReplayResult same = replay_rules(a, moved({2, 3, 4}, {2, 0, 1}));
+  EXPECT_TRUE(same.equal) << print_graph(same.rederived) << "\nvs\n" << print_graph(same.target);
+  ReplayResult other = replay_rules(a, moved({2, 3, 4}, {2, 1, 0}));
+  EXPECT_FALSE(other.equal);
 }
 
 }  // namespace
