@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tessera confirms its own plans: for each model, `tessera optimize` writes a
 # plan and `tessera verify ORIGINAL PLAN/model.onnx` must answer equivalent.
-# Usage: bench/verify/own_plans.sh [MODEL.onnx ...]
+# Usage: [OPTIMIZE_ARGS="--device h100"] bench/verify/own_plans.sh [MODEL.onnx ...]
 #   (default: the bundled examples and every generated suite model under
 #   bench/models/cache; python3 bench/models/generate.py makes them).
 # Prints one line per model: the verdict, the exit code and the seconds.
@@ -20,7 +20,8 @@ for m in "${models[@]}"; do
   name="$(basename "$(dirname "$m")")/$(basename "$m")"
   plan="$work/plan"
   rm -rf "$plan"
-  if ! "$tessera" optimize "$m" -o "$plan" --no-measure >"$work/opt.log" 2>&1; then
+  # shellcheck disable=SC2086  # OPTIMIZE_ARGS is a list of flags
+  if ! "$tessera" optimize "$m" -o "$plan" --no-measure ${OPTIMIZE_ARGS:-} >"$work/opt.log" 2>&1; then
     echo "$name: optimize failed: $(tail -1 "$work/opt.log")"; fail=1; continue
   fi
   start=$(date +%s.%N)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "onnx_import/tensor_proto.h"
 #include "tests/plan_schema.h"
@@ -180,6 +181,21 @@ TEST(Cli, BadRunFlagsAreUsageErrors) {
   EXPECT_NE(bad_backend.err.find("tpu"), std::string::npos) << bad_backend.err;
   EXPECT_EQ(run("run " + model + " --threads -1").code, 2);
   EXPECT_EQ(run("run " + model + " --repeat x").code, 2);
+}
+
+// --device-memory takes sizes as --memory-limit does; a bad one is a usage
+// error naming the flag, before anything is written.
+TEST(Cli, DeviceMemoryTakesSizes) {
+  std::string model = kExamples + "/tiny_cnn.onnx";
+  fs::path out = fs::temp_directory_path() / ("tessera_cli_device_memory_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  Result bad = run("optimize " + model + " -o " + out.string() + " --device h100 --mesh tp=2 --device-memory 2Q");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--device-memory"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(out));
+  Result ok = run("optimize " + model + " -o " + out.string() + " --device h100 --mesh tp=2 --device-memory 16G --budget 5 --no-measure");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  fs::remove_all(out);
 }
 
 // `tessera run PLAN_DIR` checks the folder against plan.json first

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "graph/text_form.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
@@ -32,6 +33,7 @@ struct OptimizeFlags {
   bool no_measure = false;
   bool no_calibrate = false;
   std::string profile_cache;
+  std::string device_memory;
   api::OptimizeConfig config;
 };
 
@@ -80,9 +82,8 @@ Action add_optimize_command(CLI::App& app) {
                   "Mesh plans: shard the graph as exported (none) or rewritten by one rule "
                   "(split-merged-projection, permute-merged-projection); default: compare them all")
       ->check(CLI::IsMember({"none", "split-merged-projection", "permute-merged-projection"}));
-  cmd->add_option("--device-memory", flags->config.device_memory,
-                  "Mesh plans: bytes of memory per device (default: the device profile's)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--device-memory", flags->device_memory,
+                  "Mesh plans: memory per device, e.g. 80G, 260M or bytes (default: the device profile's)");
   return [flags] {
     if (flags->list_rules) {
       std::cout << api::list_rules();
@@ -92,6 +93,14 @@ Action add_optimize_command(CLI::App& app) {
     if (flags->out_dir.empty()) TESSERA_THROW(ErrorKind::kUsage, "optimize needs an output folder: -o OUT_DIR");
     if (!(flags->config.budget_s > 0))
       TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << flags->config.budget_s);
+    if (!flags->device_memory.empty()) {
+      try {
+        flags->config.device_memory = parse_bytes(flags->device_memory);
+      } catch (const Error& e) {
+        throw Error(ErrorKind::kUsage, "--device-memory: " + e.message());
+      }
+      if (flags->config.device_memory <= 0) TESSERA_THROW(ErrorKind::kUsage, "--device-memory must be positive");
+    }
     flags->config.partial = !flags->no_partial;
     flags->config.shard_search = !flags->no_shard_search;
     flags->config.measure = !flags->no_measure;
