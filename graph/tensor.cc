@@ -88,6 +88,7 @@ Tensor Tensor::from_ints(DType dtype, Shape shape, const std::vector<int64_t>& v
 }
 
 uint8_t* Tensor::mutable_data() {
+  hash_.store(0, std::memory_order_relaxed);
   if (!data_) return nullptr;
   if (data_.use_count() > 1) data_ = std::make_shared<std::vector<uint8_t>>(*data_);
   return data_->data();
@@ -183,6 +184,7 @@ Tensor Tensor::reshaped(Shape shape) const {
   TESSERA_CHECK(shape_numel(shape) == numel(), "reshape " << shape_str(this->shape()) << " to " << shape_str(shape));
   Tensor t = *this;
   t.type_.shape = std::move(shape);
+  t.hash_.store(0, std::memory_order_relaxed);  // the shape is hashed
   return t;
 }
 
@@ -194,6 +196,7 @@ bool Tensor::identical(const Tensor& other) const {
 }
 
 uint64_t Tensor::hash() const {
+  if (uint64_t cached = hash_.load(std::memory_order_relaxed)) return cached;
   // FNV-1a over type and bytes.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
@@ -201,6 +204,7 @@ uint64_t Tensor::hash() const {
   for (int64_t d : shape()) mix(static_cast<uint64_t>(d));
   if (data_)
     for (uint8_t b : *data_) mix(b);
+  hash_.store(h, std::memory_order_relaxed);
   return h;
 }
 

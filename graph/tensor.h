@@ -2,6 +2,7 @@
 // between copies and copied on first write.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +40,21 @@ inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB
 class Tensor {
  public:
   Tensor() = default;
+  Tensor(const Tensor& o) : type_(o.type_), data_(o.data_), hash_(o.hash_.load(std::memory_order_relaxed)) {}
+  Tensor(Tensor&& o) noexcept
+      : type_(std::move(o.type_)), data_(std::move(o.data_)), hash_(o.hash_.load(std::memory_order_relaxed)) {}
+  Tensor& operator=(const Tensor& o) {
+    type_ = o.type_;
+    data_ = o.data_;
+    hash_.store(o.hash_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    type_ = std::move(o.type_);
+    data_ = std::move(o.data_);
+    hash_.store(o.hash_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
   // Zero-filled tensor.
   Tensor(DType dtype, Shape shape);
   // Takes ownership of raw little-endian bytes; size must match the type.
@@ -60,7 +76,7 @@ class Tensor {
   bool defined() const { return data_ != nullptr; }
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
-  uint8_t* mutable_data();  // copies shared data first
+  uint8_t* mutable_data();  // copies shared data first; forgets the cached hash
   template <class T>
   const T* data_as() const { return reinterpret_cast<const T*>(data()); }
   template <class T>
@@ -79,11 +95,17 @@ class Tensor {
 
   // Bitwise equality of type and data.
   bool identical(const Tensor& other) const;
+  // Of type and data; computed once and kept with the tensor (copies share
+  // it with the data) until mutable_data() is called. Write through a
+  // pointer from mutable_data() before hashing, not after.
   uint64_t hash() const;
 
  private:
   TensorType type_;
   std::shared_ptr<std::vector<uint8_t>> data_;
+  // The cached hash, 0 until computed (a hash that is 0 is recomputed):
+  // atomic, since threads of the search hash shared constants.
+  mutable std::atomic<uint64_t> hash_{0};
 };
 
 }  // namespace tessera
