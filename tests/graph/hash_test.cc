@@ -206,3 +206,25 @@ TEST(HashTest, InputAndConstantAreNotEqual) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A tensor's hash is kept once computed: a write through mutable_data()
+// (set_double) and a reshape forget it; a copy shares it with the data.
+TEST(TensorHash, KeptUntilTheDataOrShapeChanges) {
+  Tensor t = Tensor::from_doubles(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  uint64_t h = t.hash();
+  Tensor copy = t;
+  EXPECT_EQ(copy.hash(), h);
+  t.set_double(4, 7);
+  EXPECT_NE(t.hash(), h);
+  EXPECT_EQ(t.hash(), Tensor::from_doubles(DType::kF32, {2, 3}, {1, 2, 3, 4, 7, 6}).hash());
+  EXPECT_EQ(copy.hash(), h);  // the copy kept its own data
+  Tensor r = copy.reshaped({3, 2});
+  EXPECT_NE(r.hash(), h);
+  EXPECT_EQ(r.hash(), Tensor::from_doubles(DType::kF32, {3, 2}, {1, 2, 3, 4, 5, 6}).hash());
+}
+
+}  // namespace
+}  // namespace tessera
