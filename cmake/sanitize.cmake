@@ -8,7 +8,7 @@
 # The list goes to -fsanitize as given. UBSan findings abort (no recovery),
 # so a test that triggers one fails instead of printing and passing. The
 # run-time options and the suppressions the tests use are in
-# cmake/sanitizers/ (tests/sanitize/*.sh set them).
+# tests/sanitize/ (its *.sh set them).
 set(TESSERA_SANITIZE "" CACHE STRING "Sanitizers for every target: address,undefined | thread | empty (none)")
 option(TESSERA_FUZZ "Build the libFuzzer targets of fuzz/ (needs clang)" OFF)
 
@@ -29,6 +29,11 @@ if(TESSERA_SANITIZE)
   add_compile_options(${tessera_san_flags})
   add_link_options(${tessera_san_flags})
   message(STATUS "Tessera: sanitizers ${TESSERA_SANITIZE}")
+  if(TESSERA_SANITIZE MATCHES "address")
+    # The CLI's ranks under mpirun unwind fully, for lsan.supp to see
+    # Open MPI's frames (tests/sanitize/mpi_rank_asan_options.cc).
+    set(TESSERA_SANITIZER_CLI_SOURCES ${CMAKE_SOURCE_DIR}/tests/sanitize/mpi_rank_asan_options.cc)
+  endif()
 endif()
 
 if(TESSERA_FUZZ)

@@ -6,6 +6,10 @@
 # caller fails when any such file exists (san_reports).
 san_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${SAN_LOGS:?set SAN_LOGS to an empty folder}"
+# Absolute: log_path is read in each process's own working folder (a test's
+# is its build folder), so a relative one put the reports where san_reports
+# does not look, and a run with reports passed as clean.
+case $SAN_LOGS in /*) ;; *) SAN_LOGS=$PWD/$SAN_LOGS ;; esac
 mkdir -p "$SAN_LOGS"
 export ASAN_OPTIONS="log_path=$SAN_LOGS/report:detect_leaks=1:strict_init_order=1:check_initialization_order=1:suppressions=$san_dir/asan.supp"
 export LSAN_OPTIONS="suppressions=$san_dir/lsan.supp:print_suppressions=0"
