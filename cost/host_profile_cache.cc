@@ -5,6 +5,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <unistd.h>
 
 #include "graph/cache_dir.h"
 #include "graph/error.h"
@@ -91,6 +92,39 @@ void set_host_profile(const DeviceProfile& p) {
   host_override() = p;
 }
 
+std::string cached_clock_path(const std::string& dir, const CpuIdentity& id) {
+  return (fs::path(dir) / ("cpu-" + id.cache_key() + ".clock")).string();
+}
+
+CpuIdentity with_cached_clock(const CpuIdentity& id, const std::string& dir) {
+  CpuIdentity out = id;
+  fs::path path = cached_clock_path(dir, id);
+  double mhz = 0;
+  if (std::ifstream in(path); in >> mhz && mhz > 100 && mhz < 20000) {
+    out.mhz = mhz;
+    return out;
+  }
+  if (id.mhz <= 0) return out;
+  // Written whole or not at all: a temporary file, then renamed.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::path tmp = path;
+  tmp += ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f.precision(17);
+    f << id.mhz << "\n";
+    if (!f) return out;
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return out;
+}
+
+DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& dir) {
+  return detect_host_cpu(with_cached_clock(id, dir));
+}
+
 DeviceProfile host_cpu_profile() {
   std::lock_guard<std::mutex> lock(host_mutex());
   if (host_override()) return *host_override();
@@ -99,7 +133,7 @@ DeviceProfile host_cpu_profile() {
   // that one process prices everything on one profile.
   CpuIdentity id = read_host_identity();
   CachedProfile c = load_cached_profile(default_profile_cache_dir(), id);
-  host_override() = c.profile ? *c.profile : detect_host_cpu(id);
+  host_override() = c.profile ? *c.profile : detect_host_cpu_cached(id, default_profile_cache_dir());
   return *host_override();
 }
 

@@ -40,6 +40,16 @@ std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, 
 // Marks `p` as a profile of host `id` at this calibration version.
 void stamp_host(DeviceProfile& p, const CpuIdentity& id);
 
+// Host `id` with the clock its first detection in `dir` probed
+// (cpu-<key>.clock, written then): the probe varies by a few percent from
+// process to process, so a detected profile read fresh each time would
+// price, and plan, differently from run to run. Where the file cannot be
+// read or written, `id` as it is.
+CpuIdentity with_cached_clock(const CpuIdentity& id, const std::string& dir);
+std::string cached_clock_path(const std::string& dir, const CpuIdentity& id);
+// detect_host_cpu of with_cached_clock(id, dir).
+DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& dir);
+
 // What resolve_device("cpu") returns from now on in this process (the CLI
 // sets it once it has the cached, freshly calibrated or detected profile).
 void set_host_profile(const DeviceProfile& p);

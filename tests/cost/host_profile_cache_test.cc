@@ -132,6 +132,26 @@ TEST_F(HostProfileCache, UnkeyedLegacyFileIsNamed) {
   EXPECT_NE(c.note.find("does not record the host"), std::string::npos) << c.note;
 }
 
+// The first detection's probed clock is kept: a later detection of the
+// host, whose probe gives another value, prices with the first one, so that
+// runs without a calibrated profile plan alike. Another host probes its own.
+TEST_F(HostProfileCache, DetectedClockIsKeptPerHost) {
+  CpuIdentity id = host("Intel(R) Xeon(R) Processor", 2);
+  id.mhz = 2543.5;
+  EXPECT_EQ(detect_host_cpu_cached(id, dir_.string()).clock_hz, 2543.5e6);
+  CpuIdentity again = id;
+  again.mhz = 2611.0;
+  EXPECT_EQ(with_cached_clock(again, dir_.string()).mhz, 2543.5);
+  EXPECT_EQ(detect_host_cpu_cached(again, dir_.string()).clock_hz, 2543.5e6);
+  CpuIdentity other = host("Intel(R) Xeon(R) Platinum 8488C", 2);
+  other.mhz = 3000;
+  EXPECT_EQ(with_cached_clock(other, dir_.string()).mhz, 3000);
+  // A corrupt file is probed over, and rewritten.
+  std::ofstream(cached_clock_path(dir_.string(), id)) << "fast\n";
+  EXPECT_EQ(with_cached_clock(again, dir_.string()).mhz, 2611.0);
+  EXPECT_EQ(with_cached_clock(id, dir_.string()).mhz, 2611.0);
+}
+
 TEST(HostProfile, SetProfileIsWhatCpuResolvesTo) {
   DeviceProfile p = builtin_profile("cpu");
   p.description = "set by the test";

@@ -58,18 +58,27 @@ class HostProfileCli : public ::testing::Test {
   }
   std::string cost_args() { return "cost " + kModel + " --json --profile-cache " + cache_.string(); }
   fs::path cached() { return cost::cached_profile_path(cache_.string(), cost::read_host_identity()); }
+  fs::path clock_file() { return cost::cached_clock_path(cache_.string(), cost::read_host_identity()); }
   static nlohmann::json device_of(const Result& r) { return nlohmann::json::parse(r.out)["device"]; }
 
   fs::path root_, cache_;
 };
 
-TEST_F(HostProfileCli, NoCalibrateUsesTheDetectedProfileAndWritesNothing) {
+// --no-calibrate: the detected profile, silently; the cache gets no
+// profile, only the probed clock, so that a second run prices alike.
+TEST_F(HostProfileCli, NoCalibrateUsesTheDetectedProfileAndKeepsOnlyItsClock) {
   Result r = run(cost_args() + " --no-calibrate");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_FALSE(device_of(r)["calibrated"].get<bool>());
-  EXPECT_NE(device_of(r)["description"].get<std::string>().find("detected"), std::string::npos);
-  EXPECT_FALSE(fs::exists(cache_));
+  std::string described = device_of(r)["description"].get<std::string>();
+  EXPECT_NE(described.find("detected"), std::string::npos);
+  EXPECT_FALSE(fs::exists(cached()));
+  EXPECT_TRUE(fs::exists(clock_file()));
+  Result again = run(cost_args() + " --no-calibrate");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(device_of(again)["description"].get<std::string>(), described);
+  EXPECT_EQ(again.out, r.out);
 }
 
 // The first-use path: one quick calibration (said on stderr),
@@ -136,7 +145,8 @@ TEST_F(HostProfileCli, OptimizeTakesTheSameFlags) {
   Result r = run("optimize " + kModel + " -o " + (root_ / "plan").string() +
                  " --budget 3 --no-measure --no-calibrate --profile-cache " + cache_.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_FALSE(fs::exists(cache_));
+  EXPECT_FALSE(fs::exists(cached()));
+  EXPECT_TRUE(fs::exists(clock_file()));
   EXPECT_TRUE(fs::exists(root_ / "plan" / "plan.json"));
 }
 

@@ -476,7 +476,7 @@ void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ost
     return;
   }
   if (!calibrate) {
-    cost::set_host_profile(cost::detect_host_cpu(id));
+    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
     return;
   }
   log << "tessera: no calibrated profile of this CPU (" << id.summary() << ") in " << dir
