@@ -46,21 +46,25 @@ Verdict from_verifier(const verifier::Verdict& v, const Graph& original) {
   return out;
 }
 
+// Proven passes of `passes` (all of them with an obligation), or false.
+bool passes_proven(const std::vector<mutator::PassRecord>& passes, std::string& applied, std::string& proofs) {
+  for (const mutator::PassRecord& p : passes) {
+    if (p.times == 0) continue;
+    applied += (applied.empty() ? "" : ", ") + p.pass;
+    if (p.obligation.empty()) continue;
+    if (verifier::prove(p.obligation).status != verifier::ProofStatus::kProven) return false;
+    proofs += (proofs.empty() ? "" : ", ") + ("z3:" + p.obligation);
+  }
+  return true;
+}
+
 // The candidate against the canonicalized original; nullopt-like (kind
 // empty) when the passes change nothing or a pass's obligation is not proven.
 Verdict against_canonical(const Graph& original, const Graph& candidate, const verifier::CheckOptions& check,
                           const verifier::Verdict& direct) {
   Graph canonical = original;
-  std::vector<mutator::PassRecord> passes = mutator::canonicalize(canonical);
   std::string applied, proofs;
-  for (const mutator::PassRecord& p : passes) {
-    if (p.times == 0) continue;
-    applied += (applied.empty() ? "" : ", ") + p.pass;
-    if (p.obligation.empty()) continue;
-    verifier::ProofResult r = verifier::prove(p.obligation);
-    if (r.status != verifier::ProofStatus::kProven) return {};
-    proofs += (proofs.empty() ? "" : ", ") + ("z3:" + p.obligation);
-  }
+  if (!passes_proven(mutator::canonicalize(canonical), applied, proofs)) return {};
   if (applied.empty() || structurally_equal(canonical, original)) return {};
   verifier::Verdict v = verifier::check_equivalence(canonical, candidate, check);
   if (!v.equivalent()) return {};
@@ -99,18 +103,6 @@ Verdict same_after_canonicalizing(const Graph& original, const Graph& candidate)
   out.reason = applied.empty() ? "the same program" : "the same program once the original is canonicalized (" + applied + ")";
   out.summary = "equivalent (structural: " + out.reason + ")";
   return out;
-}
-
-// Proven passes of `passes` (all of them with an obligation), or false.
-bool passes_proven(const std::vector<mutator::PassRecord>& passes, std::string& applied, std::string& proofs) {
-  for (const mutator::PassRecord& p : passes) {
-    if (p.times == 0) continue;
-    applied += (applied.empty() ? "" : ", ") + p.pass;
-    if (p.obligation.empty()) continue;
-    if (verifier::prove(p.obligation).status != verifier::ProofStatus::kProven) return false;
-    proofs += (proofs.empty() ? "" : ", ") + ("z3:" + p.obligation);
-  }
-  return true;
 }
 
 // The candidate rederived from the canonicalized original by rule instances
