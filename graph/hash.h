@@ -14,12 +14,24 @@
 // match is therefore only a candidate; confirm it with structurally_equal.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "graph/graph.h"
 
 namespace tessera {
+
+// Boost-style combination of a running hash with one more value.
+inline uint64_t hash_combine(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+// 64-bit FNV-1a of a byte string.
+inline uint64_t fnv1a(const void* data, size_t n) {
+  const unsigned char* d = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ d[i]) * 1099511628211ull;
+  return h;
+}
 
 // hashes[v] for every value id of `g`: graph inputs from their position and
 // type, constants from type and data, node outputs from the producer's kind,

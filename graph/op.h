@@ -37,6 +37,10 @@ inline constexpr int kNumOpKinds = 0
 
 // The op's name as in ONNX ("Conv"); collectives use their IR names.
 const char* op_name(OpKind kind);
+
+// Ops that only reinterpret the shape of a row-major buffer.
+inline bool is_reshape_like(OpKind k) { return k == OpKind::kReshape || k == OpKind::kFlatten; }
+
 std::optional<OpKind> op_from_name(std::string_view name);
 
 struct Node;

@@ -42,5 +42,6 @@ if [ ${#py_packages[@]} -gt 0 ]; then
     python3 -m pip install -q --break-system-packages "${py_packages[@]}"
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The sanitizer and fuzz tests (tests/sanitize/) are part of the suite CI runs.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTESSERA_SANITIZER_TESTS=ON >/dev/null
 cmake --build build -j2

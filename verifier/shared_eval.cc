@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "graph/error.h"
+#include "graph/hash.h"
 #include "graph/interpreter.h"
 
 namespace tessera::verifier {
@@ -11,10 +12,7 @@ namespace {
 
 using TensorPtr = std::shared_ptr<const RefTensor<Zp>>;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
+uint64_t mix(uint64_t h, uint64_t v) { return hash_combine(h, v); }
 
 uint64_t content_hash(const RefTensor<Zp>& t) {
   uint64_t h = static_cast<uint64_t>(t.type.dtype);

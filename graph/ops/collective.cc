@@ -191,7 +191,6 @@ DimMap collective_dim_map(const DimMapContext& c) {
   return m;
 }
 
-Linearity linear_in_input0(const Node&) { return {1u, false}; }
 
 AttrSpec mesh_axis_attr() { return {"mesh_axis", AttrType::kString, std::nullopt}; }
 AttrSpec group_size_attr() { return {"group_size", AttrType::kInt, std::nullopt}; }
@@ -205,21 +204,21 @@ void register_collective_ops(std::vector<OpDef>& defs) {
   ar.attrs = {mesh_axis_attr(), group_size_attr()};
   ar.infer = infer_all_reduce;
   TESSERA_SET_KERNELS(ar, eval_all_reduce);
-  ar.linearity = linear_in_input0;
+  ar.linearity = ops::linear_in_input0;
   ar.dim_map = collective_dim_map;
 
   OpDef& ag = def(OpKind::kAllGather);
   ag.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
   ag.infer = infer_all_gather;
   TESSERA_SET_KERNELS(ag, eval_all_gather);
-  ag.linearity = linear_in_input0;
+  ag.linearity = ops::linear_in_input0;
   ag.dim_map = collective_dim_map;
 
   OpDef& rs = def(OpKind::kReduceScatter);
   rs.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
   rs.infer = infer_reduce_scatter;
   TESSERA_SET_KERNELS(rs, eval_reduce_scatter);
-  rs.linearity = linear_in_input0;
+  rs.linearity = ops::linear_in_input0;
   rs.dim_map = collective_dim_map;
 
   OpDef& aa = def(OpKind::kAllToAll);
@@ -227,7 +226,7 @@ void register_collective_ops(std::vector<OpDef>& defs) {
               {"concat_axis", AttrType::kInt, std::nullopt}};
   aa.infer = infer_all_to_all;
   TESSERA_SET_KERNELS(aa, eval_all_to_all);
-  aa.linearity = linear_in_input0;
+  aa.linearity = ops::linear_in_input0;
   aa.dim_map = collective_dim_map;
 }
 

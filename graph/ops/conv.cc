@@ -490,7 +490,6 @@ void localize_group(const DimMapContext& g, Attrs& attrs, const std::vector<Shap
 
 bool has_bias(const Node& n) { return n.inputs.size() > 2 && n.inputs[2] != kNoValue; }
 Linearity conv_linearity(const Node& n) { return has_bias(n) ? Linearity{} : Linearity{0b11u, true}; }
-Linearity linear_in_input0(const Node&) { return {1u, false}; }
 
 std::vector<AttrSpec> window_attrs() {
   return {{"kernel_shape", AttrType::kInts, std::nullopt},
@@ -543,7 +542,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   avgp.infer = infer_pool;
   avgp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(avgp, eval_average_pool);
-  avgp.linearity = linear_in_input0;
+  avgp.linearity = ops::linear_in_input0;
 }
 
 }  // namespace tessera

@@ -251,7 +251,6 @@ Linearity bilinear_without_c(const Node& n) {
   bool has_c = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   return has_c ? Linearity{} : Linearity{0b11u, true};
 }
-Linearity linear_in_input0(const Node&) { return {1u, false}; }
 
 }  // namespace
 
@@ -281,7 +280,7 @@ void register_nn_ops(std::vector<OpDef>& defs) {
   gap.infer = infer_global_pool;
   gap.dim_map = global_pool_dim_map;
   TESSERA_SET_KERNELS(gap, eval_global_average_pool);
-  gap.linearity = linear_in_input0;
+  gap.linearity = ops::linear_in_input0;
 
   OpDef& gmp = def(OpKind::kGlobalMaxPool);
   gmp.infer = infer_global_pool;

@@ -38,6 +38,9 @@ std::vector<int64_t> broadcast_index_map(const Shape& in, const Shape& out);
 void unravel(int64_t i, const Shape& shape, std::vector<int64_t>& idx);
 int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides);
 
+// The linearity of an op linear in its first input alone (pools, collectives).
+inline Linearity linear_in_input0(const Node&) { return {1u, false}; }
+
 // Output types with the input's dtype.
 inline std::vector<TensorType> one(DType dtype, Shape shape) { return {TensorType{dtype, std::move(shape)}}; }
 

@@ -9,7 +9,6 @@ namespace tessera::mutator {
 
 namespace {
 
-bool is_reshape_like(OpKind k) { return k == OpKind::kReshape || k == OpKind::kFlatten; }
 
 Attrs perm_attrs(std::vector<int64_t> perm) {
   Attrs a;

@@ -5,17 +5,10 @@
 
 #include "cost/graph_cost.h"
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace tessera::mutator {
 namespace {
-
-uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
-
-uint64_t bytes_hash(const uint8_t* d, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ d[i]) * 1099511628211ull;
-  return h;
-}
 
 int64_t local_bytes(const TensorType& t, const Sharding& s, const DeviceMesh& mesh) {
   if (s.placements.empty()) return t.nbytes();
@@ -34,16 +27,16 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
   node_key_.assign(static_cast<size_t>(g.num_nodes()), 0);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    uint64_t h = mix(static_cast<uint64_t>(node.kind), node.attrs.hash());
+    uint64_t h = hash_combine(static_cast<uint64_t>(node.kind), node.attrs.hash());
     for (ValueId v : node.inputs) {
       if (v == kNoValue) {
-        h = mix(h, 3);
+        h = hash_combine(h, 3);
         continue;
       }
       const Value& val = g.value(v);
       const std::string t = type_str(val.type);
-      h = mix(h, bytes_hash(reinterpret_cast<const uint8_t*>(t.data()), t.size()));
-      if (val.constant) h = mix(h, val.constant->numel() <= 64 ? bytes_hash(val.constant->data(), static_cast<size_t>(val.constant->nbytes())) : 1);
+      h = hash_combine(h, fnv1a(t.data(), t.size()));
+      if (val.constant) h = hash_combine(h, val.constant->numel() <= 64 ? fnv1a(val.constant->data(), static_cast<size_t>(val.constant->nbytes())) : 1);
     }
     node_key_[static_cast<size_t>(n)] = h;
   }

@@ -8,16 +8,8 @@
 namespace tessera::mutator {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
-
-uint64_t text_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+uint64_t mix(uint64_t h, uint64_t v) { return hash_combine(h, v); }
+uint64_t text_hash(const std::string& s) { return fnv1a(s.data(), s.size()); }
 
 // A constant that is a parameter of the op (a scalar, or a short integer
 // list: a shape, axes) rather than data.

@@ -31,13 +31,6 @@ class CopyKernel : public Kernel {
   std::string impl() const override { return "native"; }
 };
 
-std::unique_ptr<Kernel> finish(std::unique_ptr<Kernel> k, const Node& n) {
-  k->inputs = n.inputs;
-  k->outputs = n.outputs;
-  k->node = n.name;
-  k->op = op_name(n.kind);
-  return k;
-}
 
 std::vector<int64_t> strides_of(const Shape& s) { return shape_strides(s); }
 
@@ -69,7 +62,7 @@ std::unique_ptr<Kernel> make_strided_copy(const Graph& g, const Node& n) {
       k->parts.push_back({static_cast<size_t>(r.input), o, std::move(c)});
     }
   }
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // Constant Pad: the output filled with the value (when any pad is positive),
@@ -121,7 +114,7 @@ std::unique_ptr<Kernel> make_pad(const Graph& g, const Node& n) {
     c.src_offset += cut_before * c.src_strides[a];
     c.dst_offset += std::max<int64_t>(0, before) * c.dst_strides[a];
   }
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // Resize of f32 data, one pass per resized axis (graph/ops/resize.h's taps):
@@ -221,7 +214,7 @@ std::unique_ptr<Kernel> make_resize(const Graph& g, const Node& n) {
     k->half = std::max(k->half, shape_numel(shape));
     k->passes.push_back(std::move(p));
   }
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // Gather along `axis`: out[outer, j, inner] = data[outer, idx[j], inner].
@@ -268,7 +261,7 @@ std::unique_ptr<Kernel> make_gather(const Graph& g, const Node& n) {
   k->inner_bytes = inner * static_cast<int64_t>(dtype_size(xt.dtype));
   k->axis_dim = xt.shape[axis];
   k->count = g.type(n.inputs[1]).numel();
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // Where(cond, x, y) with numpy broadcasting through precomputed index maps.
@@ -304,7 +297,7 @@ std::unique_ptr<Kernel> make_where(const Graph& g, const Node& n) {
   k->xmap = ops::broadcast_index_map(g.type(n.inputs[1]).shape, ys);
   k->ymap = ops::broadcast_index_map(g.type(n.inputs[2]).shape, ys);
   k->elem = static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype));
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // f32 unary functions oneDNN lacks.
@@ -352,7 +345,7 @@ std::unique_ptr<Kernel> make_unary(const Graph& g, const Node& n) {
     k->beta = static_cast<float>(n.attrs.f("beta"));
   }
   k->in_place_input = 0;
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 // f32 binary ops with any broadcast (oneDNN broadcasts only its second source).
@@ -429,7 +422,7 @@ std::unique_ptr<Kernel> make_pow_scalar(const Graph& g, const Node& n) {
   k->e = static_cast<float>(ev.constant->get_double(0));
   k->n = g.type(n.outputs[0]).numel();
   k->in_place_input = 0;
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 std::unique_ptr<Kernel> make_broadcast_binary(const Graph& g, const Node& n) {
@@ -440,10 +433,18 @@ std::unique_ptr<Kernel> make_broadcast_binary(const Graph& g, const Node& n) {
   k->kind = n.kind;
   k->amap = ops::broadcast_index_map(g.type(n.inputs[0]).shape, ys);
   k->bmap = ops::broadcast_index_map(g.type(n.inputs[1]).shape, ys);
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 }  // namespace
+
+std::unique_ptr<Kernel> finish_node_kernel(std::unique_ptr<Kernel> k, const Node& n) {
+  k->inputs = n.inputs;
+  k->outputs = n.outputs;
+  k->node = n.name;
+  k->op = op_name(n.kind);
+  return k;
+}
 
 std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes) {
   auto k = std::make_unique<CopyKernel>();

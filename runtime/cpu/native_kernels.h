@@ -13,6 +13,9 @@
 
 namespace tessera::runtime::cpu {
 
+// Gives a kernel made for node `n` its wiring and names; returns it.
+std::unique_ptr<Kernel> finish_node_kernel(std::unique_ptr<Kernel> k, const Node& n);
+
 // nullptr when the node's kind or dtypes are not handled here.
 std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId node);
 

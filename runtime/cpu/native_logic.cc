@@ -170,13 +170,6 @@ class NotKernel : public Kernel {
   std::string impl() const override { return "native"; }
 };
 
-std::unique_ptr<Kernel> finish(std::unique_ptr<Kernel> k, const Node& n) {
-  k->inputs = n.inputs;
-  k->outputs = n.outputs;
-  k->node = n.name;
-  k->op = op_name(n.kind);
-  return k;
-}
 
 }  // namespace
 
@@ -189,14 +182,14 @@ std::unique_ptr<Kernel> make_logic_kernel(const Graph& g, NodeId id) {
     k->to = y.dtype;
     k->n = y.numel();
     if (dtype_size(k->from) == dtype_size(k->to)) k->in_place_input = 0;
-    return finish(std::move(k), n);
+    return finish_node_kernel(std::move(k), n);
   }
   if (n.kind == OpKind::kNot) {
     if (g.type(n.inputs[0]).dtype != DType::kBool) return nullptr;
     auto k = std::make_unique<NotKernel>();
     k->n = y.numel();
     k->in_place_input = 0;
-    return finish(std::move(k), n);
+    return finish_node_kernel(std::move(k), n);
   }
   bool logic = n.kind == OpKind::kAnd || n.kind == OpKind::kOr || n.kind == OpKind::kXor;
   if (!logic && !is_compare(n.kind)) return nullptr;
@@ -207,7 +200,7 @@ std::unique_ptr<Kernel> make_logic_kernel(const Graph& g, NodeId id) {
   k->dtype = dt;
   k->amap = ops::broadcast_index_map(g.type(n.inputs[0]).shape, y.shape);
   k->bmap = ops::broadcast_index_map(g.type(n.inputs[1]).shape, y.shape);
-  return finish(std::move(k), n);
+  return finish_node_kernel(std::move(k), n);
 }
 
 }  // namespace tessera::runtime::cpu

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "runtime/runtime.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera::cost {
 namespace {
@@ -47,14 +48,7 @@ ValueId scalar(Graph& g, const std::string& name, double v) {
   return g.add_constant(name, Tensor::from_doubles(DType::kF32, {}, {v}));
 }
 
-Attrs conv3x3() {
-  Attrs a;
-  a.set("kernel_shape", std::vector<int64_t>{3, 3});
-  a.set("strides", std::vector<int64_t>{1, 1});
-  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-  a.set("dilations", std::vector<int64_t>{1, 1});
-  return a;
-}
+using test::conv3x3;
 
 TEST(GraphCost, FusionMatchesTheRuntime) {
   std::vector<Graph> graphs;

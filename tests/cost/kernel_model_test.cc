@@ -10,20 +10,14 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera::cost {
 namespace {
 
 // A 3x3 convolution's attributes: stride 1, padding and dilation `pad`
 // and `dilation` on both axes.
-Attrs conv3x3(int64_t pad = 1, int64_t dilation = 1) {
-  Attrs a;
-  a.set("kernel_shape", std::vector<int64_t>{3, 3});
-  a.set("strides", std::vector<int64_t>{1, 1});
-  a.set("pads", std::vector<int64_t>{pad, pad, pad, pad});
-  a.set("dilations", std::vector<int64_t>{dilation, dilation});
-  return a;
-}
+using test::conv3x3;
 
 Graph matmul(int64_t m, int64_t k, int64_t n, DType t = DType::kF32) {
   Graph g;

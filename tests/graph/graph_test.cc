@@ -13,7 +13,7 @@
 namespace tessera {
 namespace {
 
-TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
+using test::f32;
 
 Attrs gather_attrs(int64_t axis) {
   Attrs a;

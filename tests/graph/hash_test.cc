@@ -7,11 +7,12 @@
 #include <cmath>
 
 #include "graph/error.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
+using test::f32;
 
 struct Options {
   bool reverse_insertion = false;

@@ -8,6 +8,7 @@
 
 #include "graph/error.h"
 #include "graph/number.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
@@ -57,16 +58,7 @@ TEST(InterpreterTest, F32GraphInDoubleRoundsEachResultToFloat) {
             1.0 + std::ldexp(1.0, -30));
 }
 
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::kInternal, "no error");
-}
+using test::error_of;
 
 TEST(InterpreterTest, InputMismatchesAreUsageErrors) {
   Graph g = add_graph(DType::kF32, {2, 2});

@@ -10,19 +10,17 @@
 #include "graph/graph.h"
 #include "graph/interpreter.h"
 #include "graph/op.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
 using Ints = std::vector<int64_t>;
 
-Attrs make_attrs(std::initializer_list<std::pair<std::string, AttrValue>> list) {
-  Attrs a;
-  for (const auto& [k, v] : list) a.set(k, v);
-  return a;
-}
+using test::expect_infer_error;
+using test::i64;
+using test::make_attrs;
 
-Tensor i64(Shape shape, Ints v) { return Tensor::from_ints(DType::kI64, std::move(shape), v); }
 Tensor iota_i64(Shape shape, int64_t offset = 0) {
   Ints v(static_cast<size_t>(shape_numel(shape)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i) + offset;
@@ -69,17 +67,6 @@ void check_both(OpKind kind, const Tensor& data, std::vector<In> rest, const Att
   }
 }
 
-void expect_infer_error(OpKind kind, const std::vector<TensorType>& inputs, Attrs attrs, const std::string& msg) {
-  Graph g;
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < inputs.size(); ++i) ids.push_back(g.add_input("in" + std::to_string(i), inputs[i]));
-  try {
-    g.add(kind, ids, std::move(attrs));
-    FAIL() << "expected an error containing: " << msg;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 TEST(MovementTest, ReshapeFlattenSqueezeUnsqueezeKeepData) {
   Tensor x = iota_i64({2, 3, 1});

@@ -10,11 +10,14 @@
 #include "graph/interpreter.h"
 #include "graph/number.h"
 #include "graph/op.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-Tensor f32(Shape shape, std::vector<double> v) { return Tensor::from_doubles(DType::kF32, std::move(shape), v); }
+using test::expect_infer_error;
+using test::f32;
+using test::make_attrs;
 
 // 0, 1, 2, ... in `shape`, shifted by `offset` and optionally taken mod `mod`.
 Tensor iota(Shape shape, double offset = 0, int64_t mod = 0) {
@@ -23,11 +26,6 @@ Tensor iota(Shape shape, double offset = 0, int64_t mod = 0) {
   return f32(std::move(shape), v);
 }
 
-Attrs make_attrs(std::initializer_list<std::pair<std::string, AttrValue>> list) {
-  Attrs a;
-  for (const auto& [k, v] : list) a.set(k, v);
-  return a;
-}
 
 using Ints = std::vector<int64_t>;
 
@@ -48,19 +46,6 @@ void expect_values(const Tensor& t, const Shape& shape, const std::vector<double
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at flat index " << i;
 }
 
-// Shape inference of a one-node graph must fail with a message containing `msg`.
-void expect_infer_error(OpKind kind, const std::vector<TensorType>& inputs, Attrs attrs, const std::string& msg) {
-  Graph g;
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < inputs.size(); ++i) ids.push_back(g.add_input("in" + std::to_string(i), inputs[i]));
-  try {
-    g.add(kind, ids, std::move(attrs));
-    FAIL() << "expected an error containing: " << msg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
-    EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 Attrs conv_attrs(Ints k, Ints s, Ints p, Ints d, int64_t group = 1) {
   return make_attrs({{"kernel_shape", k}, {"strides", s}, {"pads", p}, {"dilations", d}, {"group", group}});

@@ -15,6 +15,7 @@
 
 namespace tessera::test {
 
+inline TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
 inline Tensor f32(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::kF32, std::move(s), v); }
 inline Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from_ints(DType::kI64, std::move(s), v); }
 
@@ -75,6 +76,36 @@ Error error_of(F&& f) {
   }
   ADD_FAILURE() << "expected an Error";
   return Error(ErrorKind::kInternal, "no error");
+}
+
+// Shape inference of a one-node graph must fail with a message containing `msg`.
+inline void expect_infer_error(OpKind kind, const std::vector<TensorType>& inputs, Attrs attrs, const std::string& msg) {
+  Graph g;
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < inputs.size(); ++i) ids.push_back(g.add_input("in" + std::to_string(i), inputs[i]));
+  try {
+    g.add(kind, ids, std::move(attrs));
+    FAIL() << "expected an error containing: " << msg;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+    EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+inline Attrs make_attrs(std::initializer_list<std::pair<std::string, AttrValue>> list) {
+  Attrs a;
+  for (const auto& [k, v] : list) a.set(k, v);
+  return a;
+}
+
+// A 3x3 convolution, stride 1.
+inline Attrs conv3x3(int64_t pad = 1, int64_t dilation = 1) {
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  a.set("dilations", std::vector<int64_t>{dilation, dilation});
+  return a;
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

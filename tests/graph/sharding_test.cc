@@ -5,20 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::kInternal, "no error");
-}
+using test::error_of;
 
 TEST(ShardingTest, MeshParseAndPrint) {
   DeviceMesh m = DeviceMesh::parse("dp=2,tp=4");

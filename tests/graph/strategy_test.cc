@@ -17,6 +17,7 @@
 #include "graph/interpreter.h"
 #include "tests/graph/op_cases.h"
 #include "tests/graph/shard_check.h"
+#include "tests/graph/op_test_util.h"
 
 namespace tessera {
 namespace {
@@ -156,7 +157,7 @@ OneNode one(OpKind k, std::vector<TensorType> in, Attrs a = {}) {
   return o;
 }
 
-TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
+using test::f32;
 
 TEST(Strategies, MatMulIsColumnRowAndBatchParallel) {
   OneNode mm = one(OpKind::kMatMul, {f32({4, 6}), f32({6, 8})});

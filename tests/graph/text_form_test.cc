@@ -15,7 +15,7 @@
 namespace tessera {
 namespace {
 
-TensorType f32(Shape s) { return {DType::kF32, std::move(s)}; }
+using test::f32;
 
 Attrs conv1x1() {
   Attrs a;

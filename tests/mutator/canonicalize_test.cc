@@ -12,11 +12,7 @@ namespace {
 using testing::max_output_diff;
 using testing::weight;
 
-int count(const Graph& g, OpKind k) {
-  int c = 0;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) c += g.node(n).kind == k;
-  return c;
-}
+using testing::count;
 
 Graph conv_bn_graph(bool conv_bias) {
   std::mt19937_64 rng(5);

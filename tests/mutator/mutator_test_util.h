@@ -20,6 +20,14 @@ inline const cost::DeviceProfile& reference_cpu() {
   static const cost::DeviceProfile p = cost::load_profile(TESSERA_SOURCE_DIR "/cost/profiles/cpu.json");
   return p;
 }
+inline const cost::DeviceProfile& cpu() { return reference_cpu(); }
+
+// Nodes of kind `k` in `g`.
+inline int count(const Graph& g, OpKind k) {
+  int c = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) c += g.node(n).kind == k;
+  return c;
+}
 
 inline Tensor random_tensor(DType dtype, Shape shape, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> dist(-1.0, 1.0);

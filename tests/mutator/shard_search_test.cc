@@ -26,12 +26,12 @@ namespace tessera::mutator {
 namespace {
 
 using testing::h100;
-const cost::DeviceProfile& cpu() { return testing::reference_cpu(); }
+using testing::cpu;
 
 // Models only searched, never run, need no data (big ones are quick to make).
 bool zero_weights = false;
 
-ValueId weight(Graph& g, const std::string& name, Shape shape, std::mt19937_64& rng) {
+ValueId model_weight(Graph& g, const std::string& name, Shape shape, std::mt19937_64& rng) {
   if (zero_weights) return g.add_constant(name, Tensor(DType::kF32, shape));
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
   for (double& x : v) x = std::uniform_real_distribution<double>(-0.1, 0.1)(rng);
@@ -57,7 +57,7 @@ ValueId layer_norm(Graph& g, ValueId x, int64_t d, std::mt19937_64& rng, const s
   Attrs a;
   a.set("axis", int64_t{-1});
   a.set("epsilon", 1e-5);
-  return g.add(OpKind::kLayerNormalization, {x, weight(g, name + ".g", {d}, rng), weight(g, name + ".b", {d}, rng)},
+  return g.add(OpKind::kLayerNormalization, {x, model_weight(g, name + ".g", {d}, rng), model_weight(g, name + ".b", {d}, rng)},
                a, name);
 }
 
@@ -75,7 +75,7 @@ Graph gpt2_like(int layers, int64_t tokens, int64_t d, int64_t heads, uint64_t s
   for (int l = 0; l < layers; ++l) {
     std::string p = "/h." + std::to_string(l);
     ValueId h = layer_norm(g, x, d, rng, p + "/ln_1");
-    ValueId qkv = g.add(OpKind::kGemm, {h, weight(g, p + ".c_attn.w", {d, 3 * d}, rng), weight(g, p + ".c_attn.b", {3 * d}, rng)},
+    ValueId qkv = g.add(OpKind::kGemm, {h, model_weight(g, p + ".c_attn.w", {d, 3 * d}, rng), model_weight(g, p + ".c_attn.b", {3 * d}, rng)},
                         gemm_attrs(), p + "/attn/c_attn/Gemm");
     qkv = g.add(OpKind::kReshape, {qkv}, with("shape", {1, tokens, 3 * d}), p + "/attn/c_attn/Reshape");
     Attrs sa;
@@ -99,14 +99,14 @@ Graph gpt2_like(int layers, int64_t tokens, int64_t d, int64_t heads, uint64_t s
     ValueId c = g.add(OpKind::kMatMul, {s, hs[2]}, {}, p + "/attn/MatMul_1");
     c = g.add(OpKind::kTranspose, {c}, with("perm", {0, 2, 1, 3}), p + "/attn/Transpose_3");
     c = g.add(OpKind::kReshape, {c}, with("shape", {tokens, d}), p + "/attn/Reshape_3");
-    ValueId o = g.add(OpKind::kGemm, {c, weight(g, p + ".c_proj.w", {d, d}, rng), weight(g, p + ".c_proj.b", {d}, rng)},
+    ValueId o = g.add(OpKind::kGemm, {c, model_weight(g, p + ".c_proj.w", {d, d}, rng), model_weight(g, p + ".c_proj.b", {d}, rng)},
                       gemm_attrs(), p + "/attn/c_proj/Gemm");
     x = g.add(OpKind::kAdd, {x, o}, {}, p + "/Add");
     h = layer_norm(g, x, d, rng, p + "/ln_2");
-    ValueId f = g.add(OpKind::kGemm, {h, weight(g, p + ".c_fc.w", {d, 4 * d}, rng), weight(g, p + ".c_fc.b", {4 * d}, rng)},
+    ValueId f = g.add(OpKind::kGemm, {h, model_weight(g, p + ".c_fc.w", {d, 4 * d}, rng), model_weight(g, p + ".c_fc.b", {4 * d}, rng)},
                       gemm_attrs(), p + "/mlp/c_fc/Gemm");
     f = g.add(OpKind::kRelu, {f}, {}, p + "/mlp/act");
-    f = g.add(OpKind::kGemm, {f, weight(g, p + ".c_proj2.w", {4 * d, d}, rng), weight(g, p + ".c_proj2.b", {d}, rng)},
+    f = g.add(OpKind::kGemm, {f, model_weight(g, p + ".c_proj2.w", {4 * d, d}, rng), model_weight(g, p + ".c_proj2.b", {d}, rng)},
               gemm_attrs(), p + "/mlp/c_proj/Gemm");
     x = g.add(OpKind::kAdd, {x, f}, {}, p + "/Add_1");
   }
@@ -128,7 +128,7 @@ ValueId rms_norm(Graph& g, ValueId x, int64_t d, std::mt19937_64& rng, const std
   ValueId r = g.add(OpKind::kSqrt, {g.add(OpKind::kAdd, {m, scalar(g, name + ".eps", 1e-6)}, {}, name + "/Add")}, {},
                     name + "/Sqrt");
   ValueId n = g.add(OpKind::kDiv, {x, r}, {}, name + "/Div");
-  return g.add(OpKind::kMul, {n, weight(g, name + ".w", {d}, rng)}, {}, name + "/Mul");
+  return g.add(OpKind::kMul, {n, model_weight(g, name + ".w", {d}, rng)}, {}, name + "/Mul");
 }
 
 // Rotary embedding on [1, H, T, hd]: x * cos + rotate_half(x) * sin.
@@ -161,14 +161,14 @@ Graph llama_like(int layers, int64_t tokens, int64_t d, int64_t heads, int64_t f
   g.name = "llama_like";
   const int64_t hd = d / heads;
   ValueId x = g.add_input("x", {DType::kF32, {1, tokens, d}});
-  ValueId cos = weight(g, "rope.cos", {1, 1, tokens, hd}, rng), sin = weight(g, "rope.sin", {1, 1, tokens, hd}, rng);
+  ValueId cos = model_weight(g, "rope.cos", {1, 1, tokens, hd}, rng), sin = model_weight(g, "rope.sin", {1, 1, tokens, hd}, rng);
   for (int l = 0; l < layers; ++l) {
     std::string p = "/layers." + std::to_string(l);
     ValueId h = rms_norm(g, x, d, rng, p + "/input_layernorm");
     std::vector<ValueId> qkv;
     for (const char* n : {"q", "k", "v"}) {
       std::string q = p + "/self_attn/" + n + "_proj";
-      ValueId y = g.add(OpKind::kMatMul, {h, weight(g, q + ".w", {d, d}, rng)}, {}, q + "/MatMul");
+      ValueId y = g.add(OpKind::kMatMul, {h, model_weight(g, q + ".w", {d, d}, rng)}, {}, q + "/MatMul");
       y = g.add(OpKind::kReshape, {y}, with("shape", {1, tokens, heads, hd}), q + "/Reshape");
       qkv.push_back(g.add(OpKind::kTranspose, {y}, with("perm", {0, 2, 1, 3}), q + "/Transpose"));
     }
@@ -183,15 +183,15 @@ Graph llama_like(int layers, int64_t tokens, int64_t d, int64_t heads, int64_t f
     ValueId c = g.add(OpKind::kMatMul, {s, qkv[2]}, {}, p + "/self_attn/MatMul_1");
     c = g.add(OpKind::kTranspose, {c}, with("perm", {0, 2, 1, 3}), p + "/self_attn/Transpose_1");
     c = g.add(OpKind::kReshape, {c}, with("shape", {1, tokens, d}), p + "/self_attn/Reshape");
-    ValueId o = g.add(OpKind::kMatMul, {c, weight(g, p + ".o_proj.w", {d, d}, rng)}, {}, p + "/self_attn/o_proj/MatMul");
+    ValueId o = g.add(OpKind::kMatMul, {c, model_weight(g, p + ".o_proj.w", {d, d}, rng)}, {}, p + "/self_attn/o_proj/MatMul");
     x = g.add(OpKind::kAdd, {x, o}, {}, p + "/Add");
     h = rms_norm(g, x, d, rng, p + "/post_attention_layernorm");
-    ValueId gate = g.add(OpKind::kMatMul, {h, weight(g, p + ".gate.w", {d, ffn}, rng)}, {}, p + "/mlp/gate_proj/MatMul");
+    ValueId gate = g.add(OpKind::kMatMul, {h, model_weight(g, p + ".gate.w", {d, ffn}, rng)}, {}, p + "/mlp/gate_proj/MatMul");
     ValueId silu = g.add(OpKind::kMul, {gate, g.add(OpKind::kSigmoid, {gate}, {}, p + "/mlp/act_fn/Sigmoid")}, {},
                          p + "/mlp/act_fn/Mul");
-    ValueId up = g.add(OpKind::kMatMul, {h, weight(g, p + ".up.w", {d, ffn}, rng)}, {}, p + "/mlp/up_proj/MatMul");
+    ValueId up = g.add(OpKind::kMatMul, {h, model_weight(g, p + ".up.w", {d, ffn}, rng)}, {}, p + "/mlp/up_proj/MatMul");
     ValueId m = g.add(OpKind::kMul, {silu, up}, {}, p + "/mlp/Mul");
-    ValueId down = g.add(OpKind::kMatMul, {m, weight(g, p + ".down.w", {ffn, d}, rng)}, {}, p + "/mlp/down_proj/MatMul");
+    ValueId down = g.add(OpKind::kMatMul, {m, model_weight(g, p + ".down.w", {ffn, d}, rng)}, {}, p + "/mlp/down_proj/MatMul");
     x = g.add(OpKind::kAdd, {x, down}, {}, p + "/Add_1");
   }
   g.set_outputs({rms_norm(g, x, d, rng, "/norm")});
@@ -242,11 +242,7 @@ void expect_one_reduction_per_block(const Graph& g, const ShardedGraph& s, int l
   EXPECT_EQ(kinds["all-to-all"], 0) << describe(g, s);
 }
 
-int count(const Graph& g, OpKind k) {
-  int n = 0;
-  for (NodeId i = 0; i < g.num_nodes(); ++i) n += g.node(i).kind == k;
-  return n;
-}
+using testing::count;
 
 ShardSearchResult search(const Graph& g, const cost::DeviceProfile& device, const std::string& mesh,
                          int64_t memory = 0) {

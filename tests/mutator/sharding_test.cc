@@ -24,7 +24,7 @@ namespace tessera::mutator {
 namespace {
 
 using testing::h100;
-const cost::DeviceProfile& cpu() { return testing::reference_cpu(); }
+using testing::cpu;
 
 Tensor ramp(const TensorType& t, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -90,13 +90,7 @@ void expect_ranks_match(const Case& c, const DeviceMesh& mesh, Backend backend) 
   }
 }
 
-Attrs collective_attrs(const DeviceMesh& mesh, int axis, std::vector<std::pair<const char*, int64_t>> ints) {
-  Attrs a;
-  a.set("mesh_axis", mesh.axes()[static_cast<size_t>(axis)].name);
-  a.set("group_size", mesh.axes()[static_cast<size_t>(axis)].size);
-  for (auto& [k, v] : ints) a.set(k, v);
-  return a;
-}
+using testing::collective_attrs;
 
 // One random case of `kind` on `mesh` over `axis`: shape rank 1..4 with the
 // axes the op splits divisible by the group; every rank gets its own data.

@@ -23,13 +23,7 @@ namespace {
 using namespace tessera::runtime::cuda;
 using testing::random_tensor;
 
-Attrs collective_attrs(const DeviceMesh& mesh, int axis, std::vector<std::pair<const char*, int64_t>> ints) {
-  Attrs a;
-  a.set("mesh_axis", mesh.axes()[static_cast<size_t>(axis)].name);
-  a.set("group_size", mesh.axes()[static_cast<size_t>(axis)].size);
-  for (auto& [k, v] : ints) a.set(k, v);
-  return a;
-}
+using testing::collective_attrs;
 
 // y = kind(x) over `axis` of `mesh`, on random shapes whose split axes divide.
 Graph random_program(OpKind kind, const DeviceMesh& mesh, int axis, std::mt19937& rng) {

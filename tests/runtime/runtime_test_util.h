@@ -11,6 +11,7 @@
 
 #include "graph/graph.h"
 #include "graph/interpreter.h"
+#include "graph/sharding.h"
 #include "runtime/runtime.h"
 
 namespace tessera::runtime::testing {
@@ -25,6 +26,15 @@ inline Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937& rng) 
 inline Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> kv) {
   Attrs a;
   for (const auto& [k, v] : kv) a.set(k, v);
+  return a;
+}
+
+// A collective's attributes over mesh axis `axis`, plus `ints`.
+inline Attrs collective_attrs(const DeviceMesh& mesh, int axis, std::vector<std::pair<const char*, int64_t>> ints) {
+  Attrs a;
+  a.set("mesh_axis", mesh.axes()[static_cast<size_t>(axis)].name);
+  a.set("group_size", mesh.axes()[static_cast<size_t>(axis)].size);
+  for (auto& [k, v] : ints) a.set(k, v);
   return a;
 }
 

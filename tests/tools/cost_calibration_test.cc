@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cost/device_profile.h"
+#include "tests/tools/cli_run.h"
 #include "cost/host_profile_cache.h"
 
 namespace {
@@ -22,18 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tessera;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = tessera::testing::CliResult;
+using tessera::testing::kTessera;
+using tessera::testing::read_file;
 
-const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
 const std::string kModel = std::string(TESSERA_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 class HostProfileCli : public ::testing::Test {
  protected:

@@ -10,7 +10,7 @@
 namespace tessera::verifier {
 namespace {
 
-constexpr int64_t kRows = 50, kWidth = 4, kTokens = 8;
+constexpr int64_t kTableRows = 50, kTableWidth = 4, kIdCount = 8;
 
 // out = table[ids] * mask: a token embedding scaled by an attention mask,
 // as exporters write it (ids reshaped on the way, the mask cast to float).
@@ -18,17 +18,17 @@ constexpr int64_t kRows = 50, kWidth = 4, kTokens = 8;
 // planted wrong mutation.
 Graph embedding(int64_t shift_from_row = -1) {
   Graph g;
-  ValueId ids = g.add_input("input_ids", TensorType{DType::kI64, {1, kTokens}});
-  ValueId mask = g.add_input("attention_mask", TensorType{DType::kI64, {1, kTokens}});
-  std::vector<double> rows(static_cast<size_t>(kRows * kWidth));
+  ValueId ids = g.add_input("input_ids", TensorType{DType::kI64, {1, kIdCount}});
+  ValueId mask = g.add_input("attention_mask", TensorType{DType::kI64, {1, kIdCount}});
+  std::vector<double> rows(static_cast<size_t>(kTableRows * kTableWidth));
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i] = 0.01 * static_cast<double>(i % 97) - 0.3;
-    if (shift_from_row >= 0 && static_cast<int64_t>(i) / kWidth >= shift_from_row) rows[i] += 1.0;
+    if (shift_from_row >= 0 && static_cast<int64_t>(i) / kTableWidth >= shift_from_row) rows[i] += 1.0;
   }
-  ValueId table = g.add_constant("wte.weight", Tensor::from_doubles(DType::kF32, {kRows, kWidth}, rows));
+  ValueId table = g.add_constant("wte.weight", Tensor::from_doubles(DType::kF32, {kTableRows, kTableWidth}, rows));
   Attrs flat_shape, column_shape;
-  flat_shape.set("shape", std::vector<int64_t>{kTokens});
-  column_shape.set("shape", std::vector<int64_t>{kTokens, 1});
+  flat_shape.set("shape", std::vector<int64_t>{kIdCount});
+  column_shape.set("shape", std::vector<int64_t>{kIdCount, 1});
   ValueId flat = g.add(OpKind::kReshape, {ids}, flat_shape);
   Attrs axis;
   axis.set("axis", int64_t{0});
@@ -45,7 +45,7 @@ TEST(InputRanges, TokenIdsCoverTheTableAndMasksAreBoolean) {
   std::vector<IntRange> r = integer_input_ranges(g);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].lo, 0);
-  EXPECT_EQ(r[0].hi, kRows);
+  EXPECT_EQ(r[0].hi, kTableRows);
   EXPECT_NE(r[0].why.find("/wte/Gather"), std::string::npos) << r[0].why;
   EXPECT_EQ(r[1].hi - r[1].lo, 2);
   EXPECT_EQ(r[1].why, "mask");
@@ -73,16 +73,16 @@ TEST(PlanCheck, RunsTheGivenInputSetsAndRefusesOnesOfAnotherType) {
   Graph original = embedding(), wrong = embedding(/*shift_from_row=*/2);
   EndToEndOptions o;
   o.trials = 0;  // only the given set: row 3 looked up, unmasked
-  std::vector<int64_t> ids(kTokens, 3), ones(kTokens, 1);
-  o.given_inputs.push_back({Tensor::from_ints(DType::kI64, {1, kTokens}, ids),
-                            Tensor::from_ints(DType::kI64, {1, kTokens}, ones)});
+  std::vector<int64_t> ids(kIdCount, 3), ones(kIdCount, 1);
+  o.given_inputs.push_back({Tensor::from_ints(DType::kI64, {1, kIdCount}, ids),
+                            Tensor::from_ints(DType::kI64, {1, kIdCount}, ones)});
   EndToEndReport r = check_end_to_end(Program(original), Program(wrong), o);
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.given, 1);
-  std::vector<int64_t> zeros(kTokens, 0);  // rows 0 only: the wrong rows are not read
-  o.given_inputs[0][0] = Tensor::from_ints(DType::kI64, {1, kTokens}, zeros);
+  std::vector<int64_t> zeros(kIdCount, 0);  // rows 0 only: the wrong rows are not read
+  o.given_inputs[0][0] = Tensor::from_ints(DType::kI64, {1, kIdCount}, zeros);
   EXPECT_TRUE(check_end_to_end(Program(original), Program(wrong), o).passed);
-  o.given_inputs[0][0] = Tensor::from_ints(DType::kI32, {1, kTokens}, zeros);
+  o.given_inputs[0][0] = Tensor::from_ints(DType::kI32, {1, kIdCount}, zeros);
   EXPECT_THROW(check_end_to_end(Program(original), Program(wrong), o), Error);
 }
 

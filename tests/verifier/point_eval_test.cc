@@ -76,7 +76,7 @@ TEST(PointEvaluator, MatchesInterpretOnEveryOpCase) {
   std::map<PointPlan::Mode, int> by_mode;
   int checked = 0;
   for (uint64_t seed : {1u, 2u, 3u, 4u, 5u})
-    for (const testing::OpCase& c : testing::op_cases(seed)) {
+    for (const ::tessera::testing::OpCase& c : ::tessera::testing::op_cases(seed)) {
       checked += check_every_position(c.graph, seed, c.name);
       checked += check_every_position(through_neg(c.graph, c.node), seed + 100, c.name + " (through Neg)");
       ++by_mode[make_point_plan(c.graph, c.node).mode];
@@ -116,7 +116,7 @@ TEST(PointEvaluator, RulesReadOffTheMaps) {
       {"BatchNormalization", PointPlan::Mode::kRow}, {"GlobalAveragePool", PointPlan::Mode::kRow},
       {"Relu", PointPlan::Mode::kElementwise},   {"Gather", PointPlan::Mode::kWhole},
       {"Trilu", PointPlan::Mode::kWhole},        {"MaxPool", PointPlan::Mode::kWhole}};
-  for (const testing::OpCase& c : testing::op_cases(1)) {
+  for (const ::tessera::testing::OpCase& c : ::tessera::testing::op_cases(1)) {
     std::string kind = op_name(c.graph.node(c.node).kind);
     auto it = want.find(kind);
     if (it == want.end()) continue;
