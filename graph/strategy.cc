@@ -333,15 +333,22 @@ std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s
     def.localize(DimMapContext{n, gin, gout, have}, attrs, lin, local_out);
   }
   // A Transpose that moves only dims the split left of size 1 keeps the
-  // data in order: on this rank it is a Reshape (a view, not a copy).
+  // data in order: on this rank it is a Reshape (a view, not a copy). Only
+  // where the split made it so: one that moves only dims of size 1 in the
+  // whole tensor too stays a Transpose, as the program on one device keeps
+  // it, so that a replicated op costs on a rank what it costs on one device
+  // (else a plan that splits nothing is priced below the unsplit program).
   OpKind kind = n.kind;
   if (kind == OpKind::kTranspose && local_inputs[0] != kNoValue) {
-    const Shape& in = local.type(local_inputs[0]).shape;
     std::vector<int64_t> perm = attrs.ints("perm");
-    std::vector<int64_t> order;
-    for (int64_t d : perm)
-      if (in[static_cast<size_t>(d)] != 1) order.push_back(d);
-    if (std::is_sorted(order.begin(), order.end()) && !std::is_sorted(perm.begin(), perm.end())) {
+    auto keeps_order = [&](const Shape& in) {
+      std::vector<int64_t> order;
+      for (int64_t d : perm)
+        if (in[static_cast<size_t>(d)] != 1) order.push_back(d);
+      return std::is_sorted(order.begin(), order.end());
+    };
+    if (keeps_order(local.type(local_inputs[0]).shape) && !keeps_order(g.type(n.inputs[0]).shape) &&
+        !std::is_sorted(perm.begin(), perm.end())) {
       kind = OpKind::kReshape;
       attrs = Attrs{};
       attrs.set("shape", local_out[0]);

@@ -126,9 +126,9 @@ class _TupleOutputs:
         return Wrapped()
 
 
-def _token_ids(vocab_size: int):
+def _token_ids(vocab_size: int, seq: int = SEQ_LEN):
     import torch
-    return torch.randint(0, vocab_size, (1, SEQ_LEN), dtype=torch.int64)
+    return torch.randint(0, vocab_size, (1, seq), dtype=torch.int64)
 
 
 def build_bert_base():
@@ -147,33 +147,33 @@ def build_bert_base():
     return _TupleOutputs.wrap(model, [n for n, _ in inputs], 2), inputs, ["last_hidden_state", "pooler_output"]
 
 
-def _decoder_inputs(vocab_size: int):
+def _decoder_inputs(vocab_size: int, seq: int = SEQ_LEN):
     """input_ids and an all-ones attention_mask, as ONNX exports of decoders take
     them; an explicit mask also keeps transformers off its packed-sequence
     detection, which needs aten::diff (no ONNX export)."""
     import torch
-    return [("input_ids", _token_ids(vocab_size)),
-            ("attention_mask", torch.ones(1, SEQ_LEN, dtype=torch.int64))]
+    return [("input_ids", _token_ids(vocab_size, seq)),
+            ("attention_mask", torch.ones(1, seq, dtype=torch.int64))]
 
 
-def build_gpt2():
+def build_gpt2(seq=SEQ_LEN):
     from transformers import GPT2Config, GPT2Model
     config = GPT2Config()
     config.use_cache = False
     model = GPT2Model(config)
     model.config._attn_implementation = "eager"
-    inputs = _decoder_inputs(config.vocab_size)
+    inputs = _decoder_inputs(config.vocab_size, seq)
     return _TupleOutputs.wrap(model, [n for n, _ in inputs], 1), inputs, ["last_hidden_state"]
 
 
-def build_llama(layers=4, hidden=512, intermediate=1376, heads=8, vocab=32000):
+def build_llama(layers=4, hidden=512, intermediate=1376, heads=8, vocab=32000, seq=SEQ_LEN):
     from transformers import LlamaConfig, LlamaModel
     config = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
                          num_attention_heads=heads, num_key_value_heads=heads, vocab_size=vocab,
                          max_position_embeddings=2048, use_cache=False)
     model = LlamaModel(config)
     model.config._attn_implementation = "eager"
-    inputs = _decoder_inputs(config.vocab_size)
+    inputs = _decoder_inputs(config.vocab_size, seq)
     return _TupleOutputs.wrap(model, [n for n, _ in inputs], 1), inputs, ["last_hidden_state"]
 
 
@@ -194,6 +194,10 @@ MODELS = {
     # Wide: big enough that an H100 mesh gains from tensor parallelism.
     "llama_wide": (lambda: build_llama(layers=2, hidden=2048, intermediate=5504, heads=16, vocab=8000),
                    "Llama-style decoder: hidden 2048, 2 layers, 16 heads, SwiGLU 5504, seq 128"),
+    # One token, no past: bound by launches and weight reads, where a split
+    # by tokens is impossible (the sharding search's other regime).
+    "gpt2_token1": (lambda: build_gpt2(seq=1), "GPT-2 (124M) decoder, 1 token, no past"),
+    "llama_token1": (lambda: build_llama(seq=1), "Llama-style decoder as llama_small, 1 token, no past"),
 }
 
 

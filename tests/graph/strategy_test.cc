@@ -362,6 +362,32 @@ TEST(Strategies, WrongStrategiesAreRejected) {
 // The exported RMSNorm pattern (x / sqrt(mean(x^2) + eps) * w) keeps a split
 // of every axis but the normalized one through each of its ops; splitting
 // the normalized axis leaves the mean Partial, which Add(P, eps) refuses.
+// A Transpose that moves only dims of size 1 keeps the data in order. On a
+// rank it becomes a Reshape only where the split made the moved dims 1: one
+// that is already so in the whole tensor stays a Transpose, as on one
+// device, so that replicating it costs what the unsplit program costs.
+TEST(Strategies, ATransposeBecomesAReshapeOnlyWhereTheSplitLeftItsDimsOfSizeOne) {
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  auto local_kind = [&](const OneNode& o, const std::string& strategy) {
+    for (const Strategy& s : o.on("tp=2")) {
+      if (s.str().rfind(strategy, 0) != 0) continue;
+      Graph local;
+      ValueId in = local.add_input("x", TensorType{DType::kF32, s.inputs[0].local_shape(mesh, o.g.type(o.g.inputs()[0]).shape)});
+      std::vector<ValueId> outs = emit_local(o.g, o.g.node(o.node), s, mesh, 0, local, {in});
+      return local.node(local.value(outs[0]).producer).kind;
+    }
+    ADD_FAILURE() << "no strategy " << strategy << " in" << o.all("tp=2");
+    return OpKind::kIdentity;
+  };
+  OneNode split = one(OpKind::kTranspose, {f32({1, 2, 3, 4})}, perm);
+  EXPECT_EQ(local_kind(split, "[S(1)] -> [S(2)]"), OpKind::kReshape) << split.all("tp=2");
+  EXPECT_EQ(local_kind(split, "[R] -> [R]"), OpKind::kTranspose);
+  OneNode unit = one(OpKind::kTranspose, {f32({1, 1, 3, 4})}, perm);
+  EXPECT_EQ(local_kind(unit, "[R] -> [R]"), OpKind::kTranspose);
+}
+
 TEST(Strategies, RmsNormPatternKeepsRowsSplit) {
   Graph g;
   ValueId x = g.add_input("x", f32({4, 8}));
