@@ -107,7 +107,6 @@ bool normalize_once(Graph& g, const std::vector<std::string>& rules, Proofs& pro
   return false;
 }
 
-
 // The ops of a layout chain, run on a fresh input of `type`.
 Graph chain_graph(const Graph& g, const std::vector<NodeId>& nodes, const TensorType& type) {
   Graph c;

@@ -191,7 +191,6 @@ DimMap collective_dim_map(const DimMapContext& c) {
   return m;
 }
 
-
 AttrSpec mesh_axis_attr() { return {"mesh_axis", AttrType::kString, std::nullopt}; }
 AttrSpec group_size_attr() { return {"group_size", AttrType::kInt, std::nullopt}; }
 

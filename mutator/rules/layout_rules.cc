@@ -9,7 +9,6 @@ namespace tessera::mutator {
 
 namespace {
 
-
 Attrs perm_attrs(std::vector<int64_t> perm) {
   Attrs a;
   a.set("perm", std::move(perm));
