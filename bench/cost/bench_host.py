@@ -14,7 +14,7 @@ Nothing here is asserted: it prints ratios. The profile cache it calibrates
 into is a scratch folder (--cache), never the user's.
 
 Usage: bench/cost/bench_host.py [--build build] [--models DIR] [--seconds S]
-                                [--stat min|median] [--only a,b] [--full]
+                                [--stat min|median] [--only a,b] [--full] [--rounds N]
 """
 import argparse
 import glob
@@ -96,10 +96,10 @@ def spearman(a, b):
     return cov / math.sqrt(va * vb) if va and vb else float("nan")
 
 
-def validation(build, models, profile, threads, seconds, stat, only, clock):
+def validation(build, models, profile, threads, seconds, stat, only, clock, extra=()):
     out = tempfile.mktemp(suffix=".json")
     args = [os.path.join(build, "bin", "cost_validation"), "--profile", profile, "--threads", str(threads),
-            "--seconds", str(seconds), "--stat", stat, "--models", models, "--json", out, "--clock", clock]
+            "--seconds", str(seconds), "--stat", stat, "--models", models, "--json", out, "--clock", clock, *extra]
     if only:
         args += ["--only", ",".join(only)]
     subprocess.run(args, check=True, capture_output=True, text=True)
@@ -107,6 +107,54 @@ def validation(build, models, profile, threads, seconds, stat, only, clock):
         j = json.load(f)
     os.remove(out)
     return j
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def measured_rounds(build, models_dir, profile, threads, seconds, stat, models, clock, rounds):
+    """cost_validation in one process per model and one for the rewrite pairs,
+    `rounds` times, the models' order rotated each round; the median over
+    rounds of every figure (a model's latency and kernel sum, each kernel,
+    each pair's two programs)."""
+    per_model = {m: [] for m in models}
+    rewrite_runs = []
+    for r in range(rounds):
+        order = models[r % len(models):] + models[:r % len(models)]
+        for m in order:
+            per_model[m].append(validation(build, models_dir, profile, threads, seconds, stat, [m], clock,
+                                           ["--no-rewrites"]))
+        rewrite_runs.append(validation(build, models_dir, profile, threads, seconds, stat, [], clock,
+                                       ["--rewrites-only"]))
+    out = {"models": {}, "kernels": [], "pair_rows": []}
+    for m, runs in per_model.items():
+        out["models"][m] = {k: median([j["models"][m][k] for j in runs])
+                            for k in ("predicted_ms", "measured_ms", "kernel_sum_ms")}
+        kernels = {}
+        for j in runs:
+            for k in j.get("kernels", []):
+                kernels.setdefault(k["node"], dict(k, runs=[]))["runs"].append(k["measured_us"])
+        for k in kernels.values():
+            k["measured_us"] = median(k.pop("runs"))
+            out["kernels"].append(k)
+    pair_runs = {}
+    for j in [j for runs in per_model.values() for j in runs] + rewrite_runs:
+        for p in j.get("pair_rows", []):
+            pair_runs.setdefault(p["name"], [p["predicted_ms"], []])[1].append(p["measured_ms"])
+    agree = decided = 0
+    for name, (pred, meas) in pair_runs.items():
+        mb, ma = median([x[0] for x in meas]), median([x[1] for x in meas])
+        tie = abs(ma - mb) < 0.03 * min(ma, mb)
+        ok = (pred[1] < pred[0]) == (ma < mb)
+        out["pair_rows"].append({"name": name, "predicted_ms": pred, "measured_ms": [mb, ma], "tie": tie, "agree": ok})
+        if not tie:
+            decided += 1
+            agree += ok
+    out["pairs"] = {"agree": agree, "decided": decided, "total": len(pair_runs)}
+    return out
 
 
 def main():
@@ -123,6 +171,8 @@ def main():
                     help="cpu: one-thread runs timed by their time on the core (a busy machine)")
     ap.add_argument("--full", action="store_true", help="also time the full calibration and price with it")
     ap.add_argument("--cache", default="", help="scratch profile cache (default: a new temporary folder)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measuring rounds (each model in its own process each round; medians over rounds)")
     a = ap.parse_args()
     tessera = os.path.join(a.build, "bin", "tessera")
     only = [m for m in a.only.split(",") if m] or SUITE
@@ -173,7 +223,7 @@ def main():
     meas = {}
     for t in (1, 2):
         loads.append(load())
-        meas[t] = validation(a.build, a.models, profile, t, a.seconds, a.stat, only, a.clock)
+        meas[t] = measured_rounds(a.build, a.models, profile, t, a.seconds, a.stat, models, a.clock, a.rounds)
         loads.append(load())
         for m in models:
             # Measured latency: the fastest whole run, or (--measure kernels)
@@ -183,8 +233,8 @@ def main():
             rows[m]["ksum%d" % t] = meas[t]["models"][m]["kernel_sum_ms"]
             rows[m]["meas%d" % t] = rows[m]["ksum%d" % t] if a.measure == "kernels" else rows[m]["run%d" % t]
 
-    print("\nper model (ms; measured: %s of %s runs; ratio = predicted / measured)" % (a.stat, {
-        "runs": "whole", "kernels": "each kernel's (summed)"}[a.measure]))
+    print("\nper model (ms; measured: median over %d rounds, one process each, of the %s of %s runs; "
+          "ratio = predicted / measured)" % (a.rounds, a.stat, {"runs": "whole", "kernels": "each kernel's (summed)"}[a.measure]))
     head = "%-13s %8s %8s %8s %8s | %8s %8s %8s %8s | %5s %5s %5s %5s" % (
         "model", "det 1t", "quick 1t", "meas 1t", "(other)", "det 2t", "quick 2t", "meas 2t", "(other)", "det1",
         "quik1", "det2", "quik2")
@@ -215,6 +265,11 @@ def main():
         for c, v in sorted(by.items(), key=lambda kv: -kv[1][1]):
             print("  %dt %-12s %4d kernels  %9.2f ms measured  sum x%.2f  geo x%.2f" % (
                 t, c, v[3], v[1] / 1e3, v[0] / v[1], math.exp(v[2] / v[3])))
+    for t in (1, 2):
+        for p in meas[t]["pair_rows"]:
+            print("  %dt %-52s %8.3f -> %8.3f | %8.3f -> %8.3f  %s" % (
+                t, p["name"], p["predicted_ms"][0], p["predicted_ms"][1], p["measured_ms"][0], p["measured_ms"][1],
+                "tie" if p["tie"] else ("agree" if p["agree"] else "DISAGREE")))
     for t in (1, 2):
         p = meas[t]["pairs"]
         print("pairs ordered as measured (%dt): %d of %d decided (%d in all)" % (t, p["agree"], p["decided"],

@@ -13,6 +13,7 @@
 // Usage: cost_validation [--profile cpu|detected|PROFILE.json] [--seconds S] [--models DIR]
 //                        [--only NAME[,NAME...]] [--json FILE] [--stat median|min] [--threads N]
 //                        [--clock wall|cpu]   (cpu: one thread's time on the core, see measure())
+//                        [--no-rewrites | --rewrites-only]   (the suite's models only, or the rewrite pairs only)
 // (--threads below the profile's units prices the model on that share of the
 // host, cost::rank_share)
 #include <algorithm>
@@ -33,7 +34,11 @@
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
+#include "runtime/omp_wait_policy.h"
 #include "runtime/runtime.h"
+
+// Kernels are timed under the wait policy `tessera run` uses.
+TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -206,7 +211,7 @@ int main(int argc, char** argv) {
               stat = "median";
   double seconds = 2.0;
   int threads = 0;
-  bool cpu_clock = false;
+  bool cpu_clock = false, models = true, rewrites = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -218,8 +223,10 @@ int main(int argc, char** argv) {
     else if (a == "--stat") stat = next();
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--clock") cpu_clock = next() == "cpu";
+    else if (a == "--no-rewrites") rewrites = false;
+    else if (a == "--rewrites-only") models = false;
     else {
-      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N] [--clock wall|cpu]\n";
+      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N] [--clock wall|cpu] [--no-rewrites | --rewrites-only]\n";
       return 2;
     }
   }
@@ -239,7 +246,7 @@ int main(int argc, char** argv) {
     std::map<std::string, double> kernel_sum;
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(models_dir))
-      if (fs::exists(e.path() / "model.onnx") &&
+      if (models && fs::exists(e.path() / "model.onnx") &&
           (only.empty() || ("," + only + ",").find("," + e.path().filename().string() + ",") != std::string::npos))
         dirs.push_back(e.path());
     std::sort(dirs.begin(), dirs.end());
@@ -287,7 +294,7 @@ int main(int argc, char** argv) {
       }
       pairs.push_back({name + ": unfused vs fused plan", pred[0], pred[1], meas[0], meas[1]});
     }
-    for (bench::RewritePair& p : bench::rewrite_pairs()) {
+    for (bench::RewritePair& p : rewrites ? bench::rewrite_pairs() : std::vector<bench::RewritePair>{}) {
       PairRow row{p.name};
       row.pred_before = cost::graph_cost(p.before, d, {}, runtime_groups(p.before, true)).time_s;
       row.pred_after = cost::graph_cost(p.after, d, {}, runtime_groups(p.after, true)).time_s;
@@ -341,6 +348,10 @@ int main(int argc, char** argv) {
                           {"measured_ms", pm.second * 1e3},
                           {"kernel_sum_ms", kernel_sum[m] * 1e3}};
       j["pairs"] = {{"agree", agree}, {"decided", decided}, {"total", pairs.size()}};
+      for (const PairRow& p : pairs)
+        j["pair_rows"].push_back({{"name", p.name},
+                                  {"predicted_ms", {p.pred_before * 1e3, p.pred_after * 1e3}},
+                                  {"measured_ms", {p.meas_before * 1e3, p.meas_after * 1e3}}});
       std::ofstream(json_out) << j.dump(1) << "\n";
     }
   } catch (const Error& e) {
