@@ -555,9 +555,14 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
     srcs.push_back(c.md_of(v));
     all_plain = all_plain && is_plain(srcs.back(), s);
   }
+  // Row-major inputs: the native strided copy (runtime/cpu/native_kernels.cc),
+  // a copy per input of contiguous runs. oneDNN's simple concat copies them
+  // at about a twentieth of that: 0.63 ms against 0.03 ms for two
+  // 1x64x56x56 f32 inputs on one Zen 5 core.
+  if (all_plain) return {};
   dnnl::primitive_attr attr = make_attr(nullptr);
   std::optional<dnnl::concat::primitive_desc> pd;
-  if (c.plain_output || all_plain) pd.emplace(plain_md(ys), axis, srcs, c.dnn->engine, attr);
+  if (c.plain_output) pd.emplace(plain_md(ys), axis, srcs, c.dnn->engine, attr);
   else pd.emplace(axis, srcs, c.dnn->engine, attr);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::concat(*pd), *pd);
