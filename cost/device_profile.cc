@@ -141,6 +141,8 @@ void DeviceProfile::validate() const {
     }
   }
   check(register_tile[0] >= 1 && register_tile[1] >= 1, "register_tile", "must be two positive sizes");
+  check(register_vector >= 0 && register_vector <= register_tile[1], "register_vector",
+        "must be between 0 and the register tile's columns");
   check(gemm_efficiency > 0 && gemm_efficiency <= 1, "efficiency.gemm", "must be in (0, 1]");
   check(conv_efficiency > 0 && conv_efficiency <= 1, "efficiency.conv", "must be in (0, 1]");
   check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
@@ -185,6 +187,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   if (!tile.is_array() || tile.size() != 2 || !tile[0].is_number_integer() || !tile[1].is_number_integer())
     r.fail("register_tile", "must be [rows, cols]");
   p.register_tile = {tile[0].get<int64_t>(), tile[1].get<int64_t>()};
+  p.register_vector = static_cast<int64_t>(r.number_or("register_vector", 0.0));
   Reader peaks = r.sub("peak_tflops");
   p.matrix_flops = read_peaks(peaks, "matrix");
   p.vector_flops = read_peaks(peaks, "vector");
@@ -261,6 +264,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"units", p.units},
             {"clock_ghz", p.clock_hz / 1e9},
             {"register_tile", {p.register_tile[0], p.register_tile[1]}},
+            {"register_vector", p.register_vector},
             {"peak_tflops", {{"matrix", peaks(p.matrix_flops)}, {"vector", peaks(p.vector_flops)}}},
             {"efficiency", {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}}},
             {"transcendental_ops", p.transcendental_ops},

@@ -53,6 +53,11 @@ struct DeviceProfile {
   // The GEMM micro-kernel's output block (rows x cols) held in registers:
   // operands are read from the fastest memory level once per block.
   std::array<int64_t, 2> register_tile = {8, 32};
+  // The narrowest column block the micro-kernel takes (one vector of f32,
+  // CPU): a GEMM with few columns runs blocks of cols/2, cols/4 ... down to
+  // this, with rows x cols, the accumulator registers, kept (oneDNN's
+  // brgemm picks its row and column blocks so). 0: the tile is fixed.
+  int64_t register_vector = 0;
   double gemm_efficiency = 0.8;    // achievable share of the matrix peak
   // The same for convolutions (implicit GEMMs with their own kernels);
   // a profile without one uses gemm_efficiency.

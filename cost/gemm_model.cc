@@ -69,7 +69,16 @@ std::vector<Tile> gemm_tiles(const GemmProblem& p, const DeviceProfile& device) 
 
 double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const Tile& work_tile) {
   auto pad = [](int64_t x, int64_t t) { return static_cast<double>(x) / static_cast<double>(ceil_div(x, t) * t); };
-  double padding = pad(p.m, device.register_tile[0]) * pad(p.n, device.register_tile[1]);
+  // The register block that wastes least on padding: with few columns the
+  // micro-kernel narrows its column block and lengthens its row block.
+  double padding = 0;
+  int64_t rows = device.register_tile[0], cols = device.register_tile[1];
+  for (;;) {
+    padding = std::max(padding, pad(p.m, rows) * pad(p.n, cols));
+    if (device.register_vector <= 0 || cols % 2 != 0 || cols / 2 < device.register_vector) break;
+    cols /= 2;
+    rows *= 2;
+  }
   double items = static_cast<double>(p.batch * ceil_div(p.m, work_tile.m) * ceil_div(p.n, work_tile.n));
   double units = static_cast<double>(device.units);
   double waves = std::ceil(items / units);

@@ -75,6 +75,7 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
   // registers (AVX-512, SVE), of 2 with 16 (AVX2, the oneDNN/BLIS 6x16).
   int64_t lanes = (id.has("avx512f") ? 512 : id.has("avx2") || id.has("avx") ? 256 : 128) / 32;
   p.register_tile = {6, lanes * (lanes >= 16 ? 4 : 2)};
+  p.register_vector = lanes;
 
   double ref_clock = ref.peak_flops(DType::kF32, true) / (kReferenceF32FlopsPerCycle * static_cast<double>(ref.units));
   double core_cycles = static_cast<double>(p.units) * p.clock_hz / (static_cast<double>(ref.units) * ref_clock);

@@ -20,7 +20,9 @@ namespace tessera::cost {
 
 // Bumped when a fitted factor changes meaning (the calibration or the model
 // it fits changes): profiles of an older version are recalibrated.
-inline constexpr int kHostProfileVersion = 2;
+// 3: the quick calibration fits reorders, transcendentals and permutes, and
+// profiles carry register_vector.
+inline constexpr int kHostProfileVersion = 3;
 
 std::string default_profile_cache_dir();
 std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);

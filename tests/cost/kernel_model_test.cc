@@ -93,6 +93,33 @@ TEST(GemmModel, TilesGrowOutwardAndFit) {
   for (size_t i = 1; i < bytes.size(); ++i) EXPECT_LE(bytes[i], bytes[i - 1]);
 }
 
+// A GEMM of 16 columns (Winograd's tiles of a 14-px map) on the 6x64
+// register block would pad its columns four times over; the micro-kernel
+// narrows to one vector of 16 and lengthens its rows to 24 instead. A fixed
+// tile (register_vector 0) keeps the padding.
+TEST(GemmModel, FewColumnsNarrowTheRegisterBlock) {
+  DeviceProfile d = builtin_profile("cpu");
+  ASSERT_EQ(d.register_tile[1], 64);
+  ASSERT_EQ(d.register_vector, 16);
+  GemmProblem p;
+  p.m = 240;
+  p.n = 16;
+  p.k = 256;
+  // Work items of half the rows: one per core of the reference's two.
+  ASSERT_EQ(d.units, 2);
+  auto half = [&p] { return Tile{p.m / 2, p.n, 0}; };
+  EXPECT_NEAR(gemm_utilization(p, d, half()), 1.0, 1e-9);  // 24 x 16 blocks: 10 rows of blocks, no padding
+  p.n = 48;  // 12 x 32 or 24 x 16: 48 columns pad to 64 on the full block
+  EXPECT_NEAR(gemm_utilization(p, d, half()), 1.0, 1e-9);
+  d.register_vector = 0;
+  EXPECT_NEAR(gemm_utilization(p, d, half()), 48.0 / 64.0, 1e-9);
+  p.n = 16;
+  EXPECT_NEAR(gemm_utilization(p, d, half()), 0.25, 1e-9);
+  // A vector wider than a halved tile stops the narrowing at the vector.
+  d.register_vector = 32;
+  EXPECT_NEAR(gemm_utilization(p, d, half()), 0.5, 1e-9);
+}
+
 TEST(KernelModel, BoundFlipsFromMemoryToCompute) {
   DeviceProfile d = builtin_profile("h100");
   bool seen_compute = false;
