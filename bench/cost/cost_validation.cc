@@ -14,6 +14,8 @@
 //                        [--only NAME[,NAME...]] [--json FILE] [--stat median|min] [--threads N]
 //                        [--clock wall|cpu]   (cpu: one thread's time on the core, see measure())
 //                        [--no-rewrites | --rewrites-only]   (the suite's models only, or the rewrite pairs only)
+//                        [--explain TEXT]   (per kernel, predicted against measured, on both sides of the
+//                                            rewrite pairs whose name contains TEXT)
 // (--threads below the profile's units prices the model on that share of the
 // host, cost::rank_share)
 #include <algorithm>
@@ -157,6 +159,30 @@ std::pair<double, double> measure_pair(const Graph& a, const Graph& b, double se
 // them), as node lists for the cost model.
 std::vector<std::vector<NodeId>> runtime_groups(const Graph& g, bool fuse) { return cost::kernel_groups(g, fuse); }
 
+// One program's kernels, predicted against measured, in program order.
+void explain_kernels(const Graph& g, const cost::DeviceProfile& d, double seconds, const std::string& stat,
+                     int threads, bool cpu_clock) {
+  Measured m = measure(g, seeded_inputs(g), true, seconds, stat, threads, cpu_clock);
+  cost::GraphCost c = cost::graph_cost(g, d, {}, runtime_groups(g, true));
+  double pred = 0, meas = 0;
+  for (size_t k = 0; k < c.groups.size(); ++k) {
+    const std::string& node = g.node(c.groups[k][0]).name;
+    auto it = m.kernel_s.find(node);
+    double ms = it == m.kernel_s.end() ? 0 : it->second;
+    pred += c.kernels[k].time_s;
+    meas += ms;
+    std::printf("    %-28s %-24s pred %9.1f us  meas %9.1f us  (%s)\n", node.c_str(), c.kernels[k].label.c_str(),
+                c.kernels[k].time_s * 1e6, ms * 1e6, c.kernels[k].bound.c_str());
+  }
+  for (const auto& [node, s] : m.kernel_s) {
+    bool modelled = false;
+    for (const auto& grp : c.groups) modelled |= g.node(grp[0]).name == node;
+    if (!modelled) std::printf("    %-28s %-24s unmodelled      meas %9.1f us\n", node.c_str(), m.label[node].c_str(), s * 1e6);
+  }
+  std::printf("    sum of kernels: pred %.1f us, meas %.1f us; graph_cost %.1f us, run %.1f us\n", pred * 1e6,
+              meas * 1e6, c.time_s * 1e6, m.latency_s * 1e6);
+}
+
 std::vector<double> ranks(const std::vector<double>& v) {
   std::vector<size_t> idx(v.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -208,7 +234,7 @@ struct PairRow {
 
 int main(int argc, char** argv) {
   std::string device = "cpu", models_dir = std::string(TESSERA_SOURCE_DIR) + "/bench/models/cache", only, json_out,
-              stat = "median";
+              stat = "median", explain;
   double seconds = 2.0;
   int threads = 0;
   bool cpu_clock = false, models = true, rewrites = true;
@@ -225,8 +251,9 @@ int main(int argc, char** argv) {
     else if (a == "--clock") cpu_clock = next() == "cpu";
     else if (a == "--no-rewrites") rewrites = false;
     else if (a == "--rewrites-only") models = false;
+    else if (a == "--explain") explain = next();
     else {
-      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N] [--clock wall|cpu] [--no-rewrites | --rewrites-only]\n";
+      std::cerr << "usage: cost_validation [--profile cpu|detected|FILE] [--seconds S] [--models DIR] [--only NAME] [--json FILE] [--stat median|min] [--threads N] [--clock wall|cpu] [--no-rewrites | --rewrites-only] [--explain TEXT]\n";
       return 2;
     }
   }
@@ -300,6 +327,11 @@ int main(int argc, char** argv) {
       row.pred_after = cost::graph_cost(p.after, d, {}, runtime_groups(p.after, true)).time_s;
       std::tie(row.meas_before, row.meas_after) = measure_pair(p.before, p.after, seconds, stat, threads, cpu_clock);
       pairs.push_back(row);
+      if (!explain.empty() && p.name.find(explain) != std::string::npos)
+        for (const Graph* side : {&p.before, &p.after}) {
+          std::printf("%s, %s:\n", p.name.c_str(), side == &p.before ? "before" : "after");
+          explain_kernels(*side, d, seconds, stat, threads, cpu_clock);
+        }
     }
 
     std::vector<double> pv, mv, err;
