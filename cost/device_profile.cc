@@ -348,6 +348,7 @@ DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks) {
     m.bandwidth /= k;  // every level's is the whole device's
     if (!m.per_unit) m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) / k);
   }
+  p.reorder_bandwidth /= k;
   p.description = host.description + " (one of " + std::to_string(ranks) + " ranks sharing it)";
   return p;
 }

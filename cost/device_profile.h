@@ -87,7 +87,9 @@ struct DeviceProfile {
   double conv_call_s = 0;
   // CPU: the rate (bytes of the value per second) of a blocked -> row-major
   // reorder, whatever cache holds the data: it scatters each channel block
-  // to as many planes (calibrated; 0: priced as an element-wise pass).
+  // to as many planes (calibrated; 0: priced as an element-wise pass). The
+  // whole device's, as the levels' bandwidths are: a reorder of fewer than
+  // kOneThreadElements runs on one core at 1/units of it.
   double reorder_bandwidth = 0;
   std::vector<Interconnect> interconnect;
   bool calibrated = false;

@@ -98,7 +98,11 @@ KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, 
   KernelCost k = kernel_cost(r, {0}, device, options);
   k.label = "Reorder";
   if (device.reorder_bandwidth > 0) {
-    double s = static_cast<double>(t.nbytes()) / device.reorder_bandwidth;
+    // As the runtime runs it (cpu_compiler.cc, ensure_plain): on one core
+    // when small, else on every core.
+    bool one_core = device.kind == DeviceKind::kCpu && device.units > 1 && t.numel() < kOneThreadElements;
+    double s = static_cast<double>(t.nbytes()) / device.reorder_bandwidth *
+               (one_core ? static_cast<double>(device.units) : 1.0);
     k.time_s = k.launch_s + s;
     k.compute_s = s;
     k.bound = "reorder";

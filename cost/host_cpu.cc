@@ -79,6 +79,8 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
 
   double ref_clock = ref.peak_flops(DType::kF32, true) / (kReferenceF32FlopsPerCycle * static_cast<double>(ref.units));
   double core_cycles = static_cast<double>(p.units) * p.clock_hz / (static_cast<double>(ref.units) * ref_clock);
+  // A reorder is a copy the cores run: its rate scales with them and the clock.
+  p.reorder_bandwidth = ref.reorder_bandwidth * core_cycles;
   if (!id.caches.empty()) {
     std::vector<MemoryLevel> levels;
     for (const CpuCache& c : id.caches) {

@@ -167,6 +167,29 @@ TEST(GraphCost, ReordersMatchTheRuntime) {
   EXPECT_TRUE(graph_cost(block(false, OpKind::kTranspose), builtin_profile("h100")).reorders.empty());
 }
 
+// A reorder's rate is the whole device's: a large one runs on every core
+// (half the time on 2 cores of what one core of them takes), a small one on
+// one core, as the runtime runs them.
+TEST(GraphCost, ReordersRunOnTheCoresTheRuntimeGivesThem) {
+  DeviceProfile d = builtin_profile("cpu");
+  ASSERT_EQ(d.units, 2);
+  ASSERT_GT(d.reorder_bandwidth, 0);
+  DeviceProfile one = rank_share(d, 2);  // one core of the two
+  EXPECT_DOUBLE_EQ(one.reorder_bandwidth, d.reorder_bandwidth / 2);
+  auto reorder_s = [](int64_t c, int64_t h, const DeviceProfile& p) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, c, h, h}});
+    KernelCost k = reorder_cost(g, x, p);
+    return k.time_s - k.launch_s;
+  };
+  // 64 x 56 x 56: over kOneThreadElements, on every core.
+  EXPECT_NEAR(reorder_s(64, 56, d), 64.0 * 56 * 56 * 4 / d.reorder_bandwidth, 1e-12);
+  EXPECT_NEAR(reorder_s(64, 56, one), 2 * reorder_s(64, 56, d), 1e-12);
+  // 16 x 8 x 8: on one core, at its share whatever the cores.
+  EXPECT_NEAR(reorder_s(16, 8, d), reorder_s(16, 8, one), 1e-15);
+  EXPECT_NEAR(reorder_s(16, 8, d), 16.0 * 8 * 8 * 4 / (d.reorder_bandwidth / 2), 1e-15);
+}
+
 TEST(GraphCost, GeluErfLinkReadsNoIntermediate) {
   // The fused Gelu's second Mul reads the MatMul output again; that value
   // never reaches memory, so the kernel moves no more than the MatMul alone

@@ -38,6 +38,7 @@ cost::DeviceProfile share(const cost::DeviceProfile& host, int64_t cores) {
   for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
     for (auto& [t, v] : *peaks) v *= k;
   for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
+  p.reorder_bandwidth *= k;
   p.units = cores;
   return p;
 }
@@ -51,6 +52,7 @@ cost::DeviceProfile scale_to_cores(const cost::DeviceProfile& fitted, int64_t co
   for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
     for (auto& [t, v] : *peaks) v *= k;
   for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
+  p.reorder_bandwidth *= k;
   cost::MemoryLevel& dram = p.memory.back();
   dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, fitted.main_memory().bandwidth));
   p.units = cores;
