@@ -397,6 +397,54 @@ TEST(KernelModel, TransposeRunsAndSameTypeCast) {
   EXPECT_EQ(node_cost(g, 0, d).time_s, 0.0);
 }
 
+// Slice, Concat and Split copy contiguous runs too, each at the per-run
+// cost: the runs are what the dims after the innermost cut dim make.
+TEST(KernelModel, StridedCopiesPayPerRun) {
+  DeviceProfile d = builtin_profile("cpu");
+  auto slice = [](int64_t axis, int64_t end, int64_t step) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 8, 128, 64}});
+    Attrs a;
+    a.set("starts", std::vector<int64_t>{0});
+    a.set("ends", std::vector<int64_t>{end});
+    a.set("axes", std::vector<int64_t>{axis});
+    a.set("steps", std::vector<int64_t>{step});
+    g.set_outputs({g.add(OpKind::kSlice, {x}, a, "s")});
+    return g;
+  };
+  auto halves = [](bool concat) {
+    Graph g;
+    if (concat) {
+      ValueId a = g.add_input("a", {DType::kF32, {1, 8, 128, 32}});
+      ValueId b = g.add_input("b", {DType::kF32, {1, 8, 128, 32}});
+      Attrs at;
+      at.set("axis", int64_t{3});
+      g.set_outputs({g.add(OpKind::kConcat, {a, b}, at, "c")});
+    } else {
+      ValueId x = g.add_input("x", {DType::kF32, {1, 8, 128, 64}});
+      Attrs at;
+      at.set("axis", int64_t{-1});
+      at.set("split", std::vector<int64_t>{32, 32});
+      g.set_outputs(g.node(g.add_node(OpKind::kSplit, {x}, at, "s")).outputs);
+    }
+    return g;
+  };
+  // The compute a graph's one kernel gains from the per-run cost.
+  auto per_run = [&](const Graph& g) {
+    DeviceProfile without = d;
+    without.permute_run_ops = 0;
+    d.permute_run_ops = 64;
+    return node_cost(g, 0, d).compute_s - node_cost(g, 0, without).compute_s;
+  };
+  double one = per_run(slice(2, 64, 1)) / 8;  // 8 runs of 64 x 64
+  ASSERT_GT(one, 0);
+  EXPECT_NEAR(per_run(slice(3, 32, 1)), 1024 * one, 1e-12 * 1024);  // 1024 runs of 32
+  EXPECT_NEAR(per_run(slice(3, 64, 2)), 32768 * one, 1e-12 * 32768);  // every other element
+  EXPECT_NEAR(per_run(slice(3, 64, 1)), 0, 1e-15);  // keeps everything: one copy
+  EXPECT_NEAR(per_run(halves(true)), 2048 * one, 1e-12 * 2048);
+  EXPECT_NEAR(per_run(halves(false)), 2048 * one, 1e-12 * 2048);
+}
+
 TEST(KernelModel, ConvolutionEfficiencyAndCalls) {
   DeviceProfile d = builtin_profile("cpu");
   auto conv = [](bool output) {
