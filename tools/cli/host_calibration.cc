@@ -99,7 +99,7 @@ class HostCalibrator {
     // What the shipped reference host's figures get most wrong elsewhere:
     // layout reorders, transcendentals and permuting copies (on a Zen 5 at
     // 4.1 GHz: Transpose 18.6 vector ops per element against the
-    // reference's 60, reorders 16 GB/s against 28), which decide Winograd's
+    // reference's 60, reorders 16 GB/s a core against 28), which decide Winograd's
     // and layout rewrites' pairs; each is one short probe.
     fit_reorder();
     fit_transcendental();
