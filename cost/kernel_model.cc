@@ -59,6 +59,12 @@ struct Work {
   double comm_s = 0;
   std::string comm_tier;
   bool launches = true;
+  // A copy loop (Transpose, and the strided copies of Slice, Concat, Split
+  // and Pad): its per-element and per-run work is the loop that moves the
+  // bytes, so it adds to their time rather than hiding behind it (as the
+  // calibration fits permute_ops and permute_run_ops: the time on top of
+  // the bytes').
+  bool copy_loop = false;
 };
 
 // Everything a streaming kernel touches: inputs (once) plus outputs.
@@ -381,24 +387,40 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
     // pays (llama's rotary Slice of [1, 8, 128, 64] to 32 columns: 1024 runs
     // of 128 bytes, 5.5 us on a Zen 5 core against 1.4 us of bytes).
     add_vector(w, g.type(n.outputs[0]).dtype, runs * d.permute_run_ops);
+    w.copy_loop = true;
   }
   if (n.kind == OpKind::kTranspose) {
-    // As the runtime copies it: axes of size 1 dropped and neighbours that
-    // stay neighbours merged; trailing axes kept in place are copied as
-    // contiguous runs (a cost per run), any other permutation element by
-    // element in tiles (a cost per element).
+    // As the runtime copies it (runtime/cpu/strided_copy.cc): axes of size
+    // 1 dropped and neighbours that stay neighbours merged; trailing axes
+    // kept in place are copied as contiguous runs (a cost per run), any
+    // other permutation element by element (a cost per element) in steps of
+    // the loop over the outer dims, each step a cost as a run's: a tile of
+    // the source-contiguous dim by the innermost one, or one innermost row
+    // (Winograd's output transform moves tiles of 2 x 7 elements: a step
+    // per 14).
     const std::vector<int64_t>& perm = n.attrs.ints("perm");
     const Shape& in = g.type(n.inputs[0]).shape;
-    std::vector<int64_t> axes;  // input axes in output order, size 1 dropped
-    for (int64_t p : perm)
-      if (in[static_cast<size_t>(p)] != 1) axes.push_back(p);
-    double numel = static_cast<double>(g.type(n.outputs[0]).numel());
     std::vector<int64_t> strides = shape_strides(in);
-    int64_t run = 1;  // elements of the trailing output axes contiguous in the input
-    for (size_t i = axes.size(); i-- > 0 && strides[static_cast<size_t>(axes[i])] == run;)
-      run *= in[static_cast<size_t>(axes[i])];
-    double ops = run > 1 ? numel / static_cast<double>(run) * d.permute_run_ops : numel * d.permute_ops;
+    std::vector<std::pair<int64_t, int64_t>> dims;  // merged output dims: extent, source stride
+    for (int64_t p : perm) {
+      int64_t extent = in[static_cast<size_t>(p)], stride = strides[static_cast<size_t>(p)];
+      if (extent == 1) continue;
+      if (!dims.empty() && dims.back().second == stride * extent) dims.back() = {dims.back().first * extent, stride};
+      else dims.push_back({extent, stride});
+    }
+    double numel = static_cast<double>(g.type(n.outputs[0]).numel());
+    double ops = 0;
+    if (dims.empty() || dims.back().second == 1) {
+      // Contiguous runs of the innermost (merged) dim.
+      ops = (dims.empty() ? 1 : numel / static_cast<double>(dims.back().first)) * d.permute_run_ops;
+    } else {
+      double per_step = static_cast<double>(dims.back().first);
+      for (size_t i = 0; i + 1 < dims.size(); ++i)
+        if (dims[i].second == 1) per_step *= static_cast<double>(dims[i].first);
+      ops = numel * d.permute_ops + numel / per_step * d.permute_run_ops;
+    }
     add_vector(w, g.type(n.outputs[0]).dtype, ops);
+    w.copy_loop = ops > 0;
   }
 }
 
@@ -529,13 +551,16 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   if (d.kind == DeviceKind::kCpu) k.compute_s += w.conv_calls * d.conv_call_s * share;
   double worst = k.compute_s;
   k.bound = k.compute_s > 0 ? "compute" : "none";
+  double slowest_level = 0;
   for (size_t i = 0; i < d.memory.size(); ++i) {
     k.level_s.push_back(k.level_bytes[i] / d.memory[i].effective_bandwidth() * share);
+    slowest_level = std::max(slowest_level, k.level_s[i]);
     if (k.level_s[i] > worst) {
       worst = k.level_s[i];
       k.bound = d.memory[i].name;
     }
   }
+  if (w.copy_loop) worst = k.compute_s + slowest_level;
   if (k.bound == "compute" && weights_s > arithmetic_s) k.bound = d.main_memory().name;
   k.comm_s = w.comm_s;
   if (k.comm_s > worst) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "cost/gemm_model.h"
@@ -366,12 +367,19 @@ TEST(KernelModel, TransposeRunsAndSameTypeCast) {
     return g;
   };
   d.permute_run_ops = 64;
-  // Moving the innermost axis pays the per-element cost; keeping it copies
-  // 64-element runs at a cost per run; axes of size 1 do not break a run.
+  // Moving the innermost axis pays the per-element cost, and a run's cost
+  // per step of the loop over the outer dims (a 64 x 32 tile each: 128
+  // steps); keeping it copies 64-element runs at a cost per run; axes of
+  // size 1 do not break a run.
   KernelCost inner = node_cost(transpose({0, 1, 3, 2}), 0, d);
   KernelCost runs = node_cost(transpose({0, 2, 1, 3}), 0, d);
-  EXPECT_NEAR(inner.compute_s, 32.0 / (64.0 / 64) * runs.compute_s, 1e-12);
+  const double numel = 8 * 16 * 32 * 64;
+  EXPECT_NEAR(inner.compute_s, (numel * 32 + 128 * 64) / (numel / 64 * 64) * runs.compute_s, 1e-12);
   EXPECT_EQ(inner.bound, "compute");
+  // A copy loop's work adds to its bytes' time: the loop moves them.
+  double bytes_s = *std::max_element(inner.level_s.begin(), inner.level_s.end());
+  EXPECT_GT(bytes_s, 0);
+  EXPECT_NEAR(inner.time_s, inner.launch_s + inner.compute_s + bytes_s, 1e-12);
   auto unit = [](std::vector<int64_t> perm) {
     Graph g;
     ValueId x = g.add_input("x", {DType::kF32, {8, 1, 32, 64}});
@@ -386,8 +394,21 @@ TEST(KernelModel, TransposeRunsAndSameTypeCast) {
   // [8,1,32,64] -> [32,8,1,64]: 256 runs of 64.
   EXPECT_NEAR(node_cost(unit({2, 0, 1, 3}), 0, d).compute_s, 256 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s,
               1e-15);
+  // Without a per-element cost, the steps' cost remains: 128 runs' worth.
   d.permute_ops = 0;
-  EXPECT_EQ(node_cost(transpose({0, 1, 3, 2}), 0, d).compute_s, 0.0);
+  EXPECT_NEAR(node_cost(transpose({0, 1, 3, 2}), 0, d).compute_s, 128 * runs.compute_s / (numel / 64), 1e-15);
+  // [2, 7, 64] -> [64, 7, 2]: each step copies the innermost dim (2) by
+  // the source-contiguous one (64), 896 / 128 = 7 steps.
+  auto tiles = [](Shape s, std::vector<int64_t> perm) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, std::move(s)});
+    Attrs a;
+    a.set("perm", perm);
+    g.set_outputs({g.add(OpKind::kTranspose, {x}, a, "t")});
+    return g;
+  };
+  EXPECT_NEAR(node_cost(tiles({2, 7, 64}, {2, 1, 0}), 0, d).compute_s, 7 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s,
+              1e-15);
   // A Cast to the type the value has is a view: no kernel.
   Graph g;
   ValueId x = g.add_input("x", {DType::kF32, {1024}});
