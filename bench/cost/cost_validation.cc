@@ -128,10 +128,17 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
 // Latency of two programs (a graph and whether the runtime fuses it), in
 // one process, in alternating blocks of runs, so that a change in the
 // machine's load, or in the speed the guest runs this process at, falls on
-// both alike. A block is as many runs as take about 20 ms (1 to 10), and
-// its first run is left out of the statistic when it has others: the model
-// prices a program run again and again (its weights in the last cache when
-// they fit), not one whose caches the other program has just filled.
+// both alike. With one thread a block is as many runs as take about 20 ms
+// (1 to 10), and its first run is left out of the statistic when it has
+// others: the model prices a program run again and again (its weights in
+// the last cache when they fit), not one whose caches the other program has
+// just filled (on a Zen 4 guest, alternating run by run put Winograd F(2,3)
+// at 256ch 14px 5% behind the direct convolution, against 5-8% ahead in
+// blocks and alone). With more threads a block is one run: in blocks, the
+// second program of a pair ran at half speed in about half the processes,
+// both threads busy, on the same guest (2 vCPUs; the pair's rewrites at
+// 64ch 56px: 2.4-2.6 ms against 1.2-1.3 ms run by run; the cause is not
+// known).
 std::pair<double, double> measure_pair(const Graph& a, bool fuse_a, const Graph& b, bool fuse_b, double seconds,
                                        const std::string& stat, int threads, bool cpu_clock) {
   runtime::RunOptions opt;
@@ -153,7 +160,7 @@ std::pair<double, double> measure_pair(const Graph& a, bool fuse_a, const Graph&
   };
   double first = std::max(timed(pa, ia), timed(pb, ib));  // first touch, primitive creation
   first = std::max(first, std::max(timed(pa, ia), timed(pb, ib)));
-  int block = static_cast<int>(std::clamp(0.02 / std::max(first, 1e-9), 1.0, 10.0));
+  int block = threads == 1 ? static_cast<int>(std::clamp(0.02 / std::max(first, 1e-9), 1.0, 10.0)) : 1;
   std::vector<double> ta, tb;
   auto run_block = [&](runtime::ExecutablePlan& p, const std::vector<Tensor>& in, std::vector<double>& out) {
     for (int i = 0; i < block; ++i) {
