@@ -15,6 +15,7 @@ into is a scratch folder (--cache), never the user's.
 
 Usage: bench/cost/bench_host.py [--build build] [--models DIR] [--seconds S]
                                 [--stat min|median] [--only a,b] [--full] [--rounds N]
+                                [--pair-rounds N]
 """
 import argparse
 import glob
@@ -115,20 +116,25 @@ def median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
-def measured_rounds(build, models_dir, profile, threads, seconds, stat, models, clock, rounds):
-    """cost_validation in one process per model and one for the rewrite pairs,
-    `rounds` times, the models' order rotated each round; the median over
-    rounds of every figure (a model's latency and kernel sum, each kernel,
-    each pair's two programs)."""
+def measured_rounds(build, models_dir, profile, threads, seconds, stat, models, clock, rounds, pair_rounds):
+    """cost_validation in one process per model, `rounds` times, the models'
+    order rotated each round, and in one process for the rewrite pairs,
+    `pair_rounds` times; the median over rounds of every figure (a model's
+    latency and kernel sum, each kernel, each pair's two programs). A pair
+    is decided by the median over rounds of its two programs' ratio within
+    one process (their runs alternate there): a process the guest runs
+    slower falls on both programs of the ratio alike."""
     per_model = {m: [] for m in models}
     rewrite_runs = []
-    for r in range(rounds):
-        order = models[r % len(models):] + models[:r % len(models)]
-        for m in order:
-            per_model[m].append(validation(build, models_dir, profile, threads, seconds, stat, [m], clock,
-                                           ["--no-rewrites"]))
-        rewrite_runs.append(validation(build, models_dir, profile, threads, seconds, stat, [], clock,
-                                       ["--rewrites-only"]))
+    for r in range(max(rounds, pair_rounds)):
+        if r < rounds:
+            order = models[r % len(models):] + models[:r % len(models)]
+            for m in order:
+                per_model[m].append(validation(build, models_dir, profile, threads, seconds, stat, [m], clock,
+                                               ["--no-rewrites"]))
+        if r < pair_rounds:
+            rewrite_runs.append(validation(build, models_dir, profile, threads, seconds, stat, [], clock,
+                                           ["--rewrites-only"]))
     out = {"models": {}, "kernels": [], "pair_rows": []}
     for m, runs in per_model.items():
         out["models"][m] = {k: median([j["models"][m][k] for j in runs])
@@ -147,9 +153,11 @@ def measured_rounds(build, models_dir, profile, threads, seconds, stat, models, 
     agree = decided = 0
     for name, (pred, meas) in pair_runs.items():
         mb, ma = median([x[0] for x in meas]), median([x[1] for x in meas])
-        tie = abs(ma - mb) < 0.03 * min(ma, mb)
-        ok = (pred[1] < pred[0]) == (ma < mb)
-        out["pair_rows"].append({"name": name, "predicted_ms": pred, "measured_ms": [mb, ma], "tie": tie, "agree": ok})
+        ratio = median([x[1] / x[0] for x in meas])  # after / before, within each process
+        tie = abs(ratio - 1) < 0.03 * min(ratio, 1)
+        ok = (pred[1] < pred[0]) == (ratio < 1)
+        out["pair_rows"].append({"name": name, "predicted_ms": pred, "measured_ms": [mb, ma], "ratio": ratio, "tie": tie,
+                                 "agree": ok})
         if not tie:
             decided += 1
             agree += ok
@@ -173,6 +181,8 @@ def main():
     ap.add_argument("--cache", default="", help="scratch profile cache (default: a new temporary folder)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="measuring rounds (each model in its own process each round; medians over rounds)")
+    ap.add_argument("--pair-rounds", type=int, default=5,
+                    help="processes that measure the rewrite pairs (medians over them)")
     a = ap.parse_args()
     tessera = os.path.join(a.build, "bin", "tessera")
     only = [m for m in a.only.split(",") if m] or SUITE
@@ -223,7 +233,8 @@ def main():
     meas = {}
     for t in (1, 2):
         loads.append(load())
-        meas[t] = measured_rounds(a.build, a.models, profile, t, a.seconds, a.stat, models, a.clock, a.rounds)
+        meas[t] = measured_rounds(a.build, a.models, profile, t, a.seconds, a.stat, models, a.clock, a.rounds,
+                                  a.pair_rounds)
         loads.append(load())
         for m in models:
             # Measured latency: the fastest whole run, or (--measure kernels)
@@ -267,9 +278,9 @@ def main():
                 t, c, v[3], v[1] / 1e3, v[0] / v[1], math.exp(v[2] / v[3])))
     for t in (1, 2):
         for p in meas[t]["pair_rows"]:
-            print("  %dt %-52s %8.3f -> %8.3f | %8.3f -> %8.3f  %s" % (
+            print("  %dt %-52s %8.3f -> %8.3f | %8.3f -> %8.3f (x%.3f)  %s" % (
                 t, p["name"], p["predicted_ms"][0], p["predicted_ms"][1], p["measured_ms"][0], p["measured_ms"][1],
-                "tie" if p["tie"] else ("agree" if p["agree"] else "DISAGREE")))
+                p["ratio"], "tie" if p["tie"] else ("agree" if p["agree"] else "DISAGREE")))
     for t in (1, 2):
         p = meas[t]["pairs"]
         print("pairs ordered as measured (%dt): %d of %d decided (%d in all)" % (t, p["agree"], p["decided"],
