@@ -8,7 +8,11 @@ latency measured through the runtime at 1 and 2 threads (cost_validation,
 strict thread counts, fastest or median run); per kernel class, predicted
 over measured kernel time; the Spearman rank correlation over the suite; the
 share of cost_validation's pairs (fused against unfused plans, rewrites)
-ordered as measured; and the quick and full calibrations' wall times.
+ordered as measured; the quick and full calibrations' wall times; and,
+before each phase and at the end, how steadily the host ran its cores
+(bench/cost/core_speed.cc: on a guest whose vCPUs slow down when both run,
+the two-thread figures are measured on a slower machine than the one-thread
+ones, which the model, calibrated on the same guest, prices only in part).
 
 Nothing here is asserted: it prints ratios. The profile cache it calibrates
 into is a scratch folder (--cache), never the user's.
@@ -50,6 +54,26 @@ def host_name():
 def load():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
+
+
+def core_speed(build, seconds=1.5):
+    """One line on how steadily the host ran its cores just now
+    (bench/cost/core_speed.cc): per CPU alone, the share of 5 ms windows
+    within 15% of the fastest window seen on any CPU, and all CPUs at once,
+    the median window (the slowest thread's) over that fastest one."""
+    out = subprocess.run([os.path.join(build, "bin", "core_speed"), "--seconds", str(seconds)], check=True,
+                         capture_output=True, text=True).stdout
+    j = json.loads(out)
+    best = min(min(v) for v in j.values() if v)
+    parts = []
+    for name, v in j.items():
+        if not v:
+            continue
+        if name == "all":
+            parts.append("all at once: median x%.2f of the fastest" % (median(v) / best))
+        else:
+            parts.append("%s fast in %d%%" % (name, round(100 * sum(x <= 1.15 * best for x in v) / len(v))))
+    return "core speed (L2 loop, %.1f us at best): %s" % (best, ", ".join(parts))
 
 
 def predicted_ms(tessera, model, cache, threads, calibrate):
@@ -191,6 +215,7 @@ def main():
     cache = a.cache or tempfile.mkdtemp(prefix="tessera-bench-cache-")
     empty = tempfile.mkdtemp(prefix="tessera-bench-empty-")
     loads = [load()]
+    speeds = [core_speed(a.build)]
     print("host: " + host_name())
     first = os.path.join(a.models, models[0], "model.onnx")
     _, detected, _ = predicted_ms(tessera, first, empty, 0, False)
@@ -233,6 +258,7 @@ def main():
     meas = {}
     for t in (1, 2):
         loads.append(load())
+        speeds.append(core_speed(a.build))
         meas[t] = measured_rounds(a.build, a.models, profile, t, a.seconds, a.stat, models, a.clock, a.rounds,
                                   a.pair_rounds)
         loads.append(load())
@@ -285,7 +311,10 @@ def main():
         p = meas[t]["pairs"]
         print("pairs ordered as measured (%dt): %d of %d decided (%d in all)" % (t, p["agree"], p["decided"],
                                                                                p["total"]))
+    speeds.append(core_speed(a.build))
     print("load average while measuring: " + " ".join("%.1f" % l for l in loads))
+    print("before calibrating, before the one-thread runs, before the two-thread runs, at the end:")
+    print("\n".join("  " + l for l in speeds))
 
 
 if __name__ == "__main__":
