@@ -9,7 +9,9 @@
      gives whole heads as Megatron-LM's interleaved layout does), on the same
      cost model (plan.json's predicted mesh time: the ranks' critical path
      on the partitioned programs). Per plan: the devices it uses, the
-     collectives by kind, the bytes a rank sends per layer next to
+     collectives by kind, whether they are Megatron's (one AllReduce per
+     attention and per MLP block, nothing else: not possible where the
+     heads do not divide by tp), the bytes a rank sends per layer next to
      Megatron's formula (2 AllReduces of batch x seq x hidden per layer),
      and the search's own time (plan.json search.seconds) against its target
      (10 s; 60 s for the 32-layer llama_deep).
@@ -43,6 +45,10 @@ SUITE = {"gpt2": ("gpt2", 12, 768), "bert": ("bert_base", 12, 768), "llama": ("l
 # Predicted only, when generated: a Llama-style decoder wide enough for an
 # H100 mesh to gain (hidden 2048), with the Llama annotations.
 WIDE = {"llama_wide": ("llama_wide", 2, 2048, "llama")}
+# Attention heads: Megatron-LM splits whole heads, so it needs heads % tp == 0
+# (its argument check); with 12 heads over 8 ranks the annotations give a
+# rank 1.5 heads and the partitioner gathers Q, K and V instead.
+HEADS = {"gpt2": 12, "bert": 12, "llama": 8, "llama_wide": 16}
 TOKENS = 128  # batch 1 x seq 128, as the suite is exported
 # Megatron-LM lays a merged QKV weight out per head group, so that a column
 # split gives each rank whole heads: the permuted projection.
@@ -61,6 +67,15 @@ def plan_facts(plan):
             "single_s": j["predicted_cost"]["single_device_s"], "kinds": kinds, "sent": sent,
             "search_s": s.get("seconds", 0.0), "why": s.get("why", ""), "rewrites": len(s.get("rewrites", [])),
             "memory": max(r["weight_bytes"] + r["peak_activation_bytes"] for r in j["ranks"])}
+
+
+def megatron_structure(kinds, layers):
+    """Whether a plan communicates as Megatron-LM's does in inference: one
+    AllReduce (or one ReduceScatter + AllGather) per attention block and per
+    MLP block, nothing else."""
+    if kinds == {"AllReduce": 2 * layers}:
+        return True
+    return kinds == {"ReduceScatter": 2 * layers, "AllGather": 2 * layers}
 
 
 def kinds_str(k):
@@ -94,13 +109,17 @@ def predicted(args, work):
         deep_row = plan_facts(plan)
     print()
     print("| model | offered | search: devices used, predicted ms | Megatron ms (tp=N) | search / Megatron |"
-          " one device ms | search's collectives | Megatron's collectives | bytes sent per layer: search / Megatron / formula | search s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " one device ms | search's collectives | Megatron's collectives | Megatron's structure: search / annotated |"
+          " bytes sent per layer: search / Megatron / formula | search s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         a, m = r["auto"], r["megatron"]
         print(f"| {r['model']} | tp={r['tp']} | {a['devices']} ({a['mesh']}), {a['mesh_s'] * 1e3:.4g} | "
               f"{m['mesh_s'] * 1e3:.4g} | {a['mesh_s'] / m['mesh_s']:.3f} | {a['single_s'] * 1e3:.4g} | "
               f"{kinds_str(a['kinds'])} | {kinds_str(m['kinds'])} | "
+              f"{'yes' if megatron_structure(a['kinds'], r['layers']) else 'no'} / "
+              f"{'yes' if megatron_structure(m['kinds'], r['layers']) else 'no'}"
+              f"{'' if HEADS[r['model']] % r['tp'] == 0 else ' (%d heads over %d)' % (HEADS[r['model']], r['tp'])} | "
               f"{a['sent'] / r['layers'] / 1e3:.0f} K / {m['sent'] / r['layers'] / 1e3:.0f} K / "
               f"{r['formula_per_layer'] / 1e3:.0f} K | {a['search_s']:.2f} |")
     if deep_row:
