@@ -250,6 +250,13 @@ void convert_split(NodeImporter& n) {
     split = n.attr_ints("split");
   }
   int64_t num_outputs = n.opset() >= 18 ? n.attr_int("num_outputs", 0) : 0;
+  // The parts and the node's outputs are one list (ONNX's shape inference
+  // refuses a mismatch), checked before a part or an output is made.
+  auto parts_mismatch = [&](int64_t parts) {
+    n.fail(ErrorKind::kInvalidGraph, "Split makes " + std::to_string(parts) + " parts but the node has " +
+                                         std::to_string(n.proto().output_size()) + " outputs");
+  };
+  if (num_outputs > 0 && num_outputs != n.proto().output_size()) parts_mismatch(num_outputs);
   if (!split) {
     int64_t parts = num_outputs > 0 ? num_outputs : n.proto().output_size();
     if (parts <= 0) n.fail(ErrorKind::kInvalidGraph, "Split has no outputs");
@@ -265,6 +272,7 @@ void convert_split(NodeImporter& n) {
       split->assign(static_cast<size_t>(parts), dim / parts);
     }
   }
+  if (static_cast<int64_t>(split->size()) != n.proto().output_size()) parts_mismatch(static_cast<int64_t>(split->size()));
   Attrs a;
   a.set("axis", axis);
   a.set("split", *split);

@@ -117,6 +117,26 @@ TEST(ImportErrors, NoOutputs) {
   EXPECT_EQ(e.context().file, "bad.onnx");
 }
 
+// A part count that is not the node's output count is refused before any
+// part or output is made (a fuzzed num_outputs of 2^40 once ran the
+// importer out of memory).
+TEST(ImportErrors, SplitPartsThatAreNotTheOutputs) {
+  ModelBuilder b18(18);
+  b18.input("x", {7, 2}).output("a");
+  ModelBuilder::attr(b18.node("Split", {"x"}, {"a"}, "split"), "num_outputs", int64_t{1} << 40);
+  Error e = import_error(b18);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "split");
+  EXPECT_TRUE(has(e, "Split makes 1099511627776 parts but the node has 1 outputs")) << e.what();
+
+  ModelBuilder b13(13);
+  b13.input("x", {0, 2}).output("a").output("b");
+  b13.init_i64("sizes", {0, 0, 0});
+  b13.node("Split", {"x", "sizes"}, {"a", "b"}, "split");
+  e = import_error(b13);
+  EXPECT_TRUE(has(e, "Split makes 3 parts but the node has 2 outputs")) << e.what();
+}
+
 TEST(ImportErrors, InputThatIsAlsoAnInitializer) {
   ModelBuilder b(13);
   b.input("x", {2}).input("w", {2}).output("y");
