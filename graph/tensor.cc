@@ -18,6 +18,12 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t TensorType::nbytes() const {
+  int64_t n = numel(), size = static_cast<int64_t>(dtype_size(dtype));
+  if (n > INT64_MAX / size) TESSERA_THROW(ErrorKind::kResource, "tensor " << type_str(*this) << " has too many bytes");
+  return n * size;
+}
+
 std::string shape_str(const Shape& shape) {
   if (shape.empty()) return "scalar";
   std::string s;

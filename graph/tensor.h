@@ -27,7 +27,8 @@ struct TensorType {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return shape_numel(shape); }
-  int64_t nbytes() const { return numel() * static_cast<int64_t>(dtype_size(dtype)); }
+  // numel() times the element size. Throws Error(kResource) on overflow.
+  int64_t nbytes() const;
   bool operator==(const TensorType&) const = default;
 };
 

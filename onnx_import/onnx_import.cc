@@ -231,7 +231,14 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
     for (const auto& vi : g.input())
       if (!state.values.count(vi.name())) {
         TensorType t = input_type(vi, options);
-        check_memory(t.nbytes(), "graph input '" + vi.name() + "' (" + type_str(t) + ")");
+        std::string what = "graph input '" + vi.name() + "' (" + type_str(t) + ")";
+        int64_t bytes = 0;
+        try {
+          bytes = t.nbytes();
+        } catch (const Error& e) {
+          TESSERA_THROW(e.kind(), what << ": " << e.message());
+        }
+        check_memory(bytes, what);
         state.values[vi.name()] = graph.add_input(vi.name(), t);
       }
 

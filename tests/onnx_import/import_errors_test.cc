@@ -137,6 +137,17 @@ TEST(ImportErrors, SplitPartsThatAreNotTheOutputs) {
   EXPECT_TRUE(has(e, "Split makes 3 parts but the node has 2 outputs")) << e.what();
 }
 
+// Elements that fit int64 but bytes that do not (a fuzzed input).
+TEST(ImportErrors, InputWhoseBytesOverflow) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t{1} << 62}).output("y");
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kResource);
+  EXPECT_TRUE(has(e, "graph input 'x' (f32[4611686018427387904]): tensor f32[4611686018427387904] has too many bytes")) << e.what();
+  EXPECT_EQ(e.context().file, "bad.onnx");
+}
+
 TEST(ImportErrors, InputThatIsAlsoAnInitializer) {
   ModelBuilder b(13);
   b.input("x", {2}).input("w", {2}).output("y");
