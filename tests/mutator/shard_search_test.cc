@@ -17,6 +17,7 @@
 #include "mutator/sharding/propagate.h"
 #include "mutator/sharding/shard_search.h"
 #include "mutator/sharding/sharded_plan.h"
+#include "mutator/sharding/sharded_cost.h"
 #include "mutator/sharding/structure.h"
 #include "mutator/verify_mutation.h"
 #include "tests/graph/shard_check.h"
@@ -504,6 +505,57 @@ TEST(ShardSearch, MegatronAnnotationsOnAMergedProjectionGiveWholeHeads) {
   expect_one_reduction_per_block(r.graph, s, layers);
   EXPECT_EQ(reshard_kinds(r.graph, s)["all-gather"], 0) << describe(r.graph, s);
   expect_ranks_match(r.graph, s);
+}
+
+// Sequence parallelism, Megatron-LM's in inference: each Partial product
+// reduce-scattered over the tokens, the residual and LayerNorm run on a
+// rank's share of them, gathered where the next column split reads them.
+// It sends what an AllReduce sends, in two collectives. The weights are
+// pinned as Megatron's annotations pin them; where each Partial is reduced
+// is the search's choice, against two hand-written choices on the same
+// weights: every Partial all-reduced, and the products' results asked for
+// split over the tokens (on 128 tokens propagation reduce-scatters them;
+// on 8192 it gathers the pinned weights and splits everything by tokens).
+// On 128 tokens the second collective costs more than the element-wise
+// work it divides, and the search all-reduces; on 8192 the token-split
+// results are priced below the all-reduced ones, and the search's plan
+// reduce-scatters (its attention runs on a rank's tokens too, after an
+// all-to-all). Its plan is priced at or below both in each case.
+TEST(ShardSearch, SequenceParallelWhereItPays) {
+  const int layers = 2;
+  std::vector<std::string> megatron = {"*/attn/c_attn/Gemm:in1=[S(1)]", "*/attn/c_proj/Gemm:in1=[S(0)]",
+                                       "*/mlp/c_fc/Gemm:in1=[S(1)]", "*/mlp/c_proj/Gemm:in1=[S(0)]"};
+  std::vector<std::string> sequence = megatron;
+  sequence.push_back("*/attn/c_proj/Gemm:out0=[S(0)]");
+  sequence.push_back("*/mlp/c_proj/Gemm:out0=[S(0)]");
+  for (int64_t tokens : {128, 8192}) {
+    Graph g = gpt2_like(layers, tokens, 1024, 8, 3, /*zeros=*/true);
+    ShardSearchOptions o;
+    o.mesh = DeviceMesh::parse("tp=4");
+    o.specs = megatron;
+    o.constraints = resolve_annotations(g, o.mesh, megatron);
+    o.threads = 2;
+    o.rewrite = "permute-merged-projection";
+    ShardSearchResult r = search_shardings(g, h100(), o);
+    ASSERT_EQ(r.mesh.str(), "tp=4") << r.why;
+    ShardedCostModel model(r.graph, r.mesh, h100());
+    ShardedGraph searched = propagate(r.graph, r.mesh, r.constraints, h100());
+    ShardedGraph all_reduce = propagate(r.graph, r.mesh, resolve_annotations(r.graph, r.mesh, megatron), h100());
+    ShardedGraph scatter = propagate(r.graph, r.mesh, resolve_annotations(r.graph, r.mesh, sequence), h100());
+    double t = model(searched).time_s(), t_ar = model(all_reduce).time_s(), t_sp = model(scatter).time_s();
+    std::map<std::string, int> kinds = reshard_kinds(r.graph, searched);
+    if (tokens == 128) {
+      EXPECT_EQ(reshard_kinds(r.graph, scatter)["reduce-scatter"], 2 * layers) << describe(r.graph, scatter);
+      EXPECT_GT(t_sp, t_ar);
+      EXPECT_EQ(kinds["reduce-scatter"], 0) << describe(r.graph, searched);
+      EXPECT_EQ(kinds["all-reduce"], 2 * layers) << describe(r.graph, searched);
+    } else {
+      EXPECT_LT(t_sp, t_ar);
+      EXPECT_GE(kinds["reduce-scatter"], 1) << describe(r.graph, searched);
+    }
+    EXPECT_LE(t, std::min(t_ar, t_sp) * (1 + 1e-9)) << tokens << " tokens: search " << t << " s, all-reduce " << t_ar
+                                                    << " s, reduce-scatter " << t_sp << " s";
+  }
 }
 
 // --shard-rewrite: one graph only; a name it does not know, or a rewrite
