@@ -72,8 +72,10 @@ inline KernelCost node_cost(const Graph& g, NodeId node, const DeviceProfile& de
   return kernel_cost(g, {node}, device, options);
 }
 
-// Whether kernels that cannot keep every weight in the last cache level read
-// them from main memory (see CostOptions::warm_cache).
-bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device);
+// Whether g's weights and the rest of the program's (options.
+// other_parameter_bytes) stay in the last cache level between runs: half of
+// it; where they do not, kernels read their weights from main memory (see
+// CostOptions::warm_cache).
+bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device, const CostOptions& options = {});
 
 }  // namespace tessera::cost

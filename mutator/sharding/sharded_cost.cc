@@ -40,14 +40,11 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
     }
     node_key_[static_cast<size_t>(n)] = h;
   }
-  int64_t weights = 0;
-  for (ValueId v = 0; v < g.num_values(); ++v)
-    if (g.value(v).constant) weights += g.type(v).nbytes();
-  other_weight_bytes_ = weights / std::max<int64_t>(1, mesh.num_devices());
 }
 
-double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s) {
-  std::string key;
+double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s,
+                                       int64_t rank_weight_bytes, bool weights_fit) {
+  std::string key = weights_fit ? "fits;" : "spills;";
   for (NodeId n : group) {
     key += std::to_string(node_key_[static_cast<size_t>(n)]);
     key += s.nodes[static_cast<size_t>(n)].str();
@@ -113,7 +110,7 @@ double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const S
     mini.set_outputs(results);
     cost::CostOptions opts;
     opts.part_of_larger_program = true;
-    opts.other_parameter_bytes = other_weight_bytes_;
+    opts.other_parameter_bytes = std::max<int64_t>(0, rank_weight_bytes - mini.parameter_bytes());
     t = cost::graph_cost(mini, device_, opts).time_s;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -123,8 +120,6 @@ double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const S
 
 ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
   ShardedCost c;
-  for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s);
-  c.comm_s = s.reshard_seconds;
   // Weights: each constant's distinct blocks as its readers read them.
   std::set<std::pair<ValueId, std::string>> held;
   for (NodeId n : order_) {
@@ -136,6 +131,15 @@ ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
       if (held.insert({v, st.inputs[i].str()}).second) c.weight_bytes += local_bytes(g_.type(v), st.inputs[i], mesh_);
     }
   }
+  // Whether the rank's weights stay in its last cache between runs
+  // (cost::weights_fit_in_cache) is the plan's, not a kernel's: a split
+  // that replicates the weights holds them all on every rank. Each group
+  // is priced with the rest of the rank's weights beside it.
+  cost::CostOptions rank;
+  rank.other_parameter_bytes = c.weight_bytes;
+  bool fit = cost::weights_fit_in_cache(Graph{}, device_, rank);
+  for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s, c.weight_bytes, fit);
+  c.comm_s = s.reshard_seconds;
   // Activations: live non-constant values at their local size.
   auto size_of = [&](ValueId v) { return local_bytes(g_.type(v), s.values[static_cast<size_t>(v)], mesh_); };
   int64_t live = 0;

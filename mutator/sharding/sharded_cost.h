@@ -39,7 +39,8 @@ class ShardedCostModel {
   int64_t kernels_costed() const { return static_cast<int64_t>(cache_.size()); }
 
  private:
-  double group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s);
+  double group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s, int64_t rank_weight_bytes,
+                       bool weights_fit);
 
   const Graph& g_;
   DeviceMesh mesh_;
@@ -48,7 +49,6 @@ class ShardedCostModel {
   std::vector<NodeId> order_;
   std::vector<int64_t> last_use_;  // per value: index in order_ of its last reader
   std::vector<uint64_t> node_key_; // per node: kind, attributes, input types, small constants
-  int64_t other_weight_bytes_ = 0;
   std::mutex mu_;
   std::map<std::string, double> cache_;
 };

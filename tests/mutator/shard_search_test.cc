@@ -558,6 +558,25 @@ TEST(ShardSearch, SequenceParallelWhereItPays) {
   }
 }
 
+// A plan that splits nothing runs the whole program on every rank, with
+// every weight: each rank's kernels cost what one device's cost. The
+// model's weights (50 MB) do not stay in an H100's L2 between runs, a
+// quarter of them would; the cache is judged on what a rank holds, not on
+// the model's weights over the mesh.
+TEST(ShardSearch, AReplicatedPlanCostsEachRankWhatOneDeviceCosts) {
+  Graph g = gpt2_like(1, 8, 1024, 8, 3, /*zeros=*/true);  // 8 tokens: reading the weights is what costs
+  auto price = [&](const std::string& mesh) {
+    DeviceMesh m = DeviceMesh::parse(mesh);
+    ShardedGraph s = propagate(g, m, {}, h100());
+    EXPECT_TRUE(reshard_kinds(g, s).empty()) << describe(g, s);
+    return ShardedCostModel(g, m, h100())(s);
+  };
+  ShardedCost one = price("tp=1"), four = price("tp=4");
+  EXPECT_EQ(four.weight_bytes, one.weight_bytes);
+  EXPECT_GT(one.weight_bytes, 50'000'000);
+  EXPECT_NEAR(four.compute_s, one.compute_s, 1e-12 + 1e-9 * one.compute_s);
+}
+
 // --shard-rewrite: one graph only; a name it does not know, or a rewrite
 // that applies nowhere, is a usage error.
 TEST(ShardSearch, ARewriteCanBeAskedFor) {
