@@ -5,7 +5,10 @@
 // mask are priced too); the reshards are propagation's, priced on the
 // collective model for the mesh axis they cross. A kernel costed once is
 // remembered by its ops, attributes, input types and strategies, so that
-// repeated layers and repeated evaluations cost one lookup each.
+// repeated layers and repeated evaluations cost one lookup each. Whether
+// weights stay in the last cache between runs is judged on the rank's own
+// weights (a split that replicates them holds them all), as the rank's
+// partitioned program is priced.
 //
 // Memory per rank: every constant's blocks as its readers read them, and
 // the peak of live activations at their local sizes in topological order.
