@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "cost/gemm_model.h"
 #include "cost/graph_cost.h"
@@ -353,6 +354,32 @@ TEST(KernelModel, ParallelAndGemmCallOverheads) {
   DeviceProfile h = builtin_profile("h100");
   h.parallel_overhead_s = 2e-6;
   EXPECT_DOUBLE_EQ(node_cost(binary(OpKind::kAdd, kOneThreadElements * 4), 0, h).launch_s, h.launch_overhead_s);
+}
+
+// Pow by a constant is priced as the runtime computes it: x^2 as one
+// multiply (the work of a Mul), x^3 as two, a non-integer or non-constant
+// exponent as powf (a log and an exp).
+TEST(KernelModel, PowByAConstantExponent) {
+  DeviceProfile d = builtin_profile("cpu");
+  d.launch_overhead_s = 0;
+  d.parallel_overhead_s = 0;
+  d.transcendental_ops = 20;
+  const int64_t n = kOneThreadElements * 4;
+  auto pow_by = [&](std::optional<float> e) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {n}});
+    ValueId p = e ? g.add_constant("p", Tensor::scalar_f32(*e)) : g.add_input("p", {DType::kF32, {}});
+    g.set_outputs({g.add(OpKind::kPow, {x, p}, {}, "pow")});
+    return node_cost(g, 0, d).compute_s;
+  };
+  Graph mul = binary(OpKind::kMul, n);
+  double one_op = node_cost(mul, 0, d).compute_s;
+  ASSERT_GT(one_op, 0);
+  EXPECT_DOUBLE_EQ(pow_by(2.0f), one_op);
+  EXPECT_DOUBLE_EQ(pow_by(3.0f), 2 * one_op);
+  EXPECT_DOUBLE_EQ(pow_by(0.5f), 4 * one_op);
+  EXPECT_DOUBLE_EQ(pow_by(2.5f), 40 * one_op);
+  EXPECT_DOUBLE_EQ(pow_by(std::nullopt), 40 * one_op);
 }
 
 TEST(KernelModel, TransposeRunsAndSameTypeCast) {
