@@ -430,6 +430,24 @@ void price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::Devic
 
 }  // namespace
 
+size_t pick_degree_point(const std::vector<DegreePoint>& curve) {
+  size_t fastest = curve.size();
+  for (size_t k = 0; k < curve.size(); ++k)
+    if (curve[k].fits && (fastest == curve.size() || curve[k].predicted_s < curve[fastest].predicted_s * (1 - 1e-9)))
+      fastest = k;
+  if (fastest == curve.size()) return fastest;
+  // The fewest devices within kDegreeSlack of the fastest, and the fastest
+  // of those (a rewrite of the graph on as many devices may be).
+  size_t pick = fastest;
+  for (size_t k = 0; k < curve.size(); ++k) {
+    const DegreePoint& p = curve[k];
+    if (!p.fits || p.predicted_s > curve[fastest].predicted_s * (1 + kDegreeSlack)) continue;
+    int64_t devices = p.mesh.num_devices(), picked = curve[pick].mesh.num_devices();
+    if (devices < picked || (devices == picked && p.predicted_s < curve[pick].predicted_s * (1 - 1e-9))) pick = k;
+  }
+  return pick;
+}
+
 ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& device,
                                    const ShardSearchOptions& options) {
   auto start = Clock::now();
@@ -541,22 +559,7 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
         cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
     price_partitioned(variants[variant_of[k]].graph, p.mesh, device, rank_device, pins[k], p);
   }
-  // The fastest plan that fits, or one on fewer devices within kDegreeSlack
-  // of it: a gain smaller than that is within the cost model's error, and
-  // devices are not free.
-  size_t pick = r.curve.size();
-  for (size_t k = 0; k < r.curve.size(); ++k) {
-    const DegreePoint& p = r.curve[k];
-    if (!p.fits) continue;
-    if (pick == r.curve.size() || p.predicted_s < r.curve[pick].predicted_s * (1 - 1e-9)) pick = k;
-  }
-  if (pick < r.curve.size())
-    for (size_t k = 0; k < pick; ++k)
-      if (r.curve[k].fits && r.curve[k].mesh.num_devices() < r.curve[pick].mesh.num_devices() &&
-          r.curve[k].predicted_s <= r.curve[pick].predicted_s * (1 + kDegreeSlack)) {
-        pick = k;
-        break;
-      }
+  size_t pick = pick_degree_point(r.curve);
   if (pick == r.curve.size()) {
     int64_t smallest = std::numeric_limits<int64_t>::max();
     std::string where;

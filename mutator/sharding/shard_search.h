@@ -114,6 +114,11 @@ struct ShardSearchResult {
 ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& device,
                                    const ShardSearchOptions& options);
 
+// The point of the curve a search chooses: of the points that fit, the
+// fastest, or one on the fewest devices within kDegreeSlack of it (the
+// fastest of those); curve.size() when none fits.
+size_t pick_degree_point(const std::vector<DegreePoint>& curve);
+
 // Every sub-mesh of `mesh`: each axis at each divisor of its size, axes of
 // size 1 dropped; ordered by device count, then lexicographically. The
 // single device (no axes) first.

@@ -416,6 +416,39 @@ TEST(ShardSearch, TheDegreeCurveHasEveryDegree) {
   for (const DegreePoint& p : r.curve) EXPECT_GE(p.predicted_s, r.curve[r.chosen].predicted_s * (1 - 1e-9));
 }
 
+// The curve of GPT-2 on h100 tp=4 with 300 MB per device: every point on
+// 4 devices is within kDegreeSlack of the fastest, so 2 devices serve, and
+// of the 2-device points the fastest (a rewrite), not the first listed.
+TEST(ShardSearch, TheChoiceIsTheFastestOnTheFewestDevicesWithinTheSlack) {
+  auto point = [](const char* mesh, const char* graph, double ms, bool fits = true) {
+    DegreePoint p;
+    if (std::string(mesh) != "1") p.mesh = DeviceMesh::parse(mesh);
+    p.graph = graph;
+    p.predicted_s = ms * 1e-3;
+    p.fits = fits;
+    return p;
+  };
+  std::vector<DegreePoint> curve = {
+      point("1", "as exported", 1.207, /*fits=*/false),
+      point("tp=2", "as exported", 1.143),
+      point("tp=2", "split-merged-projection", 1.160),
+      point("tp=2", "permute-merged-projection", 1.125),
+      point("tp=4", "as exported", 1.132),
+      point("tp=4", "permute-merged-projection", 1.122),
+  };
+  EXPECT_EQ(pick_degree_point(curve), 3u);
+  // One device fits and is within the slack: it serves.
+  curve[0].fits = true;
+  curve[0].predicted_s = 1.140e-3;
+  EXPECT_EQ(pick_degree_point(curve), 0u);
+  // Out of the slack, the fastest point wins whatever its device count.
+  curve[0].predicted_s = 1.207e-3;
+  curve[5].predicted_s = 1.0e-3;
+  EXPECT_EQ(pick_degree_point(curve), 5u);
+  for (DegreePoint& p : curve) p.fits = false;
+  EXPECT_EQ(pick_degree_point(curve), curve.size());
+}
+
 TEST(ShardSearch, AModelThatDoesNotFitIsSplitAndFits) {
   Graph g = gpt2_like(2, 8, 256, 4);
   int64_t weights = 0;
