@@ -328,9 +328,14 @@ class UnaryKernel : public Kernel {
   std::string impl() const override { return "native"; }
 
  private:
+  // `if (parallel : ...)`: a bare if clause also applies to the simd
+  // construct (OpenMP 5.0), and GCC then emits the scalar loop for every
+  // tensor under the line. PowScalarKernel below, eight chained x^3 on 32768
+  // floats, one thread, `tessera run --repeat 2000`:
+  // 0.167-0.210 ms scalar, 0.092-0.109 ms vectorized.
   template <class F>
   void apply(const float* x, float* y, F f) const {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
     for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
   }
 };
@@ -408,7 +413,7 @@ class PowScalarKernel : public Kernel {
  private:
   template <class F>
   void apply(const float* x, float* y, F f) const {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
     for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
   }
 };

@@ -85,7 +85,9 @@ class CastKernel : public Kernel {
     if (from == DType::kI64 && to == DType::kF32) {
       const int64_t* a = reinterpret_cast<const int64_t*>(x);
       float* b = reinterpret_cast<float*>(y);
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      // The if clause names the parallel construct only: a bare one would
+      // turn simd off too under the line (native_kernels.cc, UnaryKernel).
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) b[i] = static_cast<float>(a[i]);
       return;
     }
@@ -164,7 +166,7 @@ class NotKernel : public Kernel {
   void run(ExecContext& ctx) override {
     const uint8_t* x = ctx.ptr[inputs[0]];
     uint8_t* y = ctx.ptr[outputs[0]];
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
   }
   std::string impl() const override { return "native"; }
