@@ -149,6 +149,8 @@ void DeviceProfile::validate() const {
   check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
   check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
   check(parallel_overhead_s >= 0, "parallel_overhead_us", "must not be negative");
+  check(spin_window_s >= 0, "spin_window_us", "must not be negative");
+  check(wake_overhead_s >= 0, "wake_overhead_us", "must not be negative");
   check(permute_ops >= 0, "permute_ops", "must not be negative");
   check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
   check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
@@ -200,6 +202,8 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.permute_run_ops = r.number_or("permute_run_ops", 0.0);
   p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
+  p.spin_window_s = r.number_or("spin_window_us", 0.0) * 1e-6;
+  p.wake_overhead_s = r.number_or("wake_overhead_us", 0.0) * 1e-6;
   p.gemm_overhead_s = r.number_or("gemm_overhead_us", 0.0) * 1e-6;
   p.conv_call_s = r.number_or("conv_call_ns", 0.0) * 1e-9;
   p.reorder_bandwidth = r.number_or("reorder_gbps", 0.0) * 1e9;
@@ -272,6 +276,8 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"permute_run_ops", p.permute_run_ops},
             {"launch_overhead_us", p.launch_overhead_s * 1e6},
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},
+            {"spin_window_us", p.spin_window_s * 1e6},
+            {"wake_overhead_us", p.wake_overhead_s * 1e6},
             {"gemm_overhead_us", p.gemm_overhead_s * 1e6},
             {"conv_call_ns", p.conv_call_s * 1e9},
             {"reorder_gbps", p.reorder_bandwidth / 1e9},

@@ -78,6 +78,12 @@ struct DeviceProfile {
   // run on one core at 1/units of the device's rates (runs_on_one_thread in
   // graph/fusion_groups.h). GPUs: 0.
   double parallel_overhead_s = 0;
+  // CPU: the pool's idle threads spin this long after a parallel region,
+  // then sleep (runtime/pool_probe.h); a parallel kernel that starts
+  // after more one-thread work than that pays wake_overhead_s to wake them
+  // (graph_cost). Calibrated (runtime/pool_probe.h); 0: not known, no wakes.
+  double spin_window_s = 0;
+  double wake_overhead_s = 0;
   // Added to every GEMM and convolution call (primitive dispatch, operand
   // and scratch setup) on top of launch_overhead_s.
   double gemm_overhead_s = 0;

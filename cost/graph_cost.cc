@@ -127,8 +127,21 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   GraphCost c;
   c.groups = groups;
   c.level_bytes.assign(device.memory.size(), 0.0);
+  // One-thread work since the last parallel kernel: past the pool's spin
+  // window, the next parallel kernel wakes sleeping threads (measured in
+  // runtime/pool_probe.h).
+  double serial_s = 0;
   for (const auto& group : groups) {
     KernelCost k = kernel_cost(g, group, device, options);
+    if (device.wake_overhead_s > 0 && k.parallel) {
+      if (serial_s > device.spin_window_s) {
+        k.launch_s += device.wake_overhead_s;
+        k.time_s += device.wake_overhead_s;
+      }
+      serial_s = 0;
+    } else {
+      serial_s += k.time_s;
+    }
     c.time_s += k.time_s;
     c.flops += k.total_flops();
     for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];

@@ -21,8 +21,9 @@ namespace tessera::cost {
 // Bumped when a fitted factor changes meaning (the calibration or the model
 // it fits changes): profiles of an older version are recalibrated.
 // 3: the quick calibration fits reorders, transcendentals and permutes, and
-// profiles carry register_vector; 4: reorder_gbps is the whole device's.
-inline constexpr int kHostProfileVersion = 4;
+// profiles carry register_vector; 4: reorder_gbps is the whole device's;
+// 5: the pool's spin window and wake-up cost.
+inline constexpr int kHostProfileVersion = 5;
 
 std::string default_profile_cache_dir();
 std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);

@@ -593,6 +593,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
                           : 0.0;
   if (k.launch_s > worst) k.bound = "launch";
   k.time_s = worst + k.launch_s;
+  k.parallel = cpu && !one_thread;
   return k;
 }
 

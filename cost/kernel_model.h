@@ -55,6 +55,9 @@ struct KernelCost {
   double comm_s = 0;                // collectives only
   double launch_s = 0;
   double time_s = 0;
+  // CPU: the kernel spreads over the pool's threads (not under the
+  // one-thread line of graph/fusion_groups.h, on a device of several cores).
+  bool parallel = false;
   // "compute", a memory level's name, an interconnect tier's name,
   // "launch", or "none" for a kernel that does no work (a reshape alias).
   std::string bound;

@@ -36,11 +36,7 @@
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
-#include "runtime/omp_wait_policy.h"
 #include "runtime/runtime.h"
-
-// Kernels are timed under the wait policy `tessera run` uses.
-TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 namespace fs = std::filesystem;
 using namespace tessera;

@@ -15,12 +15,9 @@
 
 #include "graph/error.h"
 #include "graph/graph.h"
-#include "runtime/omp_wait_policy.h"
 #include "runtime/runtime.h"
 
 using namespace tessera;
-
-TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 namespace {
 

@@ -21,13 +21,10 @@
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
-#include "runtime/omp_wait_policy.h"
 #include "runtime/runtime.h"
 
 namespace fs = std::filesystem;
 using namespace tessera;
-
-TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 int main(int argc, char** argv) {
   if (argc < 2) {

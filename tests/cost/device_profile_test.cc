@@ -72,8 +72,12 @@ TEST(DeviceProfile, JsonRoundTrip) {
   DeviceProfile a = builtin_profile("a100");
   a.parallel_overhead_s = 2.5e-6;
   a.gemm_overhead_s = 4e-6;
+  a.spin_window_s = 226e-6;
+  a.wake_overhead_s = 52e-6;
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
   EXPECT_NEAR(b.parallel_overhead_s, 2.5e-6, 1e-12);
+  EXPECT_NEAR(b.spin_window_s, 226e-6, 1e-12);
+  EXPECT_NEAR(b.wake_overhead_s, 52e-6, 1e-12);
   EXPECT_NEAR(b.gemm_overhead_s, 4e-6, 1e-12);
   EXPECT_EQ(b.name, a.name);
   EXPECT_EQ(b.units, a.units);

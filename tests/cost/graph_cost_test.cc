@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/fusion_groups.h"
 #include "runtime/runtime.h"
 #include "tests/graph/op_test_util.h"
 
@@ -222,6 +223,41 @@ TEST(GraphCost, SumsKernels) {
   EXPECT_NEAR(unfused.time_s, unfused.kernels[0].time_s + unfused.kernels[1].time_s, 1e-15);
   EXPECT_LT(fused.time_s, unfused.time_s);  // one launch and no intermediate
   EXPECT_EQ(fused.flops, unfused.flops);
+}
+
+// A parallel kernel after more one-thread work than the pool's spin window
+// pays the wake-up, once; within the window, or after another parallel
+// kernel, it does not; one-thread kernels never do.
+TEST(GraphCost, AParallelKernelAfterTheSpinWindowWakesThePool) {
+  Graph g;
+  const int64_t big = kOneThreadElements * 4;
+  ValueId x = g.add_input("x", {DType::kF32, {big}});
+  ValueId s = g.add_input("s", {DType::kF32, {64}});
+  std::vector<ValueId> outs;
+  auto add = [&](ValueId v, const std::string& name) {
+    outs.push_back(g.add(OpKind::kAdd, {v, v}, {}, name));
+    return outs.back();
+  };
+  add(x, "p1");
+  ValueId t = s;
+  for (int i = 0; i < 6; ++i) t = add(t, "s" + std::to_string(i));
+  add(x, "p2");
+  add(x, "p3");
+  g.set_outputs(outs);
+  DeviceProfile d = builtin_profile("cpu");
+  ASSERT_GT(d.units, 1);
+  d.launch_overhead_s = 10e-6;  // each one-thread Add: at least 10 us
+  std::vector<std::vector<NodeId>> order;  // p1, the six serial Adds, p2, p3
+  for (NodeId n = 0; n < g.num_nodes(); ++n) order.push_back({n});
+  double base = graph_cost(g, d, {}, order).time_s;
+  d.wake_overhead_s = 20e-6;
+  d.spin_window_s = 50e-6;  // six serial Adds (over 60 us) outlast it: p2 wakes, p3 does not
+  GraphCost c = graph_cost(g, d, {}, order);
+  EXPECT_NEAR(c.time_s - base, 20e-6, 1e-12);
+  EXPECT_TRUE(c.kernels[7].parallel);
+  EXPECT_FALSE(c.kernels[3].parallel);
+  d.spin_window_s = 100e-6;  // they do not outlast this one
+  EXPECT_NEAR(graph_cost(g, d, {}, order).time_s, base, 1e-12);
 }
 
 }  // namespace

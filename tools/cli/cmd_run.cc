@@ -13,13 +13,9 @@
 
 #include "graph/error.h"
 #include "onnx_import/tensor_proto.h"
-#include "runtime/omp_wait_policy.h"
 #include "tools/api/interrupt.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
-
-// The tessera executable runs plans (run, and cost calibration): see omp_wait_policy.h.
-TESSERA_DEFAULT_OMP_WAIT_POLICY();
 
 namespace tessera::cli {
 

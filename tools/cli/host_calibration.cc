@@ -13,6 +13,7 @@
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
+#include "runtime/pool_probe.h"
 #include "tools/cli/calibration_graphs.h"
 #include "tools/cli/cost_calibration.h"
 
@@ -114,6 +115,7 @@ class HostCalibrator {
       threads_ = static_cast<int>(host_.units);
     }
     fit_parallel_overhead();
+    fit_pool_wake();
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log_ << (o_.quick ? "quick" : "full") << " calibration: " << wall << " s\n";
     p_.calibrated = true;
@@ -164,6 +166,7 @@ class HostCalibrator {
   void fit_llc_capacity();
   void fit_launch_overhead();
   void fit_parallel_overhead();
+  void fit_pool_wake();
   void fit_gemm_overhead();
   void fit_conv_calls();
   void fit_reorder();
@@ -337,6 +340,41 @@ void HostCalibrator::fit_parallel_overhead() {
        << threads_ << " threads)" << (fitted <= kMaxParallelOverhead ? "" : ", implausible: kept the detected")
        << "\n";
   notes_ << ", parallel " << p_.parallel_overhead_s * 1e6 << " us";
+}
+
+// The pool's spin window and wake-up cost (runtime/pool_probe.h): a tiny
+// parallel region after one-thread gaps doubling from 10 us to 2.56 ms. The
+// wake-up is the first gap whose region takes more than the back-to-back
+// one by 2 us and by 3 times it; the window is the geometric mean of that
+// gap and the one before, the cost the median excess from it on. None:
+// the threads never slept within the gaps (an active wait policy).
+void HostCalibrator::fit_pool_wake() {
+  p_.spin_window_s = p_.wake_overhead_s = 0;
+  if (p_.units <= 1) return;
+  if (double load = load_average(); load > static_cast<double>(p_.units)) {
+    log_ << "pool wake-up: not measured (load " << load << " on " << p_.units << " cores)\n";
+    notes_ << ", pool wake-up not measured";
+    return;
+  }
+  std::vector<double> gaps = {0};
+  for (double g = 10e-6; g <= 2.6e-3; g *= 2) gaps.push_back(g);
+  std::vector<runtime::PoolWakeSample> s = runtime::measure_pool_wake(threads_, gaps, o_.quick ? 40 : 100);
+  double base = s[0].region_s, line = base + std::max(2e-6, 3 * base);
+  size_t first = 1;
+  while (first < s.size() && s[first].region_s <= line) ++first;
+  if (first == s.size()) {
+    log_ << "pool wake-up: none within " << gaps.back() * 1e6 << " us of one-thread work\n";
+    notes_ << ", no pool wake-up";
+    return;
+  }
+  std::vector<double> excess;
+  for (size_t i = first; i < s.size(); ++i) excess.push_back(s[i].region_s - base);
+  std::nth_element(excess.begin(), excess.begin() + static_cast<std::ptrdiff_t>(excess.size() / 2), excess.end());
+  p_.wake_overhead_s = excess[excess.size() / 2];
+  p_.spin_window_s = first > 1 ? std::sqrt(gaps[first - 1] * gaps[first]) : gaps[first] / 2;
+  log_ << "pool wake-up: " << p_.wake_overhead_s * 1e6 << " us after more than " << p_.spin_window_s * 1e6
+       << " us of one-thread work (a region back to back: " << base * 1e6 << " us)\n";
+  notes_ << ", pool wake-up " << p_.wake_overhead_s * 1e6 << " us after " << p_.spin_window_s * 1e6 << " us";
 }
 
 // Two 3x3 convolutions of one channel count, small and large images, give
