@@ -442,7 +442,18 @@ void HostCalibrator::fit_transcendental() {
   double t = probe("vector", "Exp", g);
   double ops = (t - overhead(g)) / rate_share(g) * p_.peak_flops(DType::kF32, false) * p_.vector_efficiency /
                (2.0 * static_cast<double>(n));
-  p_.transcendental_ops = std::clamp(ops, 1.0, 200.0);
+  // An exp is a range reduction and a polynomial: under 4 vector ops per
+  // element the probe measured a slow moment of the rates it is divided by
+  // (a quick calibration on a 2-vCPU guest fitted 1.0 once, 8.4-9.9
+  // otherwise), and the detected value stays.
+  constexpr double kMinTranscendentalOps = 4;
+  if (ops < kMinTranscendentalOps) {
+    log_ << "transcendental: " << ops << " vector ops (Exp " << t * 1e6 << " us), implausible: kept the detected "
+         << p_.transcendental_ops << "\n";
+    notes_ << ", transcendental " << p_.transcendental_ops << " ops (detected)";
+    return;
+  }
+  p_.transcendental_ops = std::min(ops, 200.0);
   log_ << "transcendental: " << p_.transcendental_ops << " vector ops (Exp " << t * 1e6 << " us)\n";
   notes_ << ", transcendental " << p_.transcendental_ops << " ops";
 }
