@@ -79,9 +79,9 @@ struct DeviceProfile {
   // graph/fusion_groups.h). GPUs: 0.
   double parallel_overhead_s = 0;
   // CPU: the pool's idle threads spin this long after a parallel region,
-  // then sleep (runtime/pool_probe.h); a parallel kernel that starts
-  // after more one-thread work than that pays wake_overhead_s to wake them
-  // (graph_cost). Calibrated (runtime/pool_probe.h); 0: not known, no wakes.
+  // then sleep; a parallel kernel that starts after more one-thread work
+  // than that pays wake_overhead_s to wake them (graph_cost). Calibrated
+  // (runtime/pool_probe.h); 0: not known, no wakes.
   double spin_window_s = 0;
   double wake_overhead_s = 0;
   // Added to every GEMM and convolution call (primitive dispatch, operand

@@ -9,13 +9,15 @@ namespace tessera::runtime {
 
 namespace {
 
-double probe_clock_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double probe_clock_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
-// Each thread writes its own slot, a cache line apart: the region does almost nothing, so its
-// time is the pool's fork and join.
+// Each thread writes its own slot, a cache line apart: the region does
+// almost nothing, so its time is the pool's fork and join.
 void probe_region(int threads, std::vector<double>& slots) {
 #pragma omp parallel num_threads(std::max(threads, 1))
-  slots[static_cast<size_t>(omp_get_thread_num()) * 16] += 1.0;  // a cache line each
+  slots[static_cast<size_t>(omp_get_thread_num()) * 16] += 1.0;
 }
 
 }  // namespace
