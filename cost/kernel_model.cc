@@ -414,9 +414,10 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
     // kept in place are copied as contiguous runs (a cost per run), any
     // other permutation element by element (a cost per element) in steps of
     // the loop over the outer dims, each step a cost as a run's: a tile of
-    // the source-contiguous dim by the innermost one, or one innermost row
-    // (Winograd's output transform moves tiles of 2 x 7 elements: a step
-    // per 14).
+    // source rows by the innermost dim, or one innermost row (Winograd
+    // F(2,3)'s output transform at 14 px moves tiles of 7 x 2 elements, F(4,3)'s
+    // at 16 px rows of 16 (4 x 4: a row shorter than a line takes in the next
+    // source dim) by 4).
     const std::vector<int64_t>& perm = n.attrs.ints("perm");
     const Shape& in = g.type(n.inputs[0]).shape;
     std::vector<int64_t> strides = shape_strides(in);
@@ -433,9 +434,35 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
       // Contiguous runs of the innermost (merged) dim.
       ops = (dims.empty() ? 1 : numel / static_cast<double>(dims.back().first)) * d.permute_run_ops;
     } else {
-      double per_step = static_cast<double>(dims.back().first);
+      // A step is a tile of source rows by the innermost dim. The row is the
+      // source-contiguous dim, and while it is shorter than a cache line (64
+      // bytes) the dim the source continues along, or of it the fewest
+      // elements that divide it and make the row a line, within 4096
+      // elements (kLineBytes, kMaxRow there).
+      int64_t row = 1;
       for (size_t i = 0; i + 1 < dims.size(); ++i)
-        if (dims[i].second == 1) per_step *= static_cast<double>(dims[i].first);
+        if (dims[i].second == 1) row = dims[i].first;
+      const auto elem = static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype));
+      std::vector<bool> in_row(dims.size(), false);
+      for (bool grown = true; grown && row > 1 && row * elem < 64;) {
+        grown = false;
+        for (size_t i = 0; i + 1 < dims.size() && !grown; ++i) {
+          auto& [extent, stride] = dims[i];
+          if (in_row[i] || stride != row) continue;
+          int64_t need = (64 / elem + row - 1) / row, take = extent;
+          for (int64_t f = need; f < extent; ++f)
+            if (extent % f == 0) {
+              take = f;
+              break;
+            }
+          if (row * take > 4096) continue;
+          row *= take;
+          if (take == extent) in_row[i] = true;
+          else extent /= take, stride *= take;
+          grown = true;
+        }
+      }
+      double per_step = static_cast<double>(dims.back().first) * static_cast<double>(row);
       ops = numel * d.permute_ops + numel / per_step * d.permute_run_ops;
     }
     add_vector(w, g.type(n.outputs[0]).dtype, ops);

@@ -16,9 +16,11 @@ namespace tessera::runtime::cpu {
 // `elem` bytes) for each side. Dims of size 1 are dropped and dims that are
 // contiguous on both sides merged; then the innermost dim is copied as one
 // memcpy when both sides are contiguous there, a permutation whose source-
-// contiguous dim is not the innermost one is copied in square tiles (reads
-// and writes both touch whole cache lines), and anything else element by
-// element. OpenMP across the outer dims for large copies.
+// contiguous dim is not the innermost one is copied in tiles of source rows
+// by destination columns (reads and writes both touch whole cache lines; a
+// source row shorter than a line takes in the dims the source continues
+// along), and anything else element by element. OpenMP across the outer
+// dims for large copies.
 struct StridedCopy {
   Shape shape;
   std::vector<int64_t> dst_strides, src_strides;

@@ -436,6 +436,20 @@ TEST(KernelModel, TransposeRunsAndSameTypeCast) {
   };
   EXPECT_NEAR(node_cost(tiles({2, 7, 64}, {2, 1, 0}), 0, d).compute_s, 7 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s,
               1e-15);
+  // Winograd F(4,3)'s output transform at 256 channels, [4, 4, 256, 1, 4, 4]
+  // to [1, 256, 4, 4, 4, 4]: the source-contiguous dim (tw, 4 floats) is
+  // shorter than a line and takes th (4) of the channels and th merged,
+  // which the source continues along: steps of 16 x 4, 1024 of them.
+  EXPECT_NEAR(node_cost(tiles({4, 4, 256, 1, 4, 4}, {3, 2, 4, 0, 5, 1}), 0, d).compute_s,
+              1024 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s, 1e-15);
+  // [2, 20000, 3] to [3, 20000, 2]: the row of 3 floats takes 8 of the
+  // 20000 the source continues along (the fewest that divide it and make a
+  // line): steps of 24 x 2, 2500 of them. With 10007 (a prime) it would
+  // have to take all of them, past 4096: the row stays 3, 10007 steps.
+  EXPECT_NEAR(node_cost(tiles({2, 20000, 3}, {2, 1, 0}), 0, d).compute_s,
+              2500 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s, 1e-15);
+  EXPECT_NEAR(node_cost(tiles({2, 10007, 3}, {2, 1, 0}), 0, d).compute_s,
+              10007 * node_cost(unit({0, 1, 2, 3}), 0, d).compute_s, 1e-15);
   // A Cast to the type the value has is a view: no kernel.
   Graph g;
   ValueId x = g.add_input("x", {DType::kF32, {1024}});
