@@ -15,7 +15,9 @@
 //                        [--clock wall|cpu]   (cpu: one thread's time on the core, see measure())
 //                        [--no-rewrites | --rewrites-only]   (the suite's models only, or the rewrite pairs only)
 //                        [--explain TEXT]   (per kernel, predicted against measured, on both sides of the
-//                                            rewrite pairs whose name contains TEXT)
+//                                            rewrite pairs whose name contains TEXT; for a model's
+//                                            "NAME: unfused vs fused plan", each fused group against
+//                                            its nodes run one by one)
 // (--threads below the profile's units prices the model on that share of the
 // host, cost::rank_share)
 #include <algorithm>
@@ -201,6 +203,47 @@ void explain_kernels(const Graph& g, const cost::DeviceProfile& d, double second
               meas * 1e6, c.time_s * 1e6, m.latency_s * 1e6);
 }
 
+// A model's fused plan against its unfused one, group by group: each fused
+// group's predicted and measured time against the sum of its nodes' as
+// single kernels, the largest measured differences first.
+void explain_fusion(const Graph& g, const std::vector<Tensor>& inputs, const cost::DeviceProfile& d, double seconds,
+                    const std::string& stat, int threads, bool cpu_clock) {
+  Measured mu = measure(g, inputs, false, seconds, stat, threads, cpu_clock);
+  Measured mf = measure(g, inputs, true, seconds, stat, threads, cpu_clock);
+  cost::GraphCost cu = cost::graph_cost(g, d, {}, runtime_groups(g, false));
+  cost::GraphCost cf = cost::graph_cost(g, d, {}, runtime_groups(g, true));
+  std::map<std::string, double> pred_single;
+  for (size_t k = 0; k < cu.groups.size(); ++k) pred_single[g.node(cu.groups[k][0]).name] += cu.kernels[k].time_s;
+  struct Row {
+    std::string node, label;
+    double pu = 0, pf = 0, mu = 0, mf = 0;
+  };
+  std::vector<Row> rows;
+  for (size_t k = 0; k < cf.groups.size(); ++k) {
+    if (cf.groups[k].size() < 2) continue;
+    Row r{g.node(cf.groups[k][0]).name, cf.kernels[k].label};
+    r.pf = cf.kernels[k].time_s;
+    auto it = mf.kernel_s.find(r.node);
+    r.mf = it == mf.kernel_s.end() ? 0 : it->second;
+    for (NodeId id : cf.groups[k]) {
+      const std::string& n = g.node(id).name;
+      r.pu += pred_single.count(n) ? pred_single[n] : 0;
+      auto u = mu.kernel_s.find(n);
+      r.mu += u == mu.kernel_s.end() ? 0 : u->second;
+    }
+    rows.push_back(r);
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.mf - a.mu > b.mf - b.mu; });
+  double pu = 0, pf = 0, su = 0, sf = 0;
+  for (const Row& r : rows) pu += r.pu, pf += r.pf, su += r.mu, sf += r.mf;
+  std::printf("    fused groups: %zu; predicted %.1f -> %.1f us, measured %.1f -> %.1f us (unfused -> fused)\n",
+              rows.size(), pu * 1e6, pf * 1e6, su * 1e6, sf * 1e6);
+  for (size_t i = 0; i < rows.size() && i < 12; ++i)
+    std::printf("    %-36s %-28s pred %8.1f -> %8.1f us  meas %8.1f -> %8.1f us\n", rows[i].node.c_str(),
+                rows[i].label.c_str(), rows[i].pu * 1e6, rows[i].pf * 1e6, rows[i].mu * 1e6, rows[i].mf * 1e6);
+  std::printf("    whole runs (profiled): %.3f -> %.3f ms\n", mu.latency_s * 1e3, mf.latency_s * 1e3);
+}
+
 std::vector<double> ranks(const std::vector<double>& v) {
   std::vector<size_t> idx(v.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -344,6 +387,10 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       pairs.push_back({name + ": unfused vs fused plan", pred[0], pred[1], meas[0], meas[1]});
+      if (!explain.empty() && pairs.back().name.find(explain) != std::string::npos) {
+        std::printf("%s:\n", pairs.back().name.c_str());
+        explain_fusion(g, inputs, d, seconds, stat, threads, cpu_clock);
+      }
     }
     for (bench::RewritePair& p : rewrites ? bench::rewrite_pairs() : std::vector<bench::RewritePair>{}) {
       PairRow row{p.name};
