@@ -8,6 +8,7 @@
 #include "cost/gemm_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
+#include "graph/permute.h"
 #include "graph/ops/op_util.h"
 
 namespace tessera::cost {
@@ -434,34 +435,17 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
       // Contiguous runs of the innermost (merged) dim.
       ops = (dims.empty() ? 1 : numel / static_cast<double>(dims.back().first)) * d.permute_run_ops;
     } else {
-      // A step is a tile of source rows by the innermost dim. The row is the
-      // source-contiguous dim, and while it is shorter than a cache line (64
-      // bytes) the dim the source continues along, or of it the fewest
-      // elements that divide it and make the row a line, within 4096
-      // elements (kLineBytes, kMaxRow there).
-      int64_t row = 1;
-      for (size_t i = 0; i + 1 < dims.size(); ++i)
-        if (dims[i].second == 1) row = dims[i].first;
-      const auto elem = static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype));
-      std::vector<bool> in_row(dims.size(), false);
-      for (bool grown = true; grown && row > 1 && row * elem < 64;) {
-        grown = false;
-        for (size_t i = 0; i + 1 < dims.size() && !grown; ++i) {
-          auto& [extent, stride] = dims[i];
-          if (in_row[i] || stride != row) continue;
-          int64_t need = (64 / elem + row - 1) / row, take = extent;
-          for (int64_t f = need; f < extent; ++f)
-            if (extent % f == 0) {
-              take = f;
-              break;
-            }
-          if (row * take > 4096) continue;
-          row *= take;
-          if (take == extent) in_row[i] = true;
-          else extent /= take, stride *= take;
-          grown = true;
-        }
+      // A step is a tile of source rows (graph/permute.h, copy_row) by the
+      // innermost dim.
+      std::vector<int64_t> extents, src_strides;
+      size_t t = 0;
+      for (size_t i = 0; i + 1 < dims.size(); ++i) {
+        extents.push_back(dims[i].first);
+        src_strides.push_back(dims[i].second);
+        if (dims[i].second == 1) t = i;
       }
+      int64_t row =
+          copy_row(extents, src_strides, t, static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype))).elements;
       double per_step = static_cast<double>(dims.back().first) * static_cast<double>(row);
       ops = numel * d.permute_ops + numel / per_step * d.permute_run_ops;
     }

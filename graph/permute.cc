@@ -31,4 +31,28 @@ CanonicalPermute canonical_permute(const std::vector<int64_t>& shape, const std:
   return c;
 }
 
+CopyRow copy_row(const std::vector<int64_t>& extents, const std::vector<int64_t>& src_strides, size_t t,
+                 int64_t elem_bytes) {
+  CopyRow row{{t}, {extents[t]}, extents[t]};
+  for (bool grown = true; grown && row.elements * elem_bytes < kCopyLineBytes;) {
+    grown = false;
+    for (size_t i = 0; i < extents.size() && !grown; ++i) {
+      if (src_strides[i] != row.elements || std::find(row.dims.begin(), row.dims.end(), i) != row.dims.end())
+        continue;
+      int64_t need = (kCopyLineBytes / elem_bytes + row.elements - 1) / row.elements, take = extents[i];
+      for (int64_t f = need; f < extents[i]; ++f)
+        if (extents[i] % f == 0) {
+          take = f;
+          break;
+        }
+      if (row.elements * take > kMaxCopyRow) continue;
+      row.dims.push_back(i);
+      row.take.push_back(take);
+      row.elements *= take;
+      grown = true;
+    }
+  }
+  return row;
+}
+
 }  // namespace tessera

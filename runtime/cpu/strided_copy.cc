@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "graph/permute.h"
 
 namespace tessera::runtime::cpu {
 namespace {
@@ -23,8 +24,6 @@ class CopyLoops {
   };
   static constexpr int64_t kTile = 16;
   static constexpr int64_t kParallelElements = 32768;
-  static constexpr int64_t kLineBytes = 64;
-  static constexpr int64_t kMaxRow = 4096;
 
   static Dims simplified(const StridedCopy& c) {
     Dims d;
@@ -115,48 +114,33 @@ class CopyLoops {
       });
       return;
     }
-    // Tiled: rows of the source along dim t, columns of the destination
-    // along the innermost dim. A row shorter than a cache line takes in the
-    // dim the source continues along, or of it the fewest elements that
-    // divide it and make the row a line (the rest stays an outer dim), while
-    // the row stays within kMaxRow elements. Winograd F(4,3)'s output
-    // transform at 256 channels reads rows of 4 floats at 16 KB strides: each
-    // source line was read four times, far apart, by 16 rows that share one
-    // L1 set. As rows of 16 each line is read once. On a 2-vCPU Zen 4 guest,
-    // alone: one thread 50 -> 40 us, two 26-48 -> 21-35; in the program at two
-    // threads 50 -> 34 us, and in the guest's slow state (memory-bound
-    // kernels at 2-5x their time) 186-410 -> 131-157 us. `row_n`, `row_ds`: the
-    // row's dims, t first.
+    // Tiled: rows of the source (copy_row: dim t, and where that is shorter
+    // than a cache line the dim the source continues along, or part of it),
+    // columns of the destination along the innermost dim. Winograd F(4,3)'s
+    // output transform at 256 channels reads rows of 4 floats at 16 KB
+    // strides: each source line was read four times, far apart, by 16 rows
+    // that share one L1 set. As rows of 16 each line is read once. On a
+    // 2-vCPU Zen 4 guest, alone: one thread 50 -> 40 us, two 26-48 -> 21-35;
+    // in the program at two threads 50 -> 34 us, and in the guest's slow
+    // state (memory-bound kernels at 2-5x their time) 186-410 -> 131-157 us.
     const int64_t total = d.numel();
-    std::vector<int64_t> row_n = {d.n[t]}, row_ds = {d.ds[t]};
-    std::vector<size_t> outer_rows = outer;
-    int64_t nt = d.n[t];
-    for (bool grown = true; grown && nt * static_cast<int64_t>(sizeof(T)) < kLineBytes;) {
-      grown = false;
-      for (size_t k = 0; k < outer_rows.size() && !grown; ++k) {
-        size_t i = outer_rows[k];
-        if (d.ss[i] != nt) continue;
-        // The fewest of its elements that make the row a line, in a split
-        // of the dim into whole parts.
-        int64_t need = (kLineBytes / static_cast<int64_t>(sizeof(T)) + nt - 1) / nt, take = d.n[i];
-        for (int64_t f = need; f < d.n[i]; ++f)
-          if (d.n[i] % f == 0) {
-            take = f;
-            break;
-          }
-        if (nt * take > kMaxRow) continue;
-        row_n.push_back(take);
-        row_ds.push_back(d.ds[i]);
-        nt *= take;
-        if (take == d.n[i]) {
-          outer_rows.erase(outer_rows.begin() + static_cast<std::ptrdiff_t>(k));
-        } else {
-          d.n[i] /= take;
-          d.ds[i] *= take;
-          d.ss[i] *= take;
-        }
-        grown = true;
+    CopyRow row = copy_row({d.n.begin(), d.n.begin() + static_cast<std::ptrdiff_t>(last)},
+                           {d.ss.begin(), d.ss.begin() + static_cast<std::ptrdiff_t>(last)}, t, sizeof(T));
+    const int64_t nt = row.elements;
+    std::vector<int64_t> row_ds;
+    for (size_t i : row.dims) row_ds.push_back(d.ds[i]);
+    // The outer dims: those the row does not take, and the rest of one it
+    // takes part of.
+    std::vector<size_t> outer_rows;
+    for (size_t i : outer) {
+      auto k = static_cast<size_t>(std::find(row.dims.begin(), row.dims.end(), i) - row.dims.begin());
+      if (k < row.dims.size() && row.take[k] == d.n[i]) continue;
+      if (k < row.dims.size()) {
+        d.n[i] /= row.take[k];
+        d.ds[i] *= row.take[k];
+        d.ss[i] *= row.take[k];
       }
+      outer_rows.push_back(i);
     }
     auto tiles = [&](const auto& dst_of) {
       for_each_index(d, outer_rows, total / (nt * inner), parallel, [&](const Odometer& o) {
@@ -183,7 +167,7 @@ class CopyLoops {
         }
       });
     };
-    if (row_n.size() == 1) {
+    if (row.dims.size() == 1) {
       int64_t dt = row_ds[0];
       tiles([dt](int64_t a) { return a * dt; });
       return;
@@ -191,9 +175,9 @@ class CopyLoops {
     std::vector<int64_t> row_dst(static_cast<size_t>(nt));
     for (int64_t a = 0; a < nt; ++a) {
       int64_t rest = a, off = 0;
-      for (size_t i = 0; i < row_n.size(); ++i) {
-        off += rest % row_n[i] * row_ds[i];
-        rest /= row_n[i];
+      for (size_t k = 0; k < row.dims.size(); ++k) {
+        off += rest % row.take[k] * row_ds[k];
+        rest /= row.take[k];
       }
       row_dst[static_cast<size_t>(a)] = off;
     }
