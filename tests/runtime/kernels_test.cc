@@ -115,6 +115,34 @@ TEST(FusionTest, MatMulBiasGelu) {
   EXPECT_EQ(ops[0], "MatMul+Add+Gelu");
 }
 
+// A per-column bias after a product is the primitive's bias argument
+// (make_matmul): as the chain's first link in either operand order, of any
+// rank that broadcasts to one row, constant or an input; an Add after
+// another link, or of a per-row operand, stays a post-op. Each against the
+// reference interpreter.
+TEST(FusionTest, ColumnBiasAfterAProduct) {
+  struct Case {
+    Shape x, bias;
+    bool bias_first, constant, relu_first;
+    bool fused = true;  // oneDNN's matmul has no JIT form for a per-row operand
+  };
+  for (const Case& c : {Case{{6, 32}, {48}, false, true, false}, Case{{6, 32}, {48}, true, false, false},
+                        Case{{2, 5, 32}, {1, 1, 48}, false, false, false}, Case{{2, 5, 32}, {48}, true, true, false},
+                        Case{{6, 32}, {48}, false, true, true}, Case{{6, 32}, {6, 1}, false, true, false, false}}) {
+    std::mt19937 rng(21);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, c.x});
+    ValueId m = g.add(OpKind::kMatMul, {x, g.add_constant("w", random_tensor(DType::kF32, {32, 48}, rng))});
+    if (c.relu_first) m = g.add(OpKind::kRelu, {m});
+    ValueId b = c.constant ? g.add_constant("b", random_tensor(DType::kF32, c.bias, rng))
+                           : g.add_input("b", {DType::kF32, c.bias});
+    ValueId y = g.add(OpKind::kAdd, c.bias_first ? std::vector<ValueId>{b, m} : std::vector<ValueId>{m, b});
+    g.set_outputs({g.add(OpKind::kSigmoid, {y})});
+    expect_matches_reference(g);
+    if (c.fused) EXPECT_EQ(kernel_ops(g).size(), 1u) << shape_str(c.x) << " + " << shape_str(c.bias);
+  }
+}
+
 struct MatMulCase {
   Shape a, b;
   bool b_constant;
