@@ -152,6 +152,8 @@ void DeviceProfile::validate() const {
   check(spin_window_s >= 0, "spin_window_us", "must not be negative");
   check(wake_overhead_s >= 0, "wake_overhead_us", "must not be negative");
   check(permute_ops >= 0, "permute_ops", "must not be negative");
+  check(epilogue_ops_scale >= 1, "epilogue_ops_scale", "must be at least 1");
+  check(epilogue_operand_ops >= 0, "epilogue_operand_ops", "must not be negative");
   check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
   check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
   check(conv_call_s >= 0, "conv_call_ns", "must not be negative");
@@ -199,6 +201,8 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.vector_efficiency = eff.number("vector");
   p.transcendental_ops = r.number("transcendental_ops");
   p.permute_ops = r.number_or("permute_ops", 0.0);
+  p.epilogue_ops_scale = r.number_or("epilogue_ops_scale", 1.0);
+  p.epilogue_operand_ops = r.number_or("epilogue_operand_ops", 0.0);
   p.permute_run_ops = r.number_or("permute_run_ops", 0.0);
   p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
@@ -273,6 +277,8 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"efficiency", {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}}},
             {"transcendental_ops", p.transcendental_ops},
             {"permute_ops", p.permute_ops},
+            {"epilogue_ops_scale", p.epilogue_ops_scale},
+            {"epilogue_operand_ops", p.epilogue_operand_ops},
             {"permute_run_ops", p.permute_run_ops},
             {"launch_overhead_us", p.launch_overhead_s * 1e6},
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},

@@ -499,15 +499,22 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
 // A fused post-op adds its arithmetic and reads its other operand once at
 // every level (a residual or bias); the chain's intermediates never reach
 // memory, including earlier links a multi-node link (Gelu's erf form) reads
-// again.
+// again. In a product's epilogue (`epilogue`: a CPU MatMul or Gemm) the
+// arithmetic costs DeviceProfile::epilogue_ops_scale times as much, and
+// each operand of more than one element epilogue_operand_ops per element
+// more; a per-column bias right after the product (`bias`) is the
+// primitive's bias argument and costs neither.
 void post_op_work(const Graph& g, const Node& n, const std::vector<ValueId>& internal, const DeviceProfile& d,
-                  Work& w) {
+                  bool epilogue, bool bias, Work& w) {
   const TensorType& y = g.type(n.outputs[0]);
-  add_vector(w, y.dtype, static_cast<double>(y.numel()) * vector_ops(g, n, d));
+  bool priced = epilogue && !bias;
+  double ops = vector_ops(g, n, d) * (priced ? d.epilogue_ops_scale : 1.0);
   for (ValueId v : n.inputs) {
     if (v == kNoValue || std::find(internal.begin(), internal.end(), v) != internal.end()) continue;
     for (double& b : w.level_bytes) b += bytes_of(g, v);
+    if (priced && g.type(v).numel() > 1) ops += d.epilogue_operand_ops;
   }
+  add_vector(w, y.dtype, static_cast<double>(y.numel()) * ops);
 }
 
 }  // namespace
@@ -535,12 +542,22 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   k.label = op_name(root.kind);
   ValueId chain = root.outputs[0];
   std::vector<ValueId> internal = {chain};
+  bool product = root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm;
+  bool epilogue = d.kind == DeviceKind::kCpu && product;
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& post = g.node(nodes[i]);
     if (std::find(post.inputs.begin(), post.inputs.end(), chain) == post.inputs.end() || post.outputs.size() != 1)
       TESSERA_THROW(ErrorKind::kInvalidGraph, "node '" << post.name << "' does not read '" << g.value(chain).name
                                                        << "', so it cannot be fused after it");
-    post_op_work(g, post, internal, d, w);
+    bool bias = false;
+    // (A Gemm with C or an alpha keeps C as its bias or post-op, and the
+    // Add as a post-op.)
+    bool plain = root.kind == OpKind::kMatMul ||
+                 (root.kind == OpKind::kGemm && (root.inputs.size() < 3 || root.inputs[2] == kNoValue) &&
+                  root.attrs.f("alpha") == 1.0);
+    if (i == 1 && product && plain && post.kind == OpKind::kAdd && post.inputs.size() == 2)
+      bias = is_column_bias(g, chain, post.inputs[post.inputs[0] == chain ? 1 : 0]);
+    post_op_work(g, post, internal, d, epilogue, bias, w);
     k.label += std::string("+") + op_name(post.kind);
     chain = post.outputs[0];
     internal.push_back(chain);

@@ -101,6 +101,14 @@ std::string FusedGroup::label(const Graph& g) const {
   return s;
 }
 
+bool is_column_bias(const Graph& g, ValueId product, ValueId operand) {
+  if (operand == kNoValue || g.type(operand).dtype != DType::kF32) return false;
+  const Shape& p = g.type(product).shape;
+  const Shape& o = g.type(operand).shape;
+  if (p.empty() || o.empty() || o.size() > p.size() || o.back() != p.back()) return false;
+  return std::all_of(o.begin(), o.end() - 1, [](int64_t d) { return d == 1; });
+}
+
 bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out) {
   int64_t elements = g.type(out).numel();
   int64_t reduce = 1;

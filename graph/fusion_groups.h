@@ -66,4 +66,11 @@ constexpr int64_t kOneThreadElements = int64_t{1} << 17;
 // thread (by the thresholds above).
 bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out);
 
+// Whether `operand`, added to `product` (a MatMul's or Gemm's result), is a
+// per-column bias: f32, one value per column of the product, broadcast over
+// every other dim. The runtime passes such an Add, as the first link of a
+// product's chain, to the primitive as its bias argument rather than as a
+// post-op, and the cost model prices it so.
+bool is_column_bias(const Graph& g, ValueId product, ValueId operand);
+
 }  // namespace tessera

@@ -188,18 +188,14 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   const Tensor* wconst = constant_of(g, n.inputs[1]);
   Md b_want = wconst && b_md.data.ndims == 2 ? any_md({b_md.dims()[0], b_md.dims()[1]}) : b_md;
   // A bias, one value per output column added right after the product
-  // (Gemm's C of shape [N] or [1, N], or the chain's first link adding one),
+  // (Gemm's C of shape [N] or [1, N], or the chain's first link adding one:
+  // is_column_bias, which the cost model prices by too),
   // is the primitive's bias argument, not a binary post-op: oneDNN 2.6's
   // brgemm matmul adds it with the accumulators for free, while a per-column
   // binary post-op costs its epilogue 0.15-0.3 ns per element on one core
   // (128x768x768 at one thread: 1305 us either way, against 1350-1407 us
   // with the post-op; at K = 64, 147 us against 167-191).
-  auto is_bias = [&](ValueId v) {
-    if (v == kNoValue || g.type(v).dtype != DType::kF32) return false;
-    Shape o = operand_shape(v);
-    return o.size() == dst.size() && o.back() == dst.back() &&
-           std::all_of(o.begin(), o.end() - 1, [](int64_t d) { return d == 1; });
-  };
+  auto is_bias = [&](ValueId v) { return v != kNoValue && is_column_bias(g, n.outputs[0], v); };
   ValueId bias = kNoValue;
   FusedGroup chain = grp;
   if (alpha == 1.0f && cval != kNoValue && is_bias(cval)) {

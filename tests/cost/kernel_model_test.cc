@@ -259,6 +259,63 @@ TEST(KernelModel, FusionSavesTheIntermediate) {
   EXPECT_EQ(kernel_groups(g, false).size(), 2u);
 }
 
+// A CPU product's epilogue: its post-ops' arithmetic at epilogue_ops_scale
+// times the streaming price, each operand of more than one element
+// epilogue_operand_ops per element more; a per-column bias first in the
+// chain (the primitive's bias argument), a scalar operand, and a
+// convolution's post-ops pay neither.
+TEST(KernelModel, ProductEpiloguePostOps) {
+  DeviceProfile base = builtin_profile("cpu");
+  base.epilogue_ops_scale = 1.0;
+  base.epilogue_operand_ops = 0;
+  DeviceProfile d = base;
+  d.epilogue_ops_scale = 2.0;
+  d.epilogue_operand_ops = 5.0;
+  const int64_t m = 256, n = 512;
+  double op_s = 2.0 / (d.peak_flops(DType::kF32, false) * d.vector_efficiency) * static_cast<double>(m * n);
+  auto chain = [&](const std::vector<std::pair<OpKind, Shape>>& links, bool conv = false) {
+    Graph g;
+    ValueId y;
+    if (conv) {
+      ValueId x = g.add_input("x", {DType::kF32, {1, 64, 16, 32}});
+      y = g.add(OpKind::kConv, {x, g.add_constant("w", Tensor(DType::kF32, {16, 64, 3, 3}))}, conv3x3(), "r");
+    } else {
+      ValueId x = g.add_input("x", {DType::kF32, {m, 128}});
+      y = g.add(OpKind::kMatMul, {x, g.add_constant("w", Tensor(DType::kF32, {128, n}))}, {}, "r");
+    }
+    for (const auto& [kind, other] : links) {
+      if (other.empty()) y = g.add(kind, {y});
+      else y = g.add(kind, {y, g.add_input("o" + std::to_string(g.num_nodes()), {DType::kF32, other})});
+    }
+    g.set_outputs({y});
+    std::vector<NodeId> nodes;
+    for (int32_t i = 0; i < g.num_nodes(); ++i) nodes.push_back(i);
+    return std::make_pair(kernel_cost(g, nodes, base).compute_s, kernel_cost(g, nodes, d).compute_s);
+  };
+  auto [bare0, bare1] = chain({});
+  EXPECT_DOUBLE_EQ(bare0, bare1);
+  // Sigmoid: its streaming price once more.
+  auto [sig0, sig1] = chain({{OpKind::kSigmoid, {}}});
+  EXPECT_GT(sig0, bare0);
+  EXPECT_NEAR(sig1 - bare1, 2.0 * (sig0 - bare0), 1e-12);
+  // A full residual: one op at twice the price, and 5 for its operand.
+  auto [res0, res1] = chain({{OpKind::kAdd, {m, n}}});
+  EXPECT_NEAR(res0 - bare0, op_s, 1e-12);
+  EXPECT_NEAR(res1 - bare1, 2.0 * op_s + 5.0 * op_s, 1e-12);
+  // A per-column bias first: as in a streaming kernel; the same Add after
+  // a Relu is a post-op like any other.
+  auto [bias0, bias1] = chain({{OpKind::kAdd, {n}}});
+  EXPECT_NEAR(bias1 - bare1, bias0 - bare0, 1e-12);
+  auto [late0, late1] = chain({{OpKind::kRelu, {}}, {OpKind::kAdd, {n}}});
+  EXPECT_NEAR(late1 - bare1, 2.0 * (late0 - bare0) + 5.0 * op_s, 1e-12);
+  // A scalar operand: arithmetic only.
+  auto [sc0, sc1] = chain({{OpKind::kMul, {1}}});
+  EXPECT_NEAR(sc1 - bare1, 2.0 * (sc0 - bare0), 1e-12);
+  // A convolution's chain is priced as streaming ops.
+  auto [conv0, conv1] = chain({{OpKind::kSigmoid, {}}}, true);
+  EXPECT_DOUBLE_EQ(conv0, conv1);
+}
+
 TEST(KernelModel, NoFusionWhenTheLinkHasTwoReaders) {
   Graph g;
   ValueId a = g.add_input("a", {DType::kF32, {8, 8}});

@@ -82,8 +82,8 @@ class HostCalibrator {
     // third on this 2-core host), in slices: a dense probe gets 3 (its runs
     // take milliseconds, and on a busy machine only the fastest of many is
     // undisturbed), every other probe one. Quick: 4 dense probes and about
-    // 14 others; full: 6 and about 22.
-    slice_ = o.seconds * 0.65 / (o.quick ? 26 : 40);
+    // 17 others; full: 6 and about 25.
+    slice_ = o.seconds * 0.65 / (o.quick ? 29 : 43);
   }
 
   cost::DeviceProfile run() {
@@ -105,6 +105,7 @@ class HostCalibrator {
     fit_reorder();
     fit_transcendental();
     fit_permutes();
+    fit_epilogue();
     if (!o_.quick) {
       fit_gemm_overhead();
       fit_conv_calls();
@@ -136,14 +137,15 @@ class HostCalibrator {
     double measured_s = 0;
   };
 
-  double measure(const Graph& g, const std::string& node = "") {
+  double measure(const Graph& g, const std::string& node = "", double slices = 0) {
     OpKind k = g.node(0).kind;
-    double slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
+    if (slices == 0) slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
     return measure_kernel_seconds(g, slices * slice_, threads_, node);
   }
   // Measures `g` and keeps it for the residual report.
-  double probe(const std::string& kind, const std::string& what, const Graph& g, const std::string& node = "") {
-    double t = measure(g, node);
+  double probe(const std::string& kind, const std::string& what, const Graph& g, const std::string& node = "",
+               double slices = 0) {
+    double t = measure(g, node, slices);
     probes_.push_back({kind, what, g, node, t});
     return t;
   }
@@ -172,6 +174,7 @@ class HostCalibrator {
   void fit_reorder();
   void fit_transcendental();
   void fit_permutes();
+  void fit_epilogue();
   void report_residuals();
 
   CalibrationOptions o_;
@@ -486,6 +489,42 @@ void HostCalibrator::fit_permutes() {
 
 // The fitted profile's remaining error on what it was fitted to, per kernel
 // class: the geometric mean of predicted / measured and the worst kernel.
+// Post-ops in a product's epilogue (DeviceProfile::epilogue_ops_scale and
+// epilogue_operand_ops): a MatMul of little depth, whose epilogue is a large
+// share of its time, alone, with a Sigmoid and with an Add of a full
+// operand, one slice each. What each post-op adds beyond the bare product,
+// against what the model prices the same ops at in a streaming kernel.
+void HostCalibrator::fit_epilogue() {
+  p_.epilogue_ops_scale = 1.0;
+  p_.epilogue_operand_ops = 0;
+  constexpr int64_t m = 256, k = 64, n = 1024;
+  Graph bare = weight_matmul_graph(m, k, n);
+  ValueId y = bare.outputs()[0];
+  Graph sig = bare;
+  sig.set_outputs({sig.add(OpKind::kSigmoid, {y}, {}, "post")});
+  Graph add = bare;
+  add.set_outputs({add.add(OpKind::kAdd, {y, add.add_input("c", {DType::kF32, {m, n}})}, {}, "post")});
+  auto compute = [&](const Graph& g) {
+    std::vector<NodeId> nodes;
+    for (int32_t i = 0; i < g.num_nodes(); ++i) nodes.push_back(static_cast<NodeId>(i));
+    return cost::kernel_cost(g, nodes, p_).compute_s;
+  };
+  double t0 = measure(bare, "", 1);
+  double ts = probe("gemm", "MatMul+Sigmoid", sig, "", 1);
+  double ta = probe("gemm", "MatMul+Add", add, "", 1);
+  // The model's price of the Sigmoid and of the Add's arithmetic, at the
+  // streaming rate (scale 1, no operand ops).
+  double sig_s = compute(sig) - compute(bare), add_s = compute(add) - compute(bare);
+  double op_s = 2.0 / (p_.peak_flops(DType::kF32, false) * p_.vector_efficiency) * static_cast<double>(m * n);
+  // Implausible fits (a product faster with its post-op: a slow moment of
+  // the bare probe) keep the streaming prices.
+  if (sig_s > 0 && ts > t0) p_.epilogue_ops_scale = std::clamp((ts - t0) / sig_s, 1.0, 4.0);
+  if (ta > t0) p_.epilogue_operand_ops = std::clamp((ta - t0 - add_s * p_.epilogue_ops_scale) / op_s, 0.0, 40.0);
+  log_ << "epilogue: x" << p_.epilogue_ops_scale << " ops, " << p_.epilogue_operand_ops << " ops per operand element"
+       << " (MatMul " << t0 * 1e6 << " us, +Sigmoid " << ts * 1e6 << ", +Add " << ta * 1e6 << ")\n";
+  notes_ << ", epilogue x" << p_.epilogue_ops_scale << " ops and " << p_.epilogue_operand_ops << " per operand element";
+}
+
 void HostCalibrator::report_residuals() {
   std::map<std::string, std::vector<std::pair<double, std::string>>> by_kind;
   for (const Probe& pr : probes_) {
