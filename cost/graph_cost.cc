@@ -1,6 +1,9 @@
 #include "cost/graph_cost.h"
 
+#include <algorithm>
+
 #include "graph/fusion_groups.h"
+#include "graph/op.h"
 
 namespace tessera::cost {
 
@@ -86,6 +89,33 @@ std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<Nod
   return blocked;
 }
 
+// The values a kernel touches in memory: what its nodes read from outside
+// it (weights included) and what its last node writes (a fused chain's
+// links stay in registers). A view (a reshape, a Cast to the same type)
+// touches nothing.
+std::vector<ValueId> touched_values(const Graph& g, const std::vector<NodeId>& group) {
+  const Node& root = g.node(group[0]);
+  if (group.size() == 1 && (op_def(root.kind).is_view ||
+                            (root.kind == OpKind::kCast && g.type(root.inputs[0]).dtype == g.type(root.outputs[0]).dtype)))
+    return {};
+  std::vector<ValueId> inside, out;
+  for (NodeId id : group) {
+    for (ValueId v : g.node(id).inputs)
+      if (v != kNoValue && std::find(inside.begin(), inside.end(), v) == inside.end() &&
+          std::find(out.begin(), out.end(), v) == out.end())
+        out.push_back(v);
+    for (ValueId v : g.node(id).outputs) inside.push_back(v);
+  }
+  for (ValueId v : g.node(group.back()).outputs) out.push_back(v);
+  return out;
+}
+
+double bytes_of_values(const Graph& g, const std::vector<ValueId>& values) {
+  double b = 0;
+  for (ValueId v : values) b += static_cast<double>(g.type(v).nbytes());
+  return b;
+}
+
 }  // namespace
 
 // A blocked -> row-major reorder of v: a streaming copy (whole channel
@@ -127,12 +157,46 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   GraphCost c;
   c.groups = groups;
   c.level_bytes.assign(device.memory.size(), 0.0);
+  // Reuse distances (CostOptions::reuse_distance): the bytes the kernels
+  // touched since each value was last touched, counted as the groups run
+  // (bytes as each kernel touches them, a value read twice counted twice); a
+  // graph input was last read a whole run before (the program runs again
+  // and again): every kernel's and every reorder's bytes but its own.
+  std::vector<std::vector<ValueId>> touched;
+  double run_bytes = 0;
+  for (const auto& group : groups) {
+    touched.push_back(touched_values(g, group));
+    run_bytes += bytes_of_values(g, touched.back());
+  }
+  std::vector<KernelCost> reorders;
+  if (device.kind == DeviceKind::kCpu) walk_layouts(g, groups, device, options, &reorders);
+  for (const KernelCost& r : reorders) run_bytes += r.level_bytes.empty() ? 0.0 : r.level_bytes[0];
+  std::vector<double> last(static_cast<size_t>(g.num_values()), -1.0), distance(last.size(), -1.0);
+  CostOptions o = options;
+  if (o.warm_cache && !o.reuse_distance) o.reuse_distance = &distance;
+  double clock = 0;
   // One-thread work since the last parallel kernel: past the pool's spin
   // window, the next parallel kernel wakes sleeping threads (measured in
   // runtime/pool_probe.h).
   double serial_s = 0;
-  for (const auto& group : groups) {
-    KernelCost k = kernel_cost(g, group, device, options);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const auto& group = groups[gi];
+    for (ValueId v : touched[gi]) {
+      auto i = static_cast<size_t>(v);
+      distance[i] = last[i] >= 0                ? clock - last[i]
+                    : g.value(v).is_constant() ? -1.0
+                                               : std::max(0.0, run_bytes - static_cast<double>(g.type(v).nbytes()));
+    }
+    KernelCost k = kernel_cost(g, group, device, o);
+    if (touched[gi].empty()) {
+      // A view: its result is its input, last touched when that was.
+      const Node& n = g.node(group[0]);
+      if (!n.inputs.empty() && n.inputs[0] != kNoValue)
+        for (ValueId v : n.outputs) last[static_cast<size_t>(v)] = last[static_cast<size_t>(n.inputs[0])];
+    } else {
+      clock += bytes_of_values(g, touched[gi]);
+      for (ValueId v : touched[gi]) last[static_cast<size_t>(v)] = clock;
+    }
     if (device.wake_overhead_s > 0 && k.parallel) {
       if (serial_s > device.spin_window_s) {
         k.launch_s += device.wake_overhead_s;
@@ -148,7 +212,7 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
     c.kernels.push_back(std::move(k));
   }
   if (device.kind == DeviceKind::kCpu) {
-    walk_layouts(g, groups, device, options, &c.reorders);
+    c.reorders = std::move(reorders);
     for (const KernelCost& k : c.reorders) {
       c.time_s += k.time_s;
       for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];

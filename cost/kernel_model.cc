@@ -91,6 +91,7 @@ struct Work {
 struct Footprint {
   double warm = 0;  // activations
   double cold = 0;  // weights when they do not all fit in the last cache
+  std::vector<ValueId> reads;  // the activations read (CostOptions::reuse_distance)
 };
 
 Footprint footprint(const Graph& g, const std::vector<ValueId>& reads, const std::vector<ValueId>& writes,
@@ -99,15 +100,29 @@ Footprint footprint(const Graph& g, const std::vector<ValueId>& reads, const std
   for (ValueId v : reads) {
     if (v == kNoValue) continue;
     (weights_cold && g.value(v).is_constant() ? f.cold : f.warm) += bytes_of(g, v);
+    if (!g.value(v).is_constant()) f.reads.push_back(v);
   }
   for (ValueId v : writes) f.warm += bytes_of(g, v);
   return f;
 }
 
+// The level a value sits in when a kernel reads it, by its reuse distance
+// (CostOptions::reuse_distance): the smallest cache that holds it and the
+// bytes touched since; `none` where nothing is known of it.
+size_t resident_level(const Graph& g, const DeviceProfile& d, const CostOptions& o, ValueId v, size_t none) {
+  if (!o.warm_cache || !o.reuse_distance || static_cast<size_t>(v) >= o.reuse_distance->size()) return none;
+  double distance = (*o.reuse_distance)[static_cast<size_t>(v)];
+  if (distance < 0) return none;
+  for (size_t i = 0; i + 1 < d.memory.size(); ++i)
+    if (distance + bytes_of(g, v) <= level_capacity(d, i)) return i;
+  return d.memory.size() - 1;
+}
+
 // Fills per-level bytes from the model's traffic `modelled` (what a cold
 // kernel moves at each level): with warm caches, levels outside the one that
-// holds the whole working set see only the cold bytes.
-void place_bytes(const DeviceProfile& d, const CostOptions& o, const Footprint& f,
+// holds the whole working set see only the cold bytes, and the activations
+// read that sit further out than it (resident_level) once.
+void place_bytes(const Graph& g, const DeviceProfile& d, const CostOptions& o, const Footprint& f,
                  const std::vector<double>& modelled, Work& w) {
   w.level_bytes.assign(d.memory.size(), 0.0);
   double working_set = f.warm + f.cold;
@@ -120,6 +135,9 @@ void place_bytes(const DeviceProfile& d, const CostOptions& o, const Footprint& 
       }
   }
   for (size_t i = 0; i < d.memory.size(); ++i) w.level_bytes[i] = i <= holds ? modelled[i] : f.cold;
+  for (ValueId v : f.reads)
+    for (size_t i = holds + 1; i <= resident_level(g, d, o, v, 0) && i < d.memory.size(); ++i)
+      w.level_bytes[i] += bytes_of(g, v);
 }
 
 void stream(const Graph& g, const DeviceProfile& d, const CostOptions& o, const Footprint& f, Work& w,
@@ -129,7 +147,7 @@ void stream(const Graph& g, const DeviceProfile& d, const CostOptions& o, const 
   // from those further out.
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
   for (size_t i = 0; i <= passes_up_to && i < d.memory.size(); ++i) modelled[i] *= inner_passes;
-  place_bytes(d, o, f, modelled, w);
+  place_bytes(g, d, o, f, modelled, w);
 }
 
 void add_vector(Work& w, DType t, double ops) { w.vector_ops[t] += ops; }
@@ -141,7 +159,7 @@ void gemm_work(const Graph& g, const DeviceProfile& d, const CostOptions& o, con
   // The compulsory traffic of constants and activations as they are stored
   // (a convolution's input is read once even if A is implicit).
   for (double& b : modelled) b = std::max(b, f.warm + f.cold);
-  place_bytes(d, o, f, modelled, w);
+  place_bytes(g, d, o, f, modelled, w);
   w.matrix_flops[t] += static_cast<double>(flops);
   w.cold_bytes += f.cold;
   w.utilization = gemm_utilization(p, d, tiles.size() > 1 ? tiles[1] : tiles[0]);
@@ -237,7 +255,7 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     // Level 0 feeds every window position's load.
     modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * product(wt.shape, 1) *
                                             static_cast<double>(dtype_size(x.dtype)));
-    place_bytes(d, o, f, modelled, w);
+    place_bytes(g, d, o, f, modelled, w);
     // FMA on the vector units: 2 FLOP of peak per multiply-add.
     add_vector(w, x.dtype, static_cast<double>(flops) / 2.0);
   } else {
@@ -313,7 +331,7 @@ void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
   double window = static_cast<double>(product(n.attrs.ints("kernel_shape")));
   modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * window * static_cast<double>(dtype_size(x.dtype)));
-  place_bytes(d, o, f, modelled, w);
+  place_bytes(g, d, o, f, modelled, w);
   add_vector(w, x.dtype, static_cast<double>(y.numel()) * window);
 }
 
@@ -328,7 +346,7 @@ void resize_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
   double taps = std::max(out, static_cast<double>(node_flops(g, n)) / 2.0);
   modelled[0] = std::max(modelled[0], taps * static_cast<double>(dtype_size(x.dtype)));
-  place_bytes(d, o, f, modelled, w);
+  place_bytes(g, d, o, f, modelled, w);
   add_vector(w, x.dtype, taps);
 }
 
@@ -497,7 +515,8 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
 }
 
 // A fused post-op adds its arithmetic and reads its other operand once at
-// every level (a residual or bias); the chain's intermediates never reach
+// every level out to the one it sits in (a residual or bias; every level
+// without reuse distances); the chain's intermediates never reach
 // memory, including earlier links a multi-node link (Gelu's erf form) reads
 // again. In a product's epilogue (`epilogue`: a CPU MatMul or Gemm) the
 // arithmetic costs DeviceProfile::epilogue_ops_scale times as much, and
@@ -505,13 +524,14 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
 // more; a per-column bias right after the product (`bias`) is the
 // primitive's bias argument and costs neither.
 void post_op_work(const Graph& g, const Node& n, const std::vector<ValueId>& internal, const DeviceProfile& d,
-                  bool epilogue, bool bias, Work& w) {
+                  const CostOptions& o, bool epilogue, bool bias, Work& w) {
   const TensorType& y = g.type(n.outputs[0]);
   bool priced = epilogue && !bias;
   double ops = vector_ops(g, n, d) * (priced ? d.epilogue_ops_scale : 1.0);
   for (ValueId v : n.inputs) {
     if (v == kNoValue || std::find(internal.begin(), internal.end(), v) != internal.end()) continue;
-    for (double& b : w.level_bytes) b += bytes_of(g, v);
+    size_t sits = g.value(v).is_constant() ? d.memory.size() - 1 : resident_level(g, d, o, v, d.memory.size() - 1);
+    for (size_t i = 0; i <= sits && i < w.level_bytes.size(); ++i) w.level_bytes[i] += bytes_of(g, v);
     if (priced && g.type(v).numel() > 1) ops += d.epilogue_operand_ops;
   }
   add_vector(w, y.dtype, static_cast<double>(y.numel()) * ops);
@@ -557,7 +577,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
                   root.attrs.f("alpha") == 1.0);
     if (i == 1 && product && plain && post.kind == OpKind::kAdd && post.inputs.size() == 2)
       bias = is_column_bias(g, chain, post.inputs[post.inputs[0] == chain ? 1 : 0]);
-    post_op_work(g, post, internal, d, epilogue, bias, w);
+    post_op_work(g, post, internal, d, o, epilogue, bias, w);
     k.label += std::string("+") + op_name(post.kind);
     chain = post.outputs[0];
     internal.push_back(chain);

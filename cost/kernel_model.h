@@ -32,6 +32,14 @@ struct CostOptions {
   // do not all fit in the last cache level come from main memory. false:
   // every kernel starts cold (all bytes from main memory).
   bool warm_cache = true;
+  // With warm_cache: per value (indexed by ValueId), the bytes other kernels
+  // touched since it was last touched (its reuse distance; graph_cost fills
+  // it before each kernel). A value a kernel reads sits in the smallest
+  // level that holds it and those bytes, and comes from there even when the
+  // kernel's own working set would fit further in (a program's input, read
+  // again after a whole run's traffic, comes from main memory). nullptr or
+  // a negative entry: every value sits where the kernel's working set does.
+  const std::vector<double>* reuse_distance = nullptr;
   // Collectives: which interconnect tier a mesh axis crosses. nullptr: a
   // group of group_size consecutive devices.
   const DeviceMesh* mesh = nullptr;

@@ -225,6 +225,35 @@ TEST(GraphCost, SumsKernels) {
   EXPECT_EQ(fused.flops, unfused.flops);
 }
 
+// Reuse distances: a value read after more traffic than the last cache
+// holds comes from main memory, though the kernel reading it is small; after
+// little traffic it does not. A graph input was last read a run before.
+TEST(GraphCost, ValuesReadAfterMuchTrafficComeFromMainMemory) {
+  DeviceProfile d = builtin_profile("cpu");
+  size_t dram = d.memory.size() - 1;
+  double llc = static_cast<double>(d.memory[dram - 1].capacity_bytes);
+  const int64_t n = 1 << 20;  // 4 MB of f32
+  for (int steps : {1, 12}) {
+    Graph g;
+    ValueId y = g.add_input("y", {DType::kF32, {n / 1024, 1024}});
+    ValueId a = g.add(OpKind::kRelu, {g.add_input("x", {DType::kF32, {1024}})}, {}, "a");
+    ValueId h = y;
+    for (int i = 0; i < steps; ++i) h = g.add(OpKind::kSigmoid, {h}, {}, "s" + std::to_string(i));
+    g.set_outputs({g.add(OpKind::kAdd, {h, a}, {}, "last"), a});
+    ASSERT_EQ(steps * 2.0 * 4.0 * n > llc, steps == 12);
+    GraphCost c = graph_cost(g, d);
+    ASSERT_EQ(c.groups.size(), static_cast<size_t>(steps) + 2);
+    const KernelCost& last = c.kernels.back();
+    ASSERT_EQ(g.node(c.groups.back()[0]).name, "last");
+    KernelCost alone = node_cost(g, c.groups.back()[0], d);
+    EXPECT_DOUBLE_EQ(alone.level_bytes[dram], 0.0);
+    EXPECT_DOUBLE_EQ(last.level_bytes[dram], steps == 12 ? 4096.0 : 0.0);
+    // y's first reader: a run's traffic since y was last read.
+    size_t first = g.node(c.groups[0][0]).name == "s0" ? 0 : 1;
+    EXPECT_DOUBLE_EQ(c.kernels[first].level_bytes[dram], steps == 12 ? 4.0 * n : 0.0);
+  }
+}
+
 // A parallel kernel after more one-thread work than the pool's spin window
 // pays the wake-up, once; within the window, or after another parallel
 // kernel, it does not; one-thread kernels never do.
