@@ -75,6 +75,8 @@ class Tensor {
   int64_t numel() const { return type_.numel(); }
   int64_t nbytes() const { return type_.nbytes(); }
   bool defined() const { return data_ != nullptr; }
+  // Whether another tensor holds this one's data too (a copy of it).
+  bool data_shared() const { return data_ && data_.use_count() > 1; }
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
   uint8_t* mutable_data();  // copies shared data first; forgets the cached hash

@@ -92,7 +92,10 @@ class ExecutablePlan {
   ~ExecutablePlan();
 
   // One tensor per graph input, in order, types must match; returns the
-  // graph outputs. Not reentrant: one run at a time per plan.
+  // graph outputs. Not reentrant: one run at a time per plan. The plan keeps
+  // a reference to the outputs it returned and writes the next run's into
+  // the same storage where the caller has dropped every copy of them (no
+  // new allocation); outputs the caller still holds are never overwritten.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   MemoryReport memory() const;

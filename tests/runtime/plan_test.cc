@@ -124,6 +124,43 @@ TEST(PlanTest, ReferenceBackendMatchesAndIsAllFallback) {
 // The plan shares the constants its kernels read at run time and owns the
 // prepacked ones: it runs after the graph is gone, and only the read ones
 // count beside the prepacked weights.
+// A run writes its outputs into the last run's storage once the caller has
+// dropped it, and never into outputs the caller still holds: an output the
+// plan writes in place (Relu), one it copies out (an input passed through),
+// and the second output of a Split.
+TEST(PlanTest, OutputStorageIsReusedOnlyOnceDropped) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 6}});
+  NodeId sp = g.add_node(OpKind::kSplit, {g.add(OpKind::kRelu, {x})}, attrs({{"axis", int64_t{1}}, {"split", Ints{2, 4}}}));
+  g.set_outputs({g.add(OpKind::kRelu, {x}), x, g.node(sp).outputs[1]});
+  ExecutablePlan plan = ExecutablePlan::compile(g);
+  std::mt19937 rng(4);
+  Tensor a = random_tensor(DType::kF32, {4, 6}, rng), b = random_tensor(DType::kF32, {4, 6}, rng);
+  std::vector<Tensor> held = plan.run({a});
+  std::vector<Tensor> copy;
+  for (const Tensor& t : held) copy.push_back(Tensor::from_bytes(t.dtype(), t.shape(), {t.data(), t.data() + t.nbytes()}));
+  std::vector<const uint8_t*> second;
+  {
+    std::vector<Tensor> out = plan.run({b});
+    for (size_t j = 0; j < out.size(); ++j) {
+      EXPECT_NE(out[j].data(), held[j].data()) << j;  // held: new storage
+      EXPECT_TRUE(held[j].identical(copy[j])) << j;   // and untouched
+      second.push_back(out[j].data());
+    }
+    EXPECT_TRUE(out[1].identical(b));
+  }
+  // Blocks of the outputs' sizes, taken while the plan runs again: had the
+  // plan let run 2's storage go, these would take it, not run 3.
+  std::vector<std::vector<uint8_t>> soak;
+  for (int i = 0; i < 16; ++i)
+    for (size_t bytes : {96, 64}) soak.emplace_back(bytes, uint8_t{1});
+  std::vector<Tensor> third = plan.run({a});
+  for (size_t j = 0; j < third.size(); ++j) {
+    EXPECT_EQ(third[j].data(), second[j]) << j;  // dropped: reused
+    EXPECT_TRUE(third[j].identical(copy[j])) << j;
+  }
+}
+
 TEST(PlanTest, RunsAfterTheGraphIsDestroyed) {
   constexpr int64_t kWeightBytes = 64 * 64 * 4;
   std::mt19937 rng(21);
