@@ -148,6 +148,7 @@ void DeviceProfile::validate() const {
   check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
   check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
   check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
+  check(cold_launch_s >= 0, "cold_launch_us", "must not be negative");
   check(parallel_overhead_s >= 0, "parallel_overhead_us", "must not be negative");
   check(spin_window_s >= 0, "spin_window_us", "must not be negative");
   check(wake_overhead_s >= 0, "wake_overhead_us", "must not be negative");
@@ -205,6 +206,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.epilogue_operand_ops = r.number_or("epilogue_operand_ops", 0.0);
   p.permute_run_ops = r.number_or("permute_run_ops", 0.0);
   p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
+  p.cold_launch_s = r.number_or("cold_launch_us", 0.0) * 1e-6;
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
   p.spin_window_s = r.number_or("spin_window_us", 0.0) * 1e-6;
   p.wake_overhead_s = r.number_or("wake_overhead_us", 0.0) * 1e-6;
@@ -281,6 +283,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"epilogue_operand_ops", p.epilogue_operand_ops},
             {"permute_run_ops", p.permute_run_ops},
             {"launch_overhead_us", p.launch_overhead_s * 1e6},
+            {"cold_launch_us", p.cold_launch_s * 1e6},
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},
             {"spin_window_us", p.spin_window_s * 1e6},
             {"wake_overhead_us", p.wake_overhead_s * 1e6},

@@ -84,6 +84,14 @@ struct DeviceProfile {
   // arithmetic and the call that copies the run; calibrated, 0: none).
   double permute_run_ops = 0;
   double launch_overhead_s = 0;    // per kernel
+  // CPU: added to a kernel whose code and state the program's other kernels
+  // have pushed out of the last cache since it last ran (graph_cost: a
+  // program that touches more bytes per run than the last cache holds,
+  // every kernel running once a run). Calibrated: a tiny kernel after a
+  // stream through twice the last cache against the same kernel after
+  // another tiny one (a [1, 128, 1] Add on a Zen 4 core: 5-9 us against
+  // 2-3); 0: not known.
+  double cold_launch_s = 0;
   // CPU: added to a kernel that spreads over several cores (waking the
   // pool's sleeping threads and joining them); kernels too small for that
   // run on one core at 1/units of the device's rates (runs_on_one_thread in

@@ -175,6 +175,12 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   CostOptions o = options;
   if (o.warm_cache && !o.reuse_distance) o.reuse_distance = &distance;
   double clock = 0;
+  // Every kernel runs once a run: a run that touches more than the last
+  // cache holds leaves each kernel's code and state in main memory for its
+  // next run (DeviceProfile::cold_launch_s).
+  bool cold_launches = device.cold_launch_s > 0 && o.warm_cache && device.memory.size() > 1 &&
+                       run_bytes > static_cast<double>(device.memory[device.memory.size() - 2].capacity_bytes) *
+                                       (device.memory[device.memory.size() - 2].per_unit ? device.units : 1);
   // One-thread work since the last parallel kernel: past the pool's spin
   // window, the next parallel kernel wakes sleeping threads (measured in
   // runtime/pool_probe.h).
@@ -188,6 +194,10 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
                                                : std::max(0.0, run_bytes - static_cast<double>(g.type(v).nbytes()));
     }
     KernelCost k = kernel_cost(g, group, device, o);
+    if (cold_launches && k.launch_s > 0) {
+      k.launch_s += device.cold_launch_s;
+      k.time_s += device.cold_launch_s;
+    }
     if (touched[gi].empty()) {
       // A view: its result is its input, last touched when that was.
       const Node& n = g.node(group[0]);
@@ -213,7 +223,11 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   }
   if (device.kind == DeviceKind::kCpu) {
     c.reorders = std::move(reorders);
-    for (const KernelCost& k : c.reorders) {
+    for (KernelCost& k : c.reorders) {
+      if (cold_launches) {
+        k.launch_s += device.cold_launch_s;
+        k.time_s += device.cold_launch_s;
+      }
       c.time_s += k.time_s;
       for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];
     }

@@ -76,9 +76,11 @@ TEST(DeviceProfile, JsonRoundTrip) {
   a.wake_overhead_s = 52e-6;
   a.epilogue_ops_scale = 1.75;
   a.epilogue_operand_ops = 6.5;
+  a.cold_launch_s = 4.25e-6;
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
   EXPECT_DOUBLE_EQ(b.epilogue_ops_scale, 1.75);
   EXPECT_DOUBLE_EQ(b.epilogue_operand_ops, 6.5);
+  EXPECT_NEAR(b.cold_launch_s, 4.25e-6, 1e-12);
   EXPECT_NEAR(b.parallel_overhead_s, 2.5e-6, 1e-12);
   EXPECT_NEAR(b.spin_window_s, 226e-6, 1e-12);
   EXPECT_NEAR(b.wake_overhead_s, 52e-6, 1e-12);

@@ -254,6 +254,40 @@ TEST(GraphCost, ValuesReadAfterMuchTrafficComeFromMainMemory) {
   }
 }
 
+// Cold launches: in a program that touches more per run than the last
+// cache holds, every kernel and reorder pays DeviceProfile::cold_launch_s;
+// in one that stays in it, none does; views never do.
+TEST(GraphCost, KernelsOfAProgramLargerThanTheCacheStartCold) {
+  DeviceProfile d = builtin_profile("cpu");
+  DeviceProfile cold = d;
+  cold.cold_launch_s = 5e-6;
+  double llc = static_cast<double>(d.memory[d.memory.size() - 2].capacity_bytes);
+  for (int64_t n : {int64_t{1} << 10, static_cast<int64_t>(llc / 4)}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {n}});
+    Attrs shape;
+    shape.set("shape", std::vector<int64_t>{n / 2, 2});
+    ValueId r = g.add(OpKind::kReshape, {g.add(OpKind::kRelu, {x}, {}, "relu")}, shape, "view");
+    g.set_outputs({g.add(OpKind::kSigmoid, {r}, {}, "sig")});
+    GraphCost a = graph_cost(g, d), b = graph_cost(g, cold);
+    ASSERT_EQ(a.kernels.size(), b.kernels.size());
+    bool big = 2.0 * 4.0 * static_cast<double>(n) * 2 > llc;
+    EXPECT_EQ(big, n > 1024);
+    int launched = 0;
+    for (size_t k = 0; k < a.kernels.size(); ++k) {
+      double extra = b.kernels[k].time_s - a.kernels[k].time_s;
+      if (a.kernels[k].launch_s == 0) {
+        EXPECT_DOUBLE_EQ(extra, 0.0);  // the view
+        continue;
+      }
+      ++launched;
+      EXPECT_NEAR(extra, big ? 5e-6 : 0.0, 1e-12) << g.node(a.groups[k][0]).name;
+    }
+    EXPECT_EQ(launched, 2);
+    EXPECT_NEAR(b.time_s - a.time_s, big ? 10e-6 : 0.0, 1e-12);
+  }
+}
+
 // A parallel kernel after more one-thread work than the pool's spin window
 // pays the wake-up, once; within the window, or after another parallel
 // kernel, it does not; one-thread kernels never do.

@@ -97,6 +97,7 @@ class HostCalibrator {
     fit_bandwidths();
     fit_llc_capacity();
     fit_launch_overhead();
+    fit_cold_launch();
     // What the shipped reference host's figures get most wrong elsewhere:
     // layout reorders, transcendentals and permuting copies (on a Zen 5 at
     // 4.1 GHz: Transpose 18.6 vector ops per element against the
@@ -167,6 +168,7 @@ class HostCalibrator {
   void fit_bandwidths();
   void fit_llc_capacity();
   void fit_launch_overhead();
+  void fit_cold_launch();
   void fit_parallel_overhead();
   void fit_pool_wake();
   void fit_gemm_overhead();
@@ -314,6 +316,29 @@ void HostCalibrator::fit_launch_overhead() {
   p_.launch_overhead_s = tiny[1];
   log_ << "launch overhead: " << p_.launch_overhead_s * 1e6 << " us\n";
   notes_ << ", launch " << p_.launch_overhead_s * 1e6 << " us";
+}
+
+// Cold launches (DeviceProfile::cold_launch_s): a tiny kernel run after a
+// stream through twice the last cache, against the same kind of kernel run
+// right after another tiny one, in one program.
+void HostCalibrator::fit_cold_launch() {
+  p_.cold_launch_s = 0;
+  const size_t llc = p_.memory.size() - 2;
+  auto n = static_cast<int64_t>(static_cast<double>(p_.memory[llc].capacity_bytes) *
+                                (p_.memory[llc].per_unit ? p_.units : 1) / 4.0);
+  Graph g;
+  g.name = "calibrate";
+  ValueId x = g.add_input("x", {DType::kF32, {n}});
+  ValueId s = g.add_input("s", {DType::kF32, {128}});
+  ValueId y = g.add(OpKind::kRelu, {x}, {}, "stream");  // n floats in, n out: twice the last cache
+  ValueId after = g.add(OpKind::kAdd, {s, s}, {}, "cold");
+  ValueId next = g.add(OpKind::kMul, {after, s}, {}, "warm");
+  g.set_outputs({y, after, next});  // `after` read twice: not fused into "warm"
+  double cold = measure(g, "cold"), warm = measure(g, "warm");
+  p_.cold_launch_s = std::clamp(cold - warm, 0.0, 50e-6);
+  log_ << "cold launch: " << p_.cold_launch_s * 1e6 << " us (" << cold * 1e6 << " us after " << n * 8 / 1000000
+       << " MB, " << warm * 1e6 << " us after a tiny kernel)\n";
+  notes_ << ", cold launch " << p_.cold_launch_s * 1e6 << " us";
 }
 
 // Parallel overhead (waking the pool's threads and joining them), with
