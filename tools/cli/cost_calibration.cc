@@ -96,7 +96,7 @@ Graph conv_graph(int64_t channels, int64_t size, int64_t k, bool consumed) {
 using namespace detail;
 
 double measure_kernel_seconds(const Graph& g, double seconds, int threads, const std::string& node,
-                              runtime::Backend backend) {
+                              runtime::Backend backend, bool median) {
   runtime::RunOptions options;
   options.backend = backend;
   options.threads = threads;
@@ -125,6 +125,10 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads, const
     double kernel = (after - before) * 1e-3;
     per_run.push_back(cpu_clock ? std::min(kernel, cpu) : kernel);
     before = after;
+  }
+  if (median) {
+    std::nth_element(per_run.begin(), per_run.begin() + static_cast<std::ptrdiff_t>(per_run.size() / 2), per_run.end());
+    return per_run[per_run.size() / 2];
   }
   // The fastest run: on a shared machine the others include time the
   // kernel's threads spent descheduled, which is not the kernel's cost.

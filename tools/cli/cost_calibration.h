@@ -52,8 +52,10 @@ void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ost
 // Fastest time per run of the single kernel of `g`'s plan on the CPU backend,
 // measured for about `seconds` (at least 3 runs). Shared with bench/cost.
 // node: count only the kernel of that root node (empty: every kernel).
+// median: the median run instead of the fastest, for a kernel whose usual
+// time, not its luckiest, is what every run pays (a cache miss's).
 double measure_kernel_seconds(const Graph& g, double seconds, int threads = 0, const std::string& node = "",
-                              runtime::Backend backend = runtime::Backend::kCpu);
+                              runtime::Backend backend = runtime::Backend::kCpu, bool median = false);
 
 // A GPU profile fitted through the CUDA backend: the builtin profile `base`
 // (a100, h100, h200) with its launch overhead, L2 and HBM efficiencies, GEMM
