@@ -87,10 +87,9 @@ struct DeviceProfile {
   // CPU: added to a kernel whose code and state the program's other kernels
   // have pushed out of the last cache since it last ran (graph_cost: a
   // program that touches more bytes per run than the last cache holds,
-  // every kernel running once a run). Calibrated: a tiny kernel after a
-  // stream through twice the last cache against the same kernel after
-  // another tiny one (a [1, 128, 1] Add on a Zen 4 core: 5-9 us against
-  // 2-3); 0: not known.
+  // every kernel running once a run). Calibrated: the median run of a tiny
+  // kernel after a stream through twice the last cache against one of a
+  // tiny kernel right after it (1.9-2.3 us on a Zen 4 core); 0: not known.
   double cold_launch_s = 0;
   // CPU: added to a kernel that spreads over several cores (waking the
   // pool's sleeping threads and joining them); kernels too small for that

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "graph/fusion_groups.h"
-#include "graph/op.h"
 
 namespace tessera::cost {
 
@@ -94,10 +93,7 @@ std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<Nod
 // links stay in registers). A view (a reshape, a Cast to the same type)
 // touches nothing.
 std::vector<ValueId> touched_values(const Graph& g, const std::vector<NodeId>& group) {
-  const Node& root = g.node(group[0]);
-  if (group.size() == 1 && (op_def(root.kind).is_view ||
-                            (root.kind == OpKind::kCast && g.type(root.inputs[0]).dtype == g.type(root.outputs[0]).dtype)))
-    return {};
+  if (group.size() == 1 && is_view_node(g, g.node(group[0]))) return {};
   std::vector<ValueId> inside, out;
   for (NodeId id : group) {
     for (ValueId v : g.node(id).inputs)
@@ -163,10 +159,12 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   // graph input was last read a whole run before (the program runs again
   // and again): every kernel's and every reorder's bytes but its own.
   std::vector<std::vector<ValueId>> touched;
+  std::vector<double> touched_bytes;
   double run_bytes = 0;
   for (const auto& group : groups) {
     touched.push_back(touched_values(g, group));
-    run_bytes += bytes_of_values(g, touched.back());
+    touched_bytes.push_back(bytes_of_values(g, touched.back()));
+    run_bytes += touched_bytes.back();
   }
   std::vector<KernelCost> reorders;
   if (device.kind == DeviceKind::kCpu) walk_layouts(g, groups, device, options, &reorders);
@@ -181,6 +179,11 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   bool cold_launches = device.cold_launch_s > 0 && o.warm_cache && device.memory.size() > 1 &&
                        run_bytes > static_cast<double>(device.memory[device.memory.size() - 2].capacity_bytes) *
                                        (device.memory[device.memory.size() - 2].per_unit ? device.units : 1);
+  auto launch_cold = [&](KernelCost& k) {
+    if (!cold_launches || k.launch_s <= 0) return;
+    k.launch_s += device.cold_launch_s;
+    k.time_s += device.cold_launch_s;
+  };
   // One-thread work since the last parallel kernel: past the pool's spin
   // window, the next parallel kernel wakes sleeping threads (measured in
   // runtime/pool_probe.h).
@@ -194,17 +197,14 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
                                                : std::max(0.0, run_bytes - static_cast<double>(g.type(v).nbytes()));
     }
     KernelCost k = kernel_cost(g, group, device, o);
-    if (cold_launches && k.launch_s > 0) {
-      k.launch_s += device.cold_launch_s;
-      k.time_s += device.cold_launch_s;
-    }
+    launch_cold(k);
     if (touched[gi].empty()) {
       // A view: its result is its input, last touched when that was.
       const Node& n = g.node(group[0]);
       if (!n.inputs.empty() && n.inputs[0] != kNoValue)
         for (ValueId v : n.outputs) last[static_cast<size_t>(v)] = last[static_cast<size_t>(n.inputs[0])];
     } else {
-      clock += bytes_of_values(g, touched[gi]);
+      clock += touched_bytes[gi];
       for (ValueId v : touched[gi]) last[static_cast<size_t>(v)] = clock;
     }
     if (device.wake_overhead_s > 0 && k.parallel) {
@@ -224,10 +224,7 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   if (device.kind == DeviceKind::kCpu) {
     c.reorders = std::move(reorders);
     for (KernelCost& k : c.reorders) {
-      if (cold_launches) {
-        k.launch_s += device.cold_launch_s;
-        k.time_s += device.cold_launch_s;
-      }
+      launch_cold(k);
       c.time_s += k.time_s;
       for (size_t i = 0; i < k.level_bytes.size(); ++i) c.level_bytes[i] += k.level_bytes[i];
     }

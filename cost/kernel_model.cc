@@ -474,8 +474,7 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
 
 void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   const OpDef& def = op_def(n.kind);
-  bool same_type_cast = n.kind == OpKind::kCast && g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype;
-  if (def.is_view || same_type_cast) {
+  if (is_view_node(g, n)) {
     // The runtime makes these views of their input (a Cast to the type it
     // has is one too): no kernel runs.
     w.level_bytes.assign(d.memory.size(), 0.0);
@@ -545,6 +544,11 @@ int64_t KernelCost::total_flops() const {
   return t;
 }
 
+bool is_view_node(const Graph& g, const Node& n) {
+  return op_def(n.kind).is_view ||
+         (n.kind == OpKind::kCast && g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype);
+}
+
 bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device, const CostOptions& o) {
   if (device.memory.size() < 2) return false;
   return static_cast<double>(g.parameter_bytes() + o.other_parameter_bytes) <=
@@ -564,19 +568,18 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   std::vector<ValueId> internal = {chain};
   bool product = root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm;
   bool epilogue = d.kind == DeviceKind::kCpu && product;
+  // A first-link Add may be the product's bias (is_column_bias); a Gemm
+  // with C or an alpha keeps C as its bias or post-op, and the Add a post-op.
+  bool takes_bias = root.kind == OpKind::kMatMul ||
+                    (root.kind == OpKind::kGemm && (root.inputs.size() < 3 || root.inputs[2] == kNoValue) &&
+                     root.attrs.f("alpha") == 1.0);
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& post = g.node(nodes[i]);
     if (std::find(post.inputs.begin(), post.inputs.end(), chain) == post.inputs.end() || post.outputs.size() != 1)
       TESSERA_THROW(ErrorKind::kInvalidGraph, "node '" << post.name << "' does not read '" << g.value(chain).name
                                                        << "', so it cannot be fused after it");
-    bool bias = false;
-    // (A Gemm with C or an alpha keeps C as its bias or post-op, and the
-    // Add as a post-op.)
-    bool plain = root.kind == OpKind::kMatMul ||
-                 (root.kind == OpKind::kGemm && (root.inputs.size() < 3 || root.inputs[2] == kNoValue) &&
-                  root.attrs.f("alpha") == 1.0);
-    if (i == 1 && product && plain && post.kind == OpKind::kAdd && post.inputs.size() == 2)
-      bias = is_column_bias(g, chain, post.inputs[post.inputs[0] == chain ? 1 : 0]);
+    bool bias = i == 1 && takes_bias && post.kind == OpKind::kAdd && post.inputs.size() == 2 &&
+                is_column_bias(g, chain, post.inputs[post.inputs[0] == chain ? 1 : 0]);
     post_op_work(g, post, internal, d, o, epilogue, bias, w);
     k.label += std::string("+") + op_name(post.kind);
     chain = post.outputs[0];

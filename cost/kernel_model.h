@@ -89,4 +89,8 @@ inline KernelCost node_cost(const Graph& g, NodeId node, const DeviceProfile& de
 // CostOptions::warm_cache).
 bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device, const CostOptions& options = {});
 
+// Whether the runtime makes n's result a view of its input (a reshape, a
+// Cast to the type it has): no kernel runs and no byte moves.
+bool is_view_node(const Graph& g, const Node& n);
+
 }  // namespace tessera::cost
