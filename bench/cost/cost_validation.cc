@@ -106,7 +106,7 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
     plan.run(inputs);
     double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double c = process_cpu_seconds() - c0;
-    wall.push_back(cpu ? std::min(w, c) : w);
+    wall.push_back(cpu && c > 0 ? std::min(w, c) : w);  // c = 0: a clock that did not see the run
     std::map<std::string, double> now;
     for (const auto& k : plan.profile().kernels) {
       now[k.node] += k.total_ms;
@@ -114,7 +114,7 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
     }
     for (const auto& [node, ms] : now) {
       per_kernel[node].push_back((ms - before[node]) * 1e-3);
-      per_kernel_cpu[node].push_back((ms - before[node]) * 1e-3 * std::min(1.0, c / w));
+      per_kernel_cpu[node].push_back((ms - before[node]) * 1e-3 * (c > 0 ? std::min(1.0, c / w) : 1.0));
     }
     before = now;
   }
@@ -154,7 +154,8 @@ std::pair<double, double> measure_pair(const Graph& a, bool fuse_a, const Graph&
     auto t0 = std::chrono::steady_clock::now();
     p.run(in);
     double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return cpu ? std::min(w, process_cpu_seconds() - c0) : w;
+    double c = process_cpu_seconds() - c0;
+    return cpu && c > 0 ? std::min(w, c) : w;
   };
   double first = std::max(timed(pa, ia), timed(pb, ib));  // first touch, primitive creation
   first = std::max(first, std::max(timed(pa, ia), timed(pb, ib)));

@@ -136,6 +136,20 @@ TEST_F(HostProfileCli, CalibrateWritesTheCacheAndOtherDevicesSkipIt) {
   }
 }
 
+// A model that cannot be read fails at once, naming the file, without the
+// first use's calibration (seconds spent, a profile written, for nothing).
+TEST_F(HostProfileCli, AMissingModelFailsBeforeCalibrating) {
+  std::string missing = (root_ / "missing.onnx").string();
+  for (const std::string& cmd : {"cost " + missing, "optimize " + missing + " -o " + (root_ / "plan").string()}) {
+    Result r = run(cmd + " --device cpu --profile-cache " + cache_.string());
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("calibrating"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(cached())) << cmd;
+    EXPECT_FALSE(fs::exists(root_ / "plan")) << cmd;
+  }
+}
+
 TEST_F(HostProfileCli, OptimizeTakesTheSameFlags) {
   Result r = run("optimize " + kModel + " -o " + (root_ / "plan").string() +
                  " --budget 3 --no-measure --no-calibrate --profile-cache " + cache_.string());

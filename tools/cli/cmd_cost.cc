@@ -102,6 +102,10 @@ Action add_cost_command(CLI::App& app) {
     config.fuse = !flags->no_fuse;
     config.cold = flags->cold;
     config.top = flags->top;
+    // An unknown device, then a model that cannot be read, fail before a
+    // first-use calibration spends its seconds.
+    if (config.device != "cpu") cost::resolve_device(config.device);
+    Graph g = api::load(flags->model, load_options(flags->load));
     if (config.device == "cpu") {
       prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
       if (flags->threads > 0) {
@@ -111,8 +115,7 @@ Action add_cost_command(CLI::App& app) {
         if (flags->threads < host.units) cost::set_host_profile(cost::rank_share(host, host.units / flags->threads));
       }
     }
-    cost::resolve_device(config.device);  // an unknown device fails before the model is read
-    api::CostReport r = api::cost(api::load(flags->model, load_options(flags->load)), config);
+    api::CostReport r = api::cost(g, config);
     std::cout << (flags->json ? r.json + "\n" : r.text);
     return 0;
   };

@@ -105,13 +105,14 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.shard_search = !flags->no_shard_search;
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
-    // Before the budget's clock starts: a first-use calibration is not search time.
-    if (flags->config.device == "cpu") prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
     auto start = std::chrono::steady_clock::now();
     Graph g = api::load(flags->model, load_options(flags->load));
     flags->config.check_inputs = test_data_sets(flags->model, g);
     if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Once the model and its inputs are read (a bad path fails at once), and
+    // off the budget's clock: a first-use calibration is not search time.
+    if (flags->config.device == "cpu") prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
     std::cout << s.report_text;
     std::string files;

@@ -261,6 +261,12 @@ void HostCalibrator::fit_bandwidths() {
     double bytes = 3.0 * static_cast<double>(n) * 4;
     double bw = bytes / std::max(t - overhead(g), t * 0.1) * rate_share(g);
     cost::MemoryLevel& m = p_.memory[i];
+    if (!(bw > 0 && std::isfinite(bw))) {
+      // A probe no clock saw (t = 0): the detected figure stands.
+      log_ << m.name << " bandwidth: not measured (" << t * 1e6 << " us), detected " << m.effective_bandwidth() / 1e9
+           << " GB/s kept\n";
+      continue;
+    }
     m.bandwidth = bw;  // stored as the bandwidth at full efficiency
     m.efficiency = 1.0;
     log_ << m.name << " bandwidth: " << bw / 1e9 << " GB/s (Add over " << bytes / 1e6 << " MB)\n";
@@ -613,7 +619,16 @@ void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ost
   o.seconds = kQuickCalibrationSeconds;
   o.quick = true;
   std::ostringstream detail;  // the per-measurement lines stay off a user's screen
-  cost::DeviceProfile p = calibrate_host(o, detail);
+  cost::DeviceProfile p;
+  try {
+    p = calibrate_host(o, detail);
+  } catch (const Error& e) {
+    // A measurement the fit cannot use (the profile fails its checks): this
+    // run prices with the detected profile, and the next one calibrates again.
+    log << "tessera: the calibration failed (" << e.message() << "); using the detected profile, not cached\n";
+    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
+    return;
+  }
   // One line of what was found: the dense rate against the detected peak,
   // and the wall time.
   std::string line;
