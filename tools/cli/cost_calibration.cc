@@ -123,10 +123,9 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads, const
     double cpu = cpu_clock ? process_cpu_seconds() - cpu0 : 0;
     double after = profile_ms(plan, node);
     double kernel = (after - before) * 1e-3;
-    // A zero CPU time is a clock that did not see the run (the process
-    // clock of a thread it has not updated since its last tick), not a
-    // kernel that took no time: a quick calibration took one such run as
-    // the L2 probe's fastest, and wrote an infinite bandwidth.
+    // A zero CPU time is a process clock that did not advance over the
+    // run, not a kernel that took no time: a quick calibration took such a
+    // run as the L2 probe's fastest, and wrote an infinite bandwidth.
     per_run.push_back(cpu_clock && cpu > 0 ? std::min(kernel, cpu) : kernel);
     before = after;
   }
