@@ -126,7 +126,7 @@ double bytes_of_values(const Graph& g, const std::vector<ValueId>& values) {
 
 }  // namespace
 
-// A blocked -> row-major reorder of v: a streaming copy (whole channel
+// A reorder of v between blocked and row-major form (either way): a streaming copy (whole channel
 // blocks move at a time), costed as an element-wise pass of its size.
 KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options) {
   const TensorType& t = g.type(v);

@@ -33,7 +33,8 @@ inline GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const C
   return graph_cost(g, device, options, kernel_groups(g, fuse));
 }
 
-// CPU: the reorder of blocked value v into row-major form.
+// CPU: the reorder of value v between row-major and blocked form (either
+// way: the same copy of its bytes).
 KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, const CostOptions& options = {});
 // CPU: which values the runtime keeps in a blocked layout (per ValueId; all
 // false for other devices).
