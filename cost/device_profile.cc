@@ -117,6 +117,17 @@ double DeviceProfile::peak_flops(DType dtype, bool matrix) const {
   return f32->second;
 }
 
+double DeviceProfile::conv_efficiency_at(double k) const {
+  const auto& e = conv_efficiency_by_k;
+  if (e.empty() || !(k > 0)) return conv_efficiency;
+  if (k <= e.front().first) return e.front().second;
+  if (k >= e.back().first) return e.back().second;
+  auto hi = std::upper_bound(e.begin(), e.end(), k, [](double v, const auto& point) { return v < point.first; });
+  auto lo = hi - 1;
+  double t = std::log(k / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + t * (hi->second - lo->second);
+}
+
 void DeviceProfile::validate() const {
   check(!name.empty(), "name", "must not be empty");
   check(units >= 1, "units", "must be at least 1");
@@ -145,6 +156,15 @@ void DeviceProfile::validate() const {
         "must be between 0 and the register tile's columns");
   check(gemm_efficiency > 0 && gemm_efficiency <= 1, "efficiency.gemm", "must be in (0, 1]");
   check(conv_efficiency > 0 && conv_efficiency <= 1, "efficiency.conv", "must be in (0, 1]");
+  for (size_t i = 0; i < conv_efficiency_by_k.size(); ++i) {
+    std::string f = "efficiency.conv_by_k[" + std::to_string(i) + "]";
+    const auto& [k, e] = conv_efficiency_by_k[i];
+    check(k >= 1 && std::isfinite(k), f, "must have a reduction length of at least 1");
+    check(i == 0 || k > conv_efficiency_by_k[i - 1].first, f, "must come after a shorter reduction (K ascending)");
+    // Relative to a peak fitted to the probes' geometric mean: a long
+    // reduction may run above it, but not at twice it.
+    check(e > 0 && e <= 2, f, "must have an efficiency in (0, 2]");
+  }
   check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
   check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
   check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
@@ -199,6 +219,14 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   Reader eff = r.sub("efficiency");
   p.gemm_efficiency = eff.number("gemm");
   p.conv_efficiency = eff.number_or("conv", p.gemm_efficiency);
+  if (eff.has("conv_by_k")) {
+    for (const Reader& point : eff.array("conv_by_k")) {
+      const json& v = point.raw();
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+        point.fail(point.path(), "must be [K, efficiency]");
+      p.conv_efficiency_by_k.emplace_back(v[0].get<double>(), v[1].get<double>());
+    }
+  }
   p.vector_efficiency = eff.number("vector");
   p.transcendental_ops = r.number("transcendental_ops");
   p.permute_ops = r.number_or("permute_ops", 0.0);
@@ -266,6 +294,12 @@ std::string profile_to_json(const DeviceProfile& p) {
                      {"devices_per_node", c.devices_per_node},
                      {"latency_us", c.latency_s * 1e6},
                      {"bandwidth_gbps", c.bandwidth / 1e9}});
+  json efficiency = {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}};
+  if (!p.conv_efficiency_by_k.empty()) {
+    json points = json::array();
+    for (const auto& [k, e] : p.conv_efficiency_by_k) points.push_back({k, e});
+    efficiency["conv_by_k"] = points;
+  }
   json j = {{"format", kFormat},
             {"version", kVersion},
             {"name", p.name},
@@ -276,7 +310,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"register_tile", {p.register_tile[0], p.register_tile[1]}},
             {"register_vector", p.register_vector},
             {"peak_tflops", {{"matrix", peaks(p.matrix_flops)}, {"vector", peaks(p.vector_flops)}}},
-            {"efficiency", {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}}},
+            {"efficiency", efficiency},
             {"transcendental_ops", p.transcendental_ops},
             {"permute_ops", p.permute_ops},
             {"epilogue_ops_scale", p.epilogue_ops_scale},

@@ -23,8 +23,9 @@ namespace tessera::cost {
 // 3: the quick calibration fits reorders, transcendentals and permutes, and
 // profiles carry register_vector; 4: reorder_gbps is the whole device's;
 // 5: the pool's spin window and wake-up cost; 6: the quick calibration
-// fits conv_call_ns.
-inline constexpr int kHostProfileVersion = 6;
+// fits conv_call_ns; 7: the convolution efficiency by reduction length
+// (efficiency.conv_by_k).
+inline constexpr int kHostProfileVersion = 7;
 
 std::string default_profile_cache_dir();
 std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);

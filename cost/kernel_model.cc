@@ -72,6 +72,7 @@ struct Work {
   std::map<DType, double> matrix_flops;  // run on the matrix units at `utilization`
   double utilization = 1.0;
   bool conv = false;  // matrix work of a convolution (conv_efficiency)
+  double conv_k = 0;  // its reduction length per group (conv_efficiency_at)
   double conv_calls = 0;  // micro-kernel calls (DeviceProfile::conv_call_s)
   double cold_bytes = 0;  // GEMM weights read from main memory
   std::map<DType, double> vector_ops;    // each occupies one FMA slot (2 FLOP of peak)
@@ -275,6 +276,7 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
     gemm_work(g, d, o, p, x.dtype, flops, f, w);
     w.conv = true;
+    w.conv_k = static_cast<double>(p.k);
     if (n.kind == OpKind::kConv) w.conv_calls = static_cast<double>(y.shape[0] * product(y.shape, 2) / y.shape.back() *
                                                                     product(wt.shape, 2));
   }
@@ -594,7 +596,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   for (const auto& [t, f] : w.matrix_flops) {
     // A GEMM too thin to fill the matrix units' tiles (a matrix-vector
     // product) runs as a vector kernel instead, as libraries dispatch it.
-    double efficiency = w.conv ? d.conv_efficiency : d.gemm_efficiency;
+    double efficiency = w.conv ? d.conv_efficiency_at(w.conv_k) : d.gemm_efficiency;
     double matrix = f / (d.peak_flops(t, true) * efficiency * std::max(w.utilization, 1e-6));
     double vector = f / (d.peak_flops(t, false) * d.vector_efficiency);
     k.compute_s += std::min(matrix, vector);

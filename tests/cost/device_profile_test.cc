@@ -77,7 +77,11 @@ TEST(DeviceProfile, JsonRoundTrip) {
   a.epilogue_ops_scale = 1.75;
   a.epilogue_operand_ops = 6.5;
   a.cold_launch_s = 4.25e-6;
+  a.conv_efficiency_by_k = {{64, 0.75}, {576, 0.93}, {2304, 1.07}};
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
+  EXPECT_EQ(b.conv_efficiency_by_k, a.conv_efficiency_by_k);
+  // Without points the field is left out, and reads back empty.
+  EXPECT_TRUE(profile_from_json(profile_to_json(builtin_profile("a100")), "none").conv_efficiency_by_k.empty());
   EXPECT_DOUBLE_EQ(b.epilogue_ops_scale, 1.75);
   EXPECT_DOUBLE_EQ(b.epilogue_operand_ops, 6.5);
   EXPECT_NEAR(b.cold_launch_s, 4.25e-6, 1e-12);
@@ -121,6 +125,13 @@ TEST(DeviceProfile, BadJsonFailsClearly) {
   EXPECT_NE(error_of(replace(t, "\"kind\": \"gpu\"", "\"kind\": \"tpu\"")).find("'kind' must be"),
             std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"units\": 132", "\"units\": \"many\"")).find("'units' must be an integer"),
+            std::string::npos);
+  std::string by_k = "\"efficiency\": {\n    \"conv_by_k\": ";
+  EXPECT_NE(error_of(replace(t, "\"efficiency\": {", by_k + "[[576, 0.9], [64, 0.8]],")).find("'efficiency.conv_by_k[1]' must come after"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"efficiency\": {", by_k + "[[576, 3.0]],")).find("'efficiency.conv_by_k[0]' must have an efficiency"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"efficiency\": {", by_k + "[576, 0.9],")).find("'efficiency.conv_by_k[0]' must be [K, efficiency]"),
             std::string::npos);
   // Levels out of order (main memory smaller than L2).
   EXPECT_NE(error_of(replace(t, "\"capacity_bytes\": 85899345920", "\"capacity_bytes\": 1024"))

@@ -599,6 +599,41 @@ TEST(KernelModel, ConvolutionEfficiencyAndCalls) {
   EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s, node_cost(conv(false), 0, d).compute_s, 1e-15);
 }
 
+// A calibrated CPU profile prices a convolution at the efficiency of its
+// reduction length K (input channels per group x window), interpolated in
+// log K between the calibration's points; MatMuls keep gemm_efficiency.
+TEST(KernelModel, ConvolutionEfficiencyByReductionLength) {
+  DeviceProfile d = builtin_profile("cpu");
+  d.gemm_efficiency = d.conv_efficiency = 0.5;
+  d.vector_efficiency = 0.05;
+  d.conv_call_s = 0;
+  auto conv = [](int64_t c, int64_t k) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, c, 28, 28}});
+    ValueId w = g.add_constant("w", Tensor(DType::kF32, {64, c, k, k}));
+    Attrs a = k == 3 ? conv3x3() : conv3x3(0);
+    a.set("kernel_shape", std::vector<int64_t>{k, k});
+    g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
+    return g;
+  };
+  double k64 = node_cost(conv(64, 1), 0, d).compute_s;    // K = 64
+  double k576 = node_cost(conv(64, 3), 0, d).compute_s;   // K = 576
+  double k1024 = node_cost(conv(1024, 1), 0, d).compute_s;  // K = 1024
+  d.conv_efficiency_by_k = {{64, 0.25}, {576, 0.5}, {2304, 1.0}};
+  EXPECT_NEAR(node_cost(conv(64, 1), 0, d).compute_s, 2 * k64, 1e-12);
+  EXPECT_NEAR(node_cost(conv(64, 3), 0, d).compute_s, k576, 1e-12);
+  // 1024 lies log(1024/576) / log(2304/576) of the way from 576 to 2304.
+  double e = 0.5 + 0.5 * std::log(1024.0 / 576) / std::log(4.0);
+  EXPECT_NEAR(node_cost(conv(1024, 1), 0, d).compute_s, k1024 * 0.5 / e, 1e-12);
+  // Below the first point: the first point's efficiency.
+  EXPECT_DOUBLE_EQ(d.conv_efficiency_at(16), 0.25);
+  EXPECT_DOUBLE_EQ(d.conv_efficiency_at(9216), 1.0);
+  EXPECT_NEAR(node_cost(matmul(256, 256, 256), 0, d).compute_s,
+              node_cost(matmul(256, 256, 256), 0, [&] { DeviceProfile f = d; f.conv_efficiency_by_k.clear(); return f; }())
+                  .compute_s,
+              1e-15);
+}
+
 TEST(KernelModel, CpuGemmWaitsForWeightsFromMainMemory) {
   DeviceProfile d = builtin_profile("cpu");
   Graph g;

@@ -88,6 +88,12 @@ TEST_F(HostProfileCli, FirstUseCalibratesOnceThenTheCacheIsUsed) {
   cost::DeviceProfile p = cost::load_profile(cached().string());
   EXPECT_TRUE(p.calibrated);
   EXPECT_NE(p.source.find("quick calibration"), std::string::npos);
+  // The convolution efficiency by reduction length: a 1x1 convolution of
+  // 64 channels, 3x3 ones of 64 and 256.
+  ASSERT_EQ(p.conv_efficiency_by_k.size(), 3u);
+  EXPECT_EQ(p.conv_efficiency_by_k[0].first, 64);
+  EXPECT_EQ(p.conv_efficiency_by_k[1].first, 576);
+  EXPECT_EQ(p.conv_efficiency_by_k[2].first, 2304);
   EXPECT_EQ(p.host_key.substr(0, p.host_key.rfind('/')), cost::read_host_identity().cache_key());
 
   Result second = run(cost_args());

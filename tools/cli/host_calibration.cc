@@ -195,12 +195,16 @@ class HostCalibrator {
 };
 
 // GEMM and convolution efficiencies from generic shapes (not the model
-// suite's): 3x3 convolutions of ResNet-like stages and a 1x1 one, MatMuls
+// suite's): 3x3 convolutions of ResNet-like stages and 1x1 ones, MatMuls
 // with constant (prepacked) weights. Where a kind beats the profile's peak
 // (turbo clocks above the nominal one), the peaks and the clock move up and
-// the other kind's efficiency drops below 1.
+// the other kind's efficiency drops below 1. The convolutions span
+// reduction lengths K of 64 to 2304 (256 and 1152 too in the full
+// calibration): each gives its point of conv_efficiency_by_k, and their
+// geometric mean conv_efficiency.
 void HostCalibrator::fit_dense() {
   p_.gemm_efficiency = p_.conv_efficiency = 1.0;
+  p_.conv_efficiency_by_k.clear();
   double before = p_.peak_flops(DType::kF32, true);
   auto ratio_of = [&](const Graph& g, double t) {
     double r = predicted(g).compute_s / std::max(t - overhead(g), t / 2);
@@ -214,14 +218,19 @@ void HostCalibrator::fit_dense() {
   double gemm_log = 0, conv_log = 0;
   for (const Graph& g : mms) gemm_log += std::log(ratio_of(g, probe("gemm", "MatMul", g))) / static_cast<double>(mms.size());
   std::vector<Graph> convs;
+  convs.push_back(conv_graph(64, 56, 1));
   convs.push_back(conv_graph(64, 56));
   convs.push_back(conv_graph(256, 14));
   if (!o_.quick) {
     convs.push_back(conv_graph(128, 28));
     convs.push_back(conv_graph(256, 28, 1));
   }
-  for (const Graph& g : convs)
-    conv_log += std::log(ratio_of(g, probe("conv", "Conv", g, "op"))) / static_cast<double>(convs.size());
+  std::vector<std::pair<double, double>> by_k;
+  for (const Graph& g : convs) {
+    double r = ratio_of(g, probe("conv", "Conv", g, "op"));
+    conv_log += std::log(r) / static_cast<double>(convs.size());
+    by_k.emplace_back(static_cast<double>(g.type(g.node(0).inputs[1]).numel() / g.type(g.node(0).inputs[1]).shape[0]), r);
+  }
   double rc = std::exp(conv_log), rm = std::exp(gemm_log);
   double scale = std::max({1.0, rc, rm});
   if (scale > 1.0) {
@@ -231,12 +240,16 @@ void HostCalibrator::fit_dense() {
   }
   p_.gemm_efficiency = std::clamp(rm / scale, 0.01, 1.0);
   p_.conv_efficiency = std::clamp(rc / scale, 0.01, 1.0);
+  std::sort(by_k.begin(), by_k.end());
+  for (const auto& [k, r] : by_k) p_.conv_efficiency_by_k.emplace_back(k, std::clamp(r / scale, 0.01, 2.0));
   double peak = p_.peak_flops(DType::kF32, true);
   std::string on = p_.units == 1 ? " per core" : " on " + std::to_string(p_.units) + " cores";
+  std::ostringstream by;
+  for (const auto& [k, e] : p_.conv_efficiency_by_k) by << (by.tellp() > 0 ? ", " : "") << e << " at K=" << k;
   log_ << "f32 peak " << peak / 1e9 << " GFLOP/s" << on << " (detected " << before / 1e9 << "), gemm efficiency "
-       << p_.gemm_efficiency << ", conv efficiency " << p_.conv_efficiency << "\n";
+       << p_.gemm_efficiency << ", conv efficiency " << p_.conv_efficiency << " (" << by.str() << ")\n";
   notes_ << "f32 peak " << peak / 1e9 << " GFLOP/s" << on << ", gemm efficiency " << p_.gemm_efficiency << ", conv efficiency "
-         << p_.conv_efficiency;
+         << p_.conv_efficiency << " (" << by.str() << ")";
 }
 
 // Bandwidth per level: Add over three tensors sized to live in the level.
