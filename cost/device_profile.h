@@ -68,10 +68,10 @@ struct DeviceProfile {
   // K ascending. A convolution between two points takes the efficiency
   // interpolated in log K, outside them the nearest point's; empty: every
   // convolution runs at conv_efficiency. On a Zen 4 core (oneDNN's jit
-  // convolutions, one thread) the share of the peak grows with K: 0.64-0.79
-  // at K = 64, 0.82 at 256, 0.93 at 576, 0.95 at 2304, in ResNet-50; the
-  // micro-kernel's per-output work (loading and storing the accumulators,
-  // the post-ops) is spread over K multiply-adds. Entries are relative to
+  // convolutions, one thread) the calibration's probes read 0.95 at K = 64,
+  // 0.98 at 576 and 1.07 at 2304 of the fitted peak: the micro-kernel's
+  // per-output work (loading and storing the accumulators, the post-ops) is
+  // spread over K multiply-adds. Entries are relative to
   // the profile's peak, which the calibration fits to the dense probes'
   // geometric mean, so a long reduction's can exceed 1.
   std::vector<std::pair<double, double>> conv_efficiency_by_k;

@@ -141,8 +141,16 @@ class HostCalibrator {
     double measured_s = 0;
   };
 
+  // The kernel a probe measures: the node named "op" where there is one
+  // (conv_graph's convolution, after the 1x1 one that gives it a blocked
+  // input), else the first.
+  static NodeId probed(const Graph& g) {
+    for (NodeId i = 0; i < g.num_nodes(); ++i)
+      if (g.node(i).name == "op") return i;
+    return 0;
+  }
   double measure(const Graph& g, const std::string& node = "", double slices = 0) {
-    OpKind k = g.node(0).kind;
+    OpKind k = g.node(probed(g)).kind;
     if (slices == 0) slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
     return measure_kernel_seconds(g, slices * slice_, threads_, node);
   }
@@ -153,15 +161,15 @@ class HostCalibrator {
     probes_.push_back({kind, what, g, node, t});
     return t;
   }
-  cost::KernelCost predicted(const Graph& g) const { return cost::node_cost(g, 0, p_); }
+  cost::KernelCost predicted(const Graph& g) const { return cost::node_cost(g, probed(g), p_); }
   // The model runs a small kernel on one core (graph/fusion_groups.h): what
   // one measures of it is 1/units of the device's rate.
   double rate_share(const Graph& g) const {
-    const Node& n = g.node(0);
+    const Node& n = g.node(probed(g));
     return p_.units > 1 && runs_on_one_thread(g, n, n.outputs[0]) ? static_cast<double>(p_.units) : 1.0;
   }
   double overhead(const Graph& g) const {
-    OpKind k = g.node(0).kind;
+    OpKind k = g.node(probed(g)).kind;
     bool parallel = p_.units > 1 && rate_share(g) == 1;
     return p_.launch_overhead_s + (parallel ? p_.parallel_overhead_s : 0.0) +
            (k == OpKind::kConv || k == OpKind::kMatMul ? p_.gemm_overhead_s : 0.0);
@@ -208,7 +216,8 @@ void HostCalibrator::fit_dense() {
   double before = p_.peak_flops(DType::kF32, true);
   auto ratio_of = [&](const Graph& g, double t) {
     double r = predicted(g).compute_s / std::max(t - overhead(g), t / 2);
-    log_ << "  " << op_name(g.node(0).kind) << " " << shape_str(g.type(g.node(0).inputs[1]).shape) << ": " << t * 1e6
+    const Node& n = g.node(probed(g));
+    log_ << "  " << op_name(n.kind) << " " << shape_str(g.type(n.inputs[1]).shape) << ": " << t * 1e6
          << " us, " << r << " of the detected peak\n";
     return r;
   };
@@ -229,7 +238,8 @@ void HostCalibrator::fit_dense() {
   for (const Graph& g : convs) {
     double r = ratio_of(g, probe("conv", "Conv", g, "op"));
     conv_log += std::log(r) / static_cast<double>(convs.size());
-    by_k.emplace_back(static_cast<double>(g.type(g.node(0).inputs[1]).numel() / g.type(g.node(0).inputs[1]).shape[0]), r);
+    const TensorType& w = g.type(g.node(probed(g)).inputs[1]);
+    by_k.emplace_back(static_cast<double>(w.numel() / w.shape[0]), r);
   }
   double rc = std::exp(conv_log), rm = std::exp(gemm_log);
   double scale = std::max({1.0, rc, rm});
@@ -480,7 +490,7 @@ void HostCalibrator::fit_reorder() {
   Attrs perm;
   perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
   g.set_outputs({g.add(OpKind::kTranspose, {g.outputs()[0]}, perm, "next")});
-  ValueId y = g.node(0).outputs[0];
+  ValueId y = g.node(probed(g)).outputs[0];
   double t = measure(g, g.value(y).name);
   double launch_s = cost::reorder_cost(g, y, p_).launch_s;
   p_.reorder_bandwidth = static_cast<double>(g.type(y).nbytes()) / std::max(t - launch_s, t / 2);
