@@ -117,6 +117,12 @@ double DeviceProfile::peak_flops(DType dtype, bool matrix) const {
   return f32->second;
 }
 
+double DeviceProfile::core_bandwidth(size_t i) const {
+  const MemoryLevel& m = memory.at(i);
+  double even = m.effective_bandwidth() / static_cast<double>(std::max<int64_t>(units, 1));
+  return m.core_bandwidth > 0 ? std::clamp(m.core_bandwidth, even, m.effective_bandwidth()) : even;
+}
+
 double DeviceProfile::conv_efficiency_at(double k) const {
   const auto& e = conv_efficiency_by_k;
   if (e.empty() || !(k > 0)) return conv_efficiency;
@@ -144,6 +150,8 @@ void DeviceProfile::validate() const {
     check(m.capacity_bytes > 0, f + ".capacity_bytes", "must be positive");
     check(m.bandwidth > 0 && std::isfinite(m.bandwidth), f + ".bandwidth_gbps", "must be positive");
     check(m.efficiency > 0 && m.efficiency <= 1, f + ".efficiency", "must be in (0, 1]");
+    check(m.core_bandwidth >= 0 && std::isfinite(m.core_bandwidth), f + ".core_bandwidth_gbps",
+          "must be positive or absent");
     if (i > 0) {
       // Ordered fastest first: a level further out is at least as large.
       int64_t inner = memory[i - 1].capacity_bytes * (memory[i - 1].per_unit ? units : 1);
@@ -248,6 +256,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
     level.per_unit = m.boolean_or("per_unit", false);
     level.bandwidth = m.number("bandwidth_gbps") * 1e9;
     level.efficiency = m.number_or("efficiency", 1.0);
+    level.core_bandwidth = m.number_or("core_bandwidth_gbps", 0.0) * 1e9;
     p.memory.push_back(level);
   }
   if (r.has("interconnect")) {
@@ -282,12 +291,15 @@ std::string profile_to_json(const DeviceProfile& p) {
     return out;
   };
   json memory = json::array();
-  for (const MemoryLevel& m : p.memory)
-    memory.push_back({{"name", m.name},
-                      {"capacity_bytes", m.capacity_bytes},
-                      {"per_unit", m.per_unit},
-                      {"bandwidth_gbps", m.bandwidth / 1e9},
-                      {"efficiency", m.efficiency}});
+  for (const MemoryLevel& m : p.memory) {
+    json level = {{"name", m.name},
+                  {"capacity_bytes", m.capacity_bytes},
+                  {"per_unit", m.per_unit},
+                  {"bandwidth_gbps", m.bandwidth / 1e9},
+                  {"efficiency", m.efficiency}};
+    if (m.core_bandwidth > 0) level["core_bandwidth_gbps"] = m.core_bandwidth / 1e9;
+    memory.push_back(level);
+  }
   json tiers = json::array();
   for (const Interconnect& c : p.interconnect)
     tiers.push_back({{"name", c.name},
@@ -399,6 +411,22 @@ DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks) {
   }
   p.reorder_bandwidth /= k;
   p.description = host.description + " (one of " + std::to_string(ranks) + " ranks sharing it)";
+  return p;
+}
+
+DeviceProfile thread_share(const DeviceProfile& host, int64_t threads) {
+  if (host.kind != DeviceKind::kCpu || threads <= 0 || threads >= host.units) return host;
+  DeviceProfile p = rank_share(host, host.units / threads);
+  // Alone on its cores, the process streams from a shared level what those
+  // cores do, not an even share of what every core does at once.
+  for (size_t i = 0; i < p.memory.size(); ++i) {
+    MemoryLevel& m = p.memory[i];
+    if (m.per_unit || m.core_bandwidth <= 0) continue;
+    double alone = std::min(host.memory[i].effective_bandwidth(),
+                            static_cast<double>(p.units) * host.core_bandwidth(i));
+    m.bandwidth = alone / m.efficiency;
+  }
+  p.description = host.description + " (" + std::to_string(p.units) + " of its cores)";
   return p;
 }
 

@@ -28,6 +28,11 @@ struct MemoryLevel {
   bool per_unit = false;    // capacity is per core / per SM (private level)
   double bandwidth = 0;     // bytes/s, the whole device, as the spec states it
   double efficiency = 1.0;  // achievable share of `bandwidth`
+  // What one core alone streams from a shared level, bytes/s as measured
+  // (efficiency included); 0: bandwidth / units (linear in the cores). On
+  // the 2-vCPU Zen 5 guest an Add over 3-50 MB streams 1.5x one core's
+  // rate with both, not 2x.
+  double core_bandwidth = 0;
   double effective_bandwidth() const { return bandwidth * efficiency; }
 };
 
@@ -141,6 +146,9 @@ struct DeviceProfile {
   // Peak FLOP/s for `dtype` on the matrix (true) or vector (false) units.
   double peak_flops(DType dtype, bool matrix) const;
   const MemoryLevel& main_memory() const { return memory.back(); }
+  // The rate one core alone streams from level i: its core_bandwidth where
+  // measured (at most the whole level's), else an even share of the level.
+  double core_bandwidth(size_t i) const;
   // Throws Error(kParse) naming the field when a value is out of range.
   void validate() const;
 };
@@ -174,6 +182,11 @@ DeviceProfile host_cpu_profile();
 // share divided among them. A GPU profile, or one rank, is returned as it
 // is: each GPU rank has its device to itself.
 DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks);
+
+// The host as one process running `threads` of its threads sees it, alone:
+// rank_share's figures, except that a shared level streams what those
+// cores draw from it alone (their core_bandwidth, up to the level's).
+DeviceProfile thread_share(const DeviceProfile& host, int64_t threads);
 // How many ranks of a mesh of `devices` share a node on `device`.
 int64_t ranks_per_node(const DeviceProfile& device, int64_t devices);
 

@@ -604,8 +604,9 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   for (const auto& [t, ops] : w.vector_ops) k.compute_s += 2.0 * ops / (d.peak_flops(t, false) * d.vector_efficiency);
   k.level_bytes = w.level_bytes;
   // A CPU kernel with little work runs on one core: a share 1/units of the
-  // compute peak and of every level's bandwidth (the shared levels too,
-  // which one core alone does not saturate either).
+  // compute peak and of the private levels' bandwidth, and what one core
+  // alone streams from the shared ones (DeviceProfile::core_bandwidth: an
+  // even share where not measured).
   bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
   bool one_thread = cpu && runs_on_one_thread(g, root, chain);
   double share = one_thread ? static_cast<double>(d.units) : 1.0;
@@ -617,7 +618,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   // The sum is bound by whichever part is larger.
   double arithmetic_s = k.compute_s, weights_s = 0;
   if (d.kind == DeviceKind::kCpu && w.cold_bytes > 0) {
-    weights_s = w.cold_bytes / d.main_memory().effective_bandwidth() * share;
+    weights_s = w.cold_bytes / (one_thread ? d.core_bandwidth(d.memory.size() - 1) : d.main_memory().effective_bandwidth());
     k.compute_s += weights_s;
   }
   if (d.kind == DeviceKind::kCpu) k.compute_s += w.conv_calls * d.conv_call_s * share;
@@ -625,7 +626,8 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   k.bound = k.compute_s > 0 ? "compute" : "none";
   double slowest_level = 0;
   for (size_t i = 0; i < d.memory.size(); ++i) {
-    k.level_s.push_back(k.level_bytes[i] / d.memory[i].effective_bandwidth() * share);
+    // One core alone streams a shared level at its own rate (core_bandwidth).
+    k.level_s.push_back(k.level_bytes[i] / (one_thread ? d.core_bandwidth(i) : d.memory[i].effective_bandwidth()));
     slowest_level = std::max(slowest_level, k.level_s[i]);
     if (k.level_s[i] > worst) {
       worst = k.level_s[i];

@@ -19,7 +19,7 @@
 //                                            "NAME: unfused vs fused plan", each fused group against
 //                                            its nodes run one by one)
 // (--threads below the profile's units prices the model on that share of the
-// host, cost::rank_share)
+// host, cost::thread_share)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     cost::DeviceProfile d = device == "detected" ? cost::detect_host_cpu() : cost::resolve_device(device);
     // Fewer threads than the profile's cores: priced on that share of the
     // host, as `tessera cost --threads` prices it.
-    if (threads > 0 && threads < d.units) d = cost::rank_share(d, d.units / threads);
+    if (threads > 0 && threads < d.units) d = cost::thread_share(d, threads);
     std::printf("device: %s (%s)\n", d.name.c_str(), d.calibrated ? "calibrated" : "not calibrated");
     std::vector<KernelRow> kernels;
     std::vector<PairRow> pairs;

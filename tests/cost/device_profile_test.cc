@@ -78,7 +78,10 @@ TEST(DeviceProfile, JsonRoundTrip) {
   a.epilogue_operand_ops = 6.5;
   a.cold_launch_s = 4.25e-6;
   a.conv_efficiency_by_k = {{64, 0.75}, {576, 0.93}, {2304, 1.07}};
+  a.memory.back().core_bandwidth = 61.5e9;
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
+  EXPECT_NEAR(b.memory.back().core_bandwidth, 61.5e9, 1e-3);
+  EXPECT_EQ(b.memory[0].core_bandwidth, 0.0);  // not measured: left out, reads back 0
   EXPECT_EQ(b.conv_efficiency_by_k, a.conv_efficiency_by_k);
   // Without points the field is left out, and reads back empty.
   EXPECT_TRUE(profile_from_json(profile_to_json(builtin_profile("a100")), "none").conv_efficiency_by_k.empty());
@@ -120,6 +123,9 @@ TEST(DeviceProfile, BadJsonFailsClearly) {
             std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"bandwidth_gbps\": 3350.0", "\"bandwidth_gbps\": -1"))
                 .find("'memory[2].bandwidth_gbps' must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"bandwidth_gbps\": 3350.0", "\"bandwidth_gbps\": 3350.0, \"core_bandwidth_gbps\": -5"))
+                .find("'memory[2].core_bandwidth_gbps' must be positive or absent"),
             std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"bf16\"", "\"bf17\"")).find("is not a dtype name"), std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"kind\": \"gpu\"", "\"kind\": \"tpu\"")).find("'kind' must be"),
@@ -185,11 +191,47 @@ TEST(DeviceProfile, RanksSharingACpuHostGetTheirShare) {
   EXPECT_EQ(one.main_memory().capacity_bytes, host.main_memory().capacity_bytes / 2);
   EXPECT_EQ(one.memory[0].capacity_bytes, host.memory[0].capacity_bytes);  // per core: kept
   one.validate();
+  // No core_bandwidth: one thread of a process alone gets an even share of
+  // a shared level, as a rank does.
+  DeviceProfile t1 = thread_share(host, 1);
+  EXPECT_EQ(t1.units, 1);
+  EXPECT_DOUBLE_EQ(t1.main_memory().bandwidth, host.main_memory().bandwidth / static_cast<double>(host.units));
+  EXPECT_DOUBLE_EQ(host.core_bandwidth(host.memory.size() - 1),
+                   host.main_memory().effective_bandwidth() / static_cast<double>(host.units));
   DeviceProfile gpu = builtin_profile("h100");
   EXPECT_EQ(ranks_per_node(gpu, 16), 8);
   DeviceProfile g8 = rank_share(gpu, 8);
   EXPECT_EQ(g8.units, gpu.units);
   EXPECT_DOUBLE_EQ(g8.peak_flops(DType::kF32, true), gpu.peak_flops(DType::kF32, true));
+}
+
+// A shared level that does not scale with the cores (core_bandwidth: what one
+// core alone streams): one thread of a process alone streams that much;
+// ranks streaming at once still split the whole level's bandwidth; the core's
+// figure never exceeds the level's, nor falls below an even share.
+TEST(DeviceProfile, OneCoreAloneStreamsItsOwnRateFromASharedLevel) {
+  DeviceProfile host = builtin_profile("cpu");
+  host.units = 4;
+  MemoryLevel& dram = host.memory.back();
+  ASSERT_FALSE(dram.per_unit);
+  dram.bandwidth = 100e9;
+  dram.efficiency = 1.0;
+  dram.core_bandwidth = 40e9;  // four cores stream 2.5x one core, not 4x
+  host.validate();
+  EXPECT_DOUBLE_EQ(host.core_bandwidth(host.memory.size() - 1), 40e9);
+  DeviceProfile t1 = thread_share(host, 1);
+  EXPECT_DOUBLE_EQ(t1.main_memory().effective_bandwidth(), 40e9);
+  DeviceProfile t2 = thread_share(host, 2);
+  EXPECT_DOUBLE_EQ(t2.main_memory().effective_bandwidth(), 80e9);
+  EXPECT_EQ(t2.units, 2);
+  DeviceProfile r4 = rank_share(host, 4);  // four ranks at once: a quarter each
+  EXPECT_DOUBLE_EQ(r4.main_memory().effective_bandwidth(), 25e9);
+  EXPECT_DOUBLE_EQ(r4.core_bandwidth(r4.memory.size() - 1), 25e9);
+  dram.core_bandwidth = 10e9;  // below an even share (noise): the even share
+  EXPECT_DOUBLE_EQ(host.core_bandwidth(host.memory.size() - 1), 25e9);
+  // The private levels scale with the cores as before.
+  ASSERT_TRUE(host.memory[0].per_unit);
+  EXPECT_DOUBLE_EQ(t1.memory[0].bandwidth, host.memory[0].bandwidth / 4);
 }
 
 }  // namespace

@@ -398,6 +398,36 @@ TEST(KernelModel, SmallCpuKernelsRunOnOneCore) {
   EXPECT_NEAR(node_cost(large, 0, two).time_s * 2, node_cost(large, 0, one).time_s, 1e-12);
 }
 
+// A one-thread kernel streams a shared level at what one core draws from it
+// alone (core_bandwidth), not an even share of what every core does at once;
+// a parallel kernel at the whole level's rate.
+TEST(KernelModel, OneThreadKernelsStreamSharedLevelsAtTheCoresRate) {
+  DeviceProfile d = builtin_profile("cpu");
+  ASSERT_EQ(d.units, 2);
+  d.launch_overhead_s = d.parallel_overhead_s = 0;
+  d.vector_efficiency = 1.0;
+  MemoryLevel& dram = d.memory.back();
+  dram.efficiency = 1.0;
+  CostOptions cold;
+  cold.warm_cache = false;  // every byte from main memory
+  Graph small = binary(OpKind::kAdd, kOneThreadElements / 2);
+  Graph large = binary(OpKind::kAdd, kOneThreadElements * 8);
+  size_t last = d.memory.size() - 1;
+  KernelCost even = node_cost(small, 0, d, cold);
+  ASSERT_FALSE(even.parallel);
+  ASSERT_EQ(even.bound, "dram");
+  EXPECT_NEAR(even.level_s[last], even.level_bytes[last] / (dram.bandwidth / 2), 1e-15);
+  // Both cores stream 1.5x what one does: the one-thread kernel gets 2/3 of
+  // the level, the parallel one all of it, as before.
+  dram.core_bandwidth = dram.bandwidth / 1.5;
+  KernelCost alone = node_cost(small, 0, d, cold);
+  EXPECT_NEAR(alone.level_s[last], alone.level_bytes[last] / (dram.bandwidth / 1.5), 1e-15);
+  EXPECT_NEAR(alone.level_s[last] * 4, even.level_s[last] * 3, 1e-15);
+  KernelCost both = node_cost(large, 0, d, cold);
+  ASSERT_TRUE(both.parallel);
+  EXPECT_NEAR(both.level_s[last], both.level_bytes[last] / dram.bandwidth, 1e-15);
+}
+
 TEST(KernelModel, ParallelAndGemmCallOverheads) {
   DeviceProfile d = builtin_profile("cpu");
   d.launch_overhead_s = 1e-6;

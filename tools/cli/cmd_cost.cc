@@ -110,9 +110,10 @@ Action add_cost_command(CLI::App& app) {
       prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
       if (flags->threads > 0) {
         // Priced on `threads` of the host's cores: each core's rates and
-        // private caches, the shared levels' share (rank_share).
+        // private caches, what those cores stream alone from the shared
+        // levels (thread_share).
         cost::DeviceProfile host = cost::resolve_device("cpu");
-        if (flags->threads < host.units) cost::set_host_profile(cost::rank_share(host, host.units / flags->threads));
+        if (flags->threads < host.units) cost::set_host_profile(cost::thread_share(host, flags->threads));
       }
     }
     api::CostReport r = api::cost(g, config);

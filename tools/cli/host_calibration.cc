@@ -115,11 +115,14 @@ class HostCalibrator {
     if (!o_.quick) fit_gemm_overhead();
     fit_conv_calls();
     report_residuals();
+    cost::DeviceProfile one_core;
     if (o_.threads == 0 && threads_ < host_.units) {
+      one_core = p_;
       p_ = scale_to_cores(p_, host_.units);
       threads_ = static_cast<int>(host_.units);
     }
     fit_parallel_overhead();
+    if (!one_core.memory.empty()) fit_shared_bandwidths(one_core);
     fit_pool_wake();
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log_ << (o_.quick ? "quick" : "full") << " calibration: " << wall << " s\n";
@@ -181,6 +184,7 @@ class HostCalibrator {
   void fit_launch_overhead();
   void fit_cold_launch();
   void fit_parallel_overhead();
+  void fit_shared_bandwidths(const cost::DeviceProfile& one_core);
   void fit_pool_wake();
   void fit_gemm_overhead();
   void fit_conv_calls();
@@ -404,6 +408,45 @@ void HostCalibrator::fit_parallel_overhead() {
        << threads_ << " threads)" << (fitted <= kMaxParallelOverhead ? "" : ", implausible: kept the detected")
        << "\n";
   notes_ << ", parallel " << p_.parallel_overhead_s * 1e6 << " us";
+}
+
+// The shared levels (last cache, main memory) with every core streaming:
+// the bandwidth probes of fit_bandwidths again, on all threads. One core's
+// rate is scaled linearly to the cores before this (scale_to_cores); on the
+// 2-vCPU Zen 5 guest both cores together stream 1.5x one core's rate from
+// the last cache and main memory, not 2x, and the model priced the
+// memory-bound kernels of the two-thread runs at half their time. The
+// one-core rate stays as the level's core_bandwidth, what a kernel on one
+// thread streams (kernel_model.cc).
+void HostCalibrator::fit_shared_bandwidths(const cost::DeviceProfile& one_core) {
+  if (p_.units <= 1) return;
+  if (double load = load_average(); load > static_cast<double>(p_.units)) {
+    log_ << "shared levels on " << p_.units << " cores: not measured (load " << load << "), one core's rate scaled\n";
+    notes_ << ", shared levels scaled from one core";
+    return;
+  }
+  for (size_t i = 1; i < p_.memory.size() && i < level_ws_.size(); ++i) {
+    cost::MemoryLevel& m = p_.memory[i];
+    if (m.per_unit || level_ws_[i] <= 0) continue;
+    double core = one_core.memory[i].effective_bandwidth();
+    auto n = static_cast<int64_t>(level_ws_[i] / 12);
+    Graph g = binary_graph(OpKind::kAdd, n);
+    double t = measure(g);
+    double bw = 3.0 * static_cast<double>(n) * 4 / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    if (!(bw > 0 && std::isfinite(bw))) {
+      log_ << m.name << " on " << threads_ << " threads: not measured (" << t * 1e6 << " us), one core's rate scaled\n";
+      continue;
+    }
+    // Between one core's rate and every core's at that rate (noise either way).
+    double scaled = m.effective_bandwidth();
+    m.bandwidth = std::clamp(bw, core, std::max(core, scaled));
+    m.efficiency = 1.0;
+    m.core_bandwidth = core;
+    log_ << m.name << " on " << threads_ << " threads: " << bw / 1e9 << " GB/s (Add over " << level_ws_[i] / 1e6
+         << " MB; one core " << core / 1e9
+         << " GB/s, x" << bw / core << ")\n";
+    notes_ << ", " << m.name << " " << m.bandwidth / 1e9 << " GB/s on " << threads_ << " cores";
+  }
 }
 
 // The pool's spin window and wake-up cost (runtime/pool_probe.h): a tiny
