@@ -104,6 +104,24 @@ class CopyLoops {
     std::vector<size_t> outer;
     for (size_t i = 0; i < last; ++i)
       if (i != t) outer.push_back(i);
+    if (t == r && ds == 1 && ss == 1 && parallel) {
+      // Contiguous rows fewer than the threads (a Concat or Split along the
+      // outermost axis is one row per piece once simplified): each row in
+      // chunks, or one thread copies it all while the others wait (a 1x64x56x56
+      // piece at two threads: 33 us against 25 on one).
+      const int64_t rows = d.numel() / inner, threads = omp_get_max_threads();
+      const int64_t split = std::min((threads + rows - 1) / rows, std::max<int64_t>(1, inner / kParallelElements));
+      if (rows < threads && split > 1) {
+        const int64_t chunk = (inner + split - 1) / split;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < rows * split; ++i) {
+          Odometer o(d, outer, i / split);
+          int64_t lo = (i % split) * chunk, hi = std::min(inner, lo + chunk);
+          if (lo < hi) std::memcpy(dst + o.doff + lo, src + o.soff + lo, static_cast<size_t>(hi - lo) * sizeof(T));
+        }
+        return;
+      }
+    }
     if (t == r) {
       for_each_index(d, outer, d.numel() / inner, parallel, [&](const Odometer& o) {
         if (ds == 1 && ss == 1) {

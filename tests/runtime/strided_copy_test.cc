@@ -108,6 +108,31 @@ TEST(StridedCopy, RandomPermutationsMatchTheDefinition) {
   }
 }
 
+TEST(StridedCopy, FewLongContiguousRowsSplitOverTheThreads) {
+  // A Concat piece along the outermost axis (one contiguous row once the
+  // dims merge, 200704 elements, into the second half of the output), and
+  // two rows of a prime length into every other row of the output: each row
+  // in chunks over the threads, the last one shorter.
+  StridedCopy piece;
+  piece.shape = {1, 64, 56, 56};
+  piece.src_strides = {200704, 3136, 56, 1};
+  piece.dst_strides = {200704, 3136, 56, 1};
+  piece.dst_offset = 200704;
+  piece.elem = 4;
+  StridedCopy rows;
+  rows.shape = {2, 70001};
+  rows.src_strides = {70001, 1};
+  rows.dst_strides = {140002, 1};
+  rows.dst_offset = 70001;
+  for (int threads : {1, 2, 3, 4}) {
+    expect_copies(piece, threads);
+    for (int64_t elem : {1, 2, 4}) {
+      rows.elem = elem;
+      expect_copies(rows, threads);
+    }
+  }
+}
+
 TEST(StridedCopy, SlicedSourceAndOffsetDestination) {
   // Every other row of a [6, 10] source's columns 1..8, transposed into a
   // destination at an offset: strides that are not a row-major tensor's.
