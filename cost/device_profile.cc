@@ -184,6 +184,8 @@ void DeviceProfile::validate() const {
   check(epilogue_ops_scale >= 1, "epilogue_ops_scale", "must be at least 1");
   check(epilogue_operand_ops >= 0, "epilogue_operand_ops", "must not be negative");
   check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
+  check(softmax_ops >= 0 && std::isfinite(softmax_ops), "softmax_ops", "must not be negative");
+  check(softmax_row_ops >= 0 && std::isfinite(softmax_row_ops), "softmax_row_ops", "must not be negative");
   check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
   check(conv_call_s >= 0, "conv_call_ns", "must not be negative");
   check(reorder_bandwidth >= 0, "reorder_gbps", "must not be negative");
@@ -241,6 +243,8 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.epilogue_ops_scale = r.number_or("epilogue_ops_scale", 1.0);
   p.epilogue_operand_ops = r.number_or("epilogue_operand_ops", 0.0);
   p.permute_run_ops = r.number_or("permute_run_ops", 0.0);
+  p.softmax_ops = r.number_or("softmax_ops", 0.0);
+  p.softmax_row_ops = r.number_or("softmax_row_ops", 0.0);
   p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
   p.cold_launch_s = r.number_or("cold_launch_us", 0.0) * 1e-6;
   p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
@@ -328,6 +332,8 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"epilogue_ops_scale", p.epilogue_ops_scale},
             {"epilogue_operand_ops", p.epilogue_operand_ops},
             {"permute_run_ops", p.permute_run_ops},
+            {"softmax_ops", p.softmax_ops},
+            {"softmax_row_ops", p.softmax_row_ops},
             {"launch_overhead_us", p.launch_overhead_s * 1e6},
             {"cold_launch_us", p.cold_launch_s * 1e6},
             {"parallel_overhead_us", p.parallel_overhead_s * 1e6},

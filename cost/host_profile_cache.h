@@ -25,8 +25,9 @@ namespace tessera::cost {
 // 5: the pool's spin window and wake-up cost; 6: the quick calibration
 // fits conv_call_ns; 7: the convolution efficiency by reduction length
 // (efficiency.conv_by_k); 8: the shared levels' bandwidth with every core
-// streaming, and one core's alone (core_bandwidth_gbps).
-inline constexpr int kHostProfileVersion = 8;
+// streaming, and one core's alone (core_bandwidth_gbps); 9: Softmax's
+// cost per element and per row (softmax_ops, softmax_row_ops).
+inline constexpr int kHostProfileVersion = 9;
 
 std::string default_profile_cache_dir();
 std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);

@@ -315,6 +315,10 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
       break;
     default: break;
   }
+  if ((n.kind == OpKind::kSoftmax || n.kind == OpKind::kLogSoftmax) && d.kind == DeviceKind::kCpu) {
+    if (d.softmax_ops > 0) ops_per_elem = d.softmax_ops;
+    if (slice > 0) add_vector(w, t, elems / static_cast<double>(slice) * d.softmax_row_ops);
+  }
   size_t holds_slice = 0;
   double slice_bytes = static_cast<double>(slice) * static_cast<double>(dtype_size(t));
   while (holds_slice + 1 < d.memory.size() &&

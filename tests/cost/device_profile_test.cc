@@ -79,7 +79,11 @@ TEST(DeviceProfile, JsonRoundTrip) {
   a.cold_launch_s = 4.25e-6;
   a.conv_efficiency_by_k = {{64, 0.75}, {576, 0.93}, {2304, 1.07}};
   a.memory.back().core_bandwidth = 61.5e9;
+  a.softmax_ops = 20.5;
+  a.softmax_row_ops = 1225;
   DeviceProfile b = profile_from_json(profile_to_json(a), "roundtrip");
+  EXPECT_DOUBLE_EQ(b.softmax_ops, 20.5);
+  EXPECT_DOUBLE_EQ(b.softmax_row_ops, 1225);
   EXPECT_NEAR(b.memory.back().core_bandwidth, 61.5e9, 1e-3);
   EXPECT_EQ(b.memory[0].core_bandwidth, 0.0);  // not measured: left out, reads back 0
   EXPECT_EQ(b.conv_efficiency_by_k, a.conv_efficiency_by_k);
@@ -126,6 +130,9 @@ TEST(DeviceProfile, BadJsonFailsClearly) {
             std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"bandwidth_gbps\": 3350.0", "\"bandwidth_gbps\": 3350.0, \"core_bandwidth_gbps\": -5"))
                 .find("'memory[2].core_bandwidth_gbps' must be positive or absent"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(t, "\"transcendental_ops\"", "\"softmax_row_ops\": -1, \"transcendental_ops\""))
+                .find("'softmax_row_ops' must not be negative"),
             std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"bf16\"", "\"bf17\"")).find("is not a dtype name"), std::string::npos);
   EXPECT_NE(error_of(replace(t, "\"kind\": \"gpu\"", "\"kind\": \"tpu\"")).find("'kind' must be"),

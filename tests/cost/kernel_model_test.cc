@@ -428,6 +428,42 @@ TEST(KernelModel, OneThreadKernelsStreamSharedLevelsAtTheCoresRate) {
   EXPECT_NEAR(both.level_s[last], both.level_bytes[last] / dram.bandwidth, 1e-15);
 }
 
+// A CPU Softmax costs softmax_ops per element (4 and a transcendental where
+// not calibrated) and softmax_row_ops per reduced row: of two Softmaxes of
+// the same elements, the one in shorter rows costs the rows' difference.
+TEST(KernelModel, SoftmaxPaysPerElementAndPerRow) {
+  DeviceProfile d = builtin_profile("cpu");
+  d.launch_overhead_s = d.parallel_overhead_s = 0;
+  auto softmax = [](int64_t rows, int64_t cols) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {rows, cols}});
+    Attrs a;
+    a.set("axis", int64_t{-1});
+    g.set_outputs({g.add(OpKind::kSoftmax, {x}, a, "sm")});
+    return g;
+  };
+  Graph longer = softmax(32, 2048), shorter = softmax(512, 128);  // 65536 elements each, in L2
+  double op_s = 2.0 / (d.peak_flops(DType::kF32, false) * d.vector_efficiency);
+  double share = static_cast<double>(d.units);  // under the one-thread line: one core
+  ASSERT_FALSE(node_cost(longer, 0, d).parallel);
+  d.softmax_ops = 0;
+  d.softmax_row_ops = 0;
+  KernelCost plain = node_cost(longer, 0, d);
+  EXPECT_NEAR(plain.compute_s, 65536 * (4 + d.transcendental_ops) * op_s * share, 1e-12);
+  EXPECT_NEAR(node_cost(shorter, 0, d).compute_s, plain.compute_s, 1e-12);  // no row cost: the same
+  d.softmax_ops = 20;
+  d.softmax_row_ops = 1200;
+  KernelCost l = node_cost(longer, 0, d), s = node_cost(shorter, 0, d);
+  EXPECT_NEAR(l.compute_s, (65536 * 20 + 32 * 1200) * op_s * share, 1e-12);
+  EXPECT_NEAR(s.compute_s - l.compute_s, (512 - 32) * 1200 * op_s * share, 1e-12);
+  // Other devices keep the formula.
+  DeviceProfile gpu = builtin_profile("h100");
+  gpu.softmax_ops = 1000;
+  gpu.softmax_row_ops = 1e6;
+  DeviceProfile plain_gpu = builtin_profile("h100");
+  EXPECT_DOUBLE_EQ(node_cost(shorter, 0, gpu).time_s, node_cost(shorter, 0, plain_gpu).time_s);
+}
+
 TEST(KernelModel, ParallelAndGemmCallOverheads) {
   DeviceProfile d = builtin_profile("cpu");
   d.launch_overhead_s = 1e-6;

@@ -94,6 +94,15 @@ TEST_F(HostProfileCli, FirstUseCalibratesOnceThenTheCacheIsUsed) {
   EXPECT_EQ(p.conv_efficiency_by_k[0].first, 64);
   EXPECT_EQ(p.conv_efficiency_by_k[1].first, 576);
   EXPECT_EQ(p.conv_efficiency_by_k[2].first, 2304);
+  // Softmax's cost per element and per row, or the note that it kept the
+  // formula.
+  if (p.softmax_ops > 0) {
+    EXPECT_GE(p.softmax_ops, 4.0);
+    EXPECT_GE(p.softmax_row_ops, 0.0);
+    EXPECT_NE(p.source.find("softmax "), std::string::npos) << p.source;
+  } else {
+    EXPECT_NE(p.source.find("softmax not fitted"), std::string::npos) << p.source;
+  }
   // The shared levels measured on every core, one core's rate kept apart;
   // on a busy machine (this suite runs two tests at once) they are one
   // core's rate scaled, and the source says so.
