@@ -30,8 +30,8 @@ struct MemoryLevel {
   double efficiency = 1.0;  // achievable share of `bandwidth`
   // What one core alone streams from a shared level, bytes/s as measured
   // (efficiency included); 0: bandwidth / units (linear in the cores). On
-  // the 2-vCPU Zen 5 guest an Add over 3-50 MB streams 1.5x one core's
-  // rate with both, not 2x.
+  // the 2-vCPU Zen 5 guest the calibration's Add probes streamed 1.75-1.8x
+  // one core's rate from L3 with both cores, 1.4-2.0x from DRAM, not 2x.
   double core_bandwidth = 0;
   double effective_bandwidth() const { return bandwidth * efficiency; }
 };

@@ -179,6 +179,13 @@ class HostCalibrator {
            (k == OpKind::kConv || k == OpKind::kMatMul ? p_.gemm_overhead_s : 0.0);
   }
 
+  // What an Add of `g` (binary_graph: two inputs and an output of n f32)
+  // streamed per second in t seconds.
+  double add_bandwidth(const Graph& g, double t) const {
+    double bytes = 3.0 * static_cast<double>(g.type(g.node(probed(g)).outputs[0]).numel()) * 4;
+    return bytes / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+  }
+
   void fit_dense();
   void fit_bandwidths();
   void fit_llc_capacity();
@@ -288,7 +295,7 @@ void HostCalibrator::fit_bandwidths() {
     std::snprintf(what, sizeof what, "Add %.1f MB", ws / 1e6);
     double t = probe("memory", what, g);
     double bytes = 3.0 * static_cast<double>(n) * 4;
-    double bw = bytes / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    double bw = add_bandwidth(g, t);
     cost::MemoryLevel& m = p_.memory[i];
     if (!(bw > 0 && std::isfinite(bw))) {
       // A probe no clock saw (t = 0): the detected figure stands.
@@ -329,7 +336,7 @@ void HostCalibrator::fit_llc_capacity() {
     int64_t n = static_cast<int64_t>(ws / 12);
     Graph g = binary_graph(OpKind::kAdd, n);
     double t = measure(g);
-    double bw = 3.0 * static_cast<double>(n) * 4 / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    double bw = add_bandwidth(g, t);
     log_ << "  Add over " << ws / 1e6 << " MB: " << bw / 1e9 << " GB/s\n";
     dropped = bw < std::sqrt(fast * slow);
     if (dropped) break;
@@ -415,10 +422,9 @@ void HostCalibrator::fit_parallel_overhead() {
 // The shared levels (last cache, main memory) with every core streaming:
 // the bandwidth probes of fit_bandwidths again, on all threads. One core's
 // rate is scaled linearly to the cores before this (scale_to_cores); on the
-// 2-vCPU Zen 5 guest both cores together stream 1.5x one core's rate from
-// the last cache and main memory, not 2x, and the model priced the
-// memory-bound kernels of the two-thread runs at half their time. The
-// one-core rate stays as the level's core_bandwidth, what a kernel on one
+// 2-vCPU Zen 5 guest both cores together streamed 1.75-1.8x one core's
+// rate from the last cache and 1.4-2.0x from main memory in these probes,
+// not 2x. The one-core rate stays as the level's core_bandwidth, what a kernel on one
 // thread streams (kernel_model.cc).
 void HostCalibrator::fit_shared_bandwidths(const cost::DeviceProfile& one_core) {
   if (p_.units <= 1) return;
@@ -434,7 +440,7 @@ void HostCalibrator::fit_shared_bandwidths(const cost::DeviceProfile& one_core) 
     auto n = static_cast<int64_t>(level_ws_[i] / 12);
     Graph g = binary_graph(OpKind::kAdd, n);
     double t = measure(g);
-    double bw = 3.0 * static_cast<double>(n) * 4 / std::max(t - overhead(g), t * 0.1) * rate_share(g);
+    double bw = add_bandwidth(g, t);
     if (!(bw > 0 && std::isfinite(bw))) {
       log_ << m.name << " on " << threads_ << " threads: not measured (" << t * 1e6 << " us), one core's rate scaled\n";
       continue;
