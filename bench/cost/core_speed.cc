@@ -12,11 +12,25 @@
 // measurement taken while either vCPU is slow is too slow by up to 1.8x.
 // The model prices the machine at full speed; this says how often it was.
 //
+// Then, for the first CPU with each other one, the cost of handing data
+// between them: the round trip of one cache line bounced between two pinned
+// threads (median of 20 blocks of 2000 trips, ns), and the rate at which one
+// core reads 1 MB the other has just written (the fastest of 30 hand-overs,
+// GB/s). Why: on the 2-vCPU Zen 5 guest (2026-12-04) the round trip was
+// 73-110 ns for minutes, then 440-460 ns for minutes (the hand-over read 112
+// GB/s, then 40), while the L2 loop above ran at the same speed throughout:
+// the hypervisor moves the vCPUs between cores that share a last cache and
+// cores that do not. In the second state the runtime's two-thread kernels
+// that read what the other thread wrote ran up to 3x slower (the Winograd
+// rule's output Transpose at 64ch 56px: 34 -> 100 us), and the parallel
+// kernels of small models paid the slower fork and join.
+//
 // Usage: core_speed [--seconds S] (default 1: S / (CPUs + 1) per part)
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -74,6 +88,66 @@ std::vector<double> samples(const std::vector<int>& cpus, double seconds) {
   return out;
 }
 
+// The median over blocks of a cache line's round trip between threads on
+// cpus a and b (ns).
+double round_trip_ns(int a, int b) {
+  constexpr int kTrips = 2000, kBlocks = 20;
+  alignas(128) std::atomic<int64_t> line{0};
+  std::thread other([&] {
+    pin(b);
+    for (int64_t i = 0; i < int64_t{kTrips} * kBlocks; ++i) {
+      while (line.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      line.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  pin(a);
+  std::vector<double> blocks;
+  for (int64_t blk = 0, i = 0; blk < kBlocks; ++blk) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < kTrips; ++k, ++i) {
+      line.store(2 * i + 1, std::memory_order_release);
+      while (line.load(std::memory_order_acquire) != 2 * i + 2) {
+      }
+    }
+    blocks.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kTrips);
+  }
+  other.join();
+  std::sort(blocks.begin(), blocks.end());
+  return blocks[blocks.size() / 2];
+}
+
+// The fastest of 30 hand-overs: the thread on cpu b writes 1 MB, then the
+// one on cpu a reads a float of every line of it (GB/s of the 1 MB).
+double handover_gbps(int a, int b) {
+  constexpr int kRounds = 30;
+  std::vector<float> buf(256 * 1024, 1.0f);
+  std::atomic<int> phase{0};
+  std::thread writer([&] {
+    pin(b);
+    for (int r = 0; r < kRounds; ++r) {
+      while (phase.load(std::memory_order_acquire) != 2 * r) {
+      }
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(r) + static_cast<float>(i);
+      phase.store(2 * r + 1, std::memory_order_release);
+    }
+  });
+  pin(a);
+  double best = 1e30;
+  for (int r = 0; r < kRounds; ++r) {
+    while (phase.load(std::memory_order_acquire) != 2 * r + 1) {
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    float sum = 0;
+    for (size_t i = 0; i < buf.size(); i += 16) sum += buf[i];
+    asm volatile("" : : "x"(sum));
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    phase.store(2 * r + 2, std::memory_order_release);
+  }
+  writer.join();
+  return static_cast<double>(buf.size() * sizeof(float)) / best / 1e9;
+}
+
 void print(const char* name, const std::vector<double>& v, bool last) {
   std::printf("\"%s\": [", name);
   for (size_t i = 0; i < v.size(); ++i) std::printf("%s%.1f", i ? ", " : "", v[i]);
@@ -101,7 +175,14 @@ int main(int argc, char** argv) {
   double part = seconds / static_cast<double>(cpus.size() + 1);
   std::printf("{");
   for (int c : cpus) print(("cpu" + std::to_string(c)).c_str(), samples({c}, part), false);
-  print("all", samples(cpus, part), true);
+  print("all", samples(cpus, part), cpus.size() < 2);
+  if (cpus.size() >= 2) {
+    std::printf("\"handoff\": {");
+    for (size_t i = 1; i < cpus.size(); ++i)
+      std::printf("%s\"cpu%d-cpu%d\": {\"round_trip_ns\": %.1f, \"read_gbps\": %.1f}", i > 1 ? ", " : "", cpus[0],
+                  cpus[i], round_trip_ns(cpus[0], cpus[i]), handover_gbps(cpus[0], cpus[i]));
+    std::printf("}");
+  }
   std::printf("}\n");
   return 0;
 }
