@@ -131,8 +131,9 @@ struct DeviceProfile {
   // Added to every GEMM and convolution call (primitive dispatch, operand
   // and scratch setup) on top of launch_overhead_s.
   double gemm_overhead_s = 0;
-  // CPU: per call of a convolution's micro-kernel, one per image, output
-  // row and kernel position (oneDNN's brgconv). Negligible for a model's
+  // CPU: one core's time per call of a convolution's micro-kernel, one per
+  // image, output row and kernel position (oneDNN's brgconv); a parallel
+  // convolution splits its calls over the cores. Negligible for a model's
   // convolutions; it dominates one over many small single-channel images.
   double conv_call_s = 0;
   // CPU: the rate (bytes of the value per second) of a blocked -> row-major

@@ -657,9 +657,24 @@ TEST(KernelModel, ConvolutionEfficiencyAndCalls) {
   EXPECT_NEAR(node_cost(matmul(256, 256, 256), 0, d).compute_s,
               node_cost(matmul(256, 256, 256), 0, [&] { DeviceProfile e = d; e.conv_efficiency = 0.5; return e; }()).compute_s,
               1e-15);
-  // One micro-kernel call per output row and kernel position: 28 x 9.
+  // One micro-kernel call per output row and kernel position: 28 x 9, at
+  // one core's cost each, split over the device's cores by a parallel
+  // convolution.
+  ASSERT_EQ(d.units, 2);
+  ASSERT_TRUE(node_cost(conv(false), 0, d).parallel);
   d.conv_call_s = 1e-9;
-  EXPECT_NEAR(node_cost(conv(false), 0, d).compute_s - base * 2, 28 * 9 * 1e-9, 1e-12);
+  EXPECT_NEAR(node_cost(conv(false), 0, d).compute_s - base * 2, 28 * 9 * 1e-9 / 2, 1e-12);
+  // A convolution too small to split runs its calls on one core: all of
+  // them at the full cost (8 channels of 4x4: 4 output rows x 9 positions).
+  Graph small;
+  ValueId sx = small.add_input("x", {DType::kF32, {1, 8, 4, 4}});
+  ValueId sw = small.add_constant("w", Tensor(DType::kF32, {8, 8, 3, 3}));
+  small.set_outputs({small.add(OpKind::kConv, {sx, sw}, conv3x3(), "conv")});
+  ASSERT_FALSE(node_cost(small, 0, d).parallel);
+  double small_calls = node_cost(small, 0, d).compute_s;
+  d.conv_call_s = 0;
+  EXPECT_NEAR(small_calls - node_cost(small, 0, d).compute_s, 4 * 9 * 1e-9, 1e-12);
+  d.conv_call_s = 1e-9;
   // The kernel is the same whether its output is a graph output (the
   // row-major copy of one is a reorder, graph_cost_test.cc).
   EXPECT_NEAR(node_cost(conv(true), 0, d).compute_s, node_cost(conv(false), 0, d).compute_s, 1e-15);
