@@ -93,7 +93,7 @@ def core_speed(build, seconds=1.5):
     return "core speed (L2 loop, %.1f us at best): %s" % (best, ", ".join(parts))
 
 
-def all_at_once(build, seconds=1.5):
+def all_at_once(build, seconds=0.6):
     """The core-speed check's all-at-once figure: the median window with
     every CPU busy over the fastest window (1.0: the cores run at full
     speed together; about 1.5-2 in the slow state of a guest whose vCPUs
@@ -107,13 +107,15 @@ def all_at_once(build, seconds=1.5):
 
 
 def wait_fast(build, limit_s, log):
-    """With --wait-fast S: before a measuring round, wait up to S seconds for
-    the cores to run at full speed together (all at once within 1.25 of the
-    fastest) and close (a hand-over round trip within 2x of the fastest seen
-    in this run), checking every 10 s. The model describes the machine
-    undisturbed (the calibration fits its fastest runs); a round measured in
-    the slow state measures the other tenant, or the hypervisor's placement,
-    too. Returns the figures the round started at; every wait is logged."""
+    """With --wait-fast S: before each measuring process, wait up to S
+    seconds for the cores to run at full speed together (all at once within
+    1.25 of the fastest) and close (a hand-over round trip within 2x of the
+    fastest seen in this run), checking every 10 s (a check takes under a
+    second). The state can change within a round of ten models, so every
+    process waits. The model describes the machine undisturbed (the
+    calibration fits its fastest runs); a process measured in the slow state
+    measures the other tenant, or the hypervisor's placement, too. Returns
+    the figures the process started at; every wait is logged."""
     t0 = time.time()
     r, h = all_at_once(build)
     while (r > 1.25 or h > 2.0) and time.time() - t0 < limit_s:
@@ -198,15 +200,19 @@ def measured_rounds(build, models_dir, profile, threads, seconds, stat, models, 
     slower falls on both programs of the ratio alike."""
     per_model = {m: [] for m in models}
     rewrite_runs = []
-    for r in range(max(rounds, pair_rounds)):
+    def wait():
         if wait_s > 0:
             wait_fast(build, wait_s, waits)
+
+    for r in range(max(rounds, pair_rounds)):
         if r < rounds:
             order = models[r % len(models):] + models[:r % len(models)]
             for m in order:
+                wait()
                 per_model[m].append(validation(build, models_dir, profile, threads, seconds, stat, [m], clock,
                                                ["--no-rewrites"]))
         if r < pair_rounds:
+            wait()
             rewrite_runs.append(validation(build, models_dir, profile, threads, seconds, stat, [], clock,
                                            ["--rewrites-only"]))
     out = {"models": {}, "kernels": [], "pair_rows": []}
@@ -258,7 +264,7 @@ def main():
     ap.add_argument("--pair-rounds", type=int, default=5,
                     help="processes that measure the rewrite pairs (medians over them)")
     ap.add_argument("--wait-fast", type=float, default=0,
-                    help="before each measuring round, wait up to S seconds for the cores to run at full speed "
+                    help="before each measuring process, wait up to S seconds for the cores to run at full speed "
                          "together (a guest whose vCPUs share cores with another tenant); 0: never wait")
     a = ap.parse_args()
     tessera = os.path.join(a.build, "bin", "tessera")
@@ -368,11 +374,12 @@ def main():
     speeds.append(core_speed(a.build))
     for t in (1, 2):
         if waits[t]:
-            print("%dt rounds (--wait-fast %g): waited %s s; all at once at their start x%s; hand-over round trip "
-                  "x%s of the fastest (%.0f ns)" % (
-                      t, a.wait_fast, "/".join("%.0f" % w for w, _, _ in waits[t]),
-                      "/".join("%.2f" % r for _, r, _ in waits[t]), "/".join("%.2f" % h for _, _, h in waits[t]),
-                      FASTEST_ROUND_TRIP[0]))
+            w = waits[t]
+            print("%dt processes (--wait-fast %g): %d checks, %.0f s waited in all (%d waits, the longest %.0f s); "
+                  "at their start all at once x%.2f-%.2f, hand-over round trip x%.2f-%.2f of the fastest (%.0f ns)"
+                  % (t, a.wait_fast, len(w), sum(x for x, _, _ in w), sum(x > 5 for x, _, _ in w),
+                     max(x for x, _, _ in w), min(r for _, r, _ in w), max(r for _, r, _ in w),
+                     min(h for _, _, h in w), max(h for _, _, h in w), FASTEST_ROUND_TRIP[0]))
     print("load average while measuring: " + " ".join("%.1f" % l for l in loads))
     print("before calibrating, before the one-thread runs, before the two-thread runs, at the end:")
     print("\n".join("  " + l for l in speeds))
