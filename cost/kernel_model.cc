@@ -613,6 +613,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   // even share where not measured).
   bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
   bool one_thread = cpu && runs_on_one_thread(g, root, chain);
+  bool parallel = cpu && !one_thread;
   double share = one_thread ? static_cast<double>(d.units) : 1.0;
   k.compute_s *= share;
   // A CPU GEMM whose (prepacked) weights come from main memory does not
@@ -631,7 +632,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   // us on one thread and 142-145 on two (2-vCPU Zen 5 guest, the vCPUs on
   // cores sharing a last cache).
   if (d.kind == DeviceKind::kCpu)
-    k.compute_s += w.conv_calls * d.conv_call_s / (cpu && !one_thread ? static_cast<double>(d.units) : 1.0);
+    k.compute_s += w.conv_calls * d.conv_call_s / (parallel ? static_cast<double>(d.units) : 1.0);
   double worst = k.compute_s;
   k.bound = k.compute_s > 0 ? "compute" : "none";
   double slowest_level = 0;
@@ -653,12 +654,12 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   }
   bool gemm = root.kind == OpKind::kConv || root.kind == OpKind::kConvTranspose || root.kind == OpKind::kMatMul ||
               root.kind == OpKind::kGemm;
-  k.launch_s = w.launches ? d.launch_overhead_s + (cpu && !one_thread ? d.parallel_overhead_s : 0.0) +
+  k.launch_s = w.launches ? d.launch_overhead_s + (parallel ? d.parallel_overhead_s : 0.0) +
                                 (gemm ? d.gemm_overhead_s : 0.0)
                           : 0.0;
   if (k.launch_s > worst) k.bound = "launch";
   k.time_s = worst + k.launch_s;
-  k.parallel = cpu && !one_thread;
+  k.parallel = parallel;
   return k;
 }
 

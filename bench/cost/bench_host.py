@@ -56,19 +56,24 @@ def load():
         return float(f.read().split()[0])
 
 
+# The fastest cache-line round trip between two CPUs seen in this run (ns).
+FASTEST_ROUND_TRIP = [float("inf")]
+
+
 def core_speed_json(build, seconds):
+    """bench/cost/core_speed.cc's samples (per CPU and all at once), their
+    fastest window (us), and the hand-over's round trip (ns) and read rate
+    (GB/s); nan where there is one CPU."""
     out = subprocess.run([os.path.join(build, "bin", "core_speed"), "--seconds", str(seconds)], check=True,
                          capture_output=True, text=True).stdout
     j = json.loads(out)
     handoff = j.pop("handoff", {})
     rt = min((h["round_trip_ns"] for h in handoff.values()), default=float("nan"))
     gbps = min((h["read_gbps"] for h in handoff.values()), default=float("nan"))
-    FASTEST_ROUND_TRIP[0] = min(FASTEST_ROUND_TRIP[0], rt) if rt == rt else FASTEST_ROUND_TRIP[0]
-    return j, rt, gbps
-
-
-# The fastest cache-line round trip between two CPUs seen in this run (ns).
-FASTEST_ROUND_TRIP = [float("inf")]
+    if not math.isnan(rt):
+        FASTEST_ROUND_TRIP[0] = min(FASTEST_ROUND_TRIP[0], rt)
+    best = min(min(v) for v in j.values() if v)
+    return j, best, rt, gbps
 
 
 def core_speed(build, seconds=1.5):
@@ -78,8 +83,7 @@ def core_speed(build, seconds=1.5):
     the median window (the slowest thread's) over that fastest one; and the
     cost of handing data between two CPUs (a cache line's round trip, the
     rate of reading 1 MB the other CPU wrote)."""
-    j, rt, gbps = core_speed_json(build, seconds)
-    best = min(min(v) for v in j.values() if v)
+    j, best, rt, gbps = core_speed_json(build, seconds)
     parts = []
     for name, v in j.items():
         if not v:
@@ -88,7 +92,7 @@ def core_speed(build, seconds=1.5):
             parts.append("all at once: median x%.2f of the fastest" % (median(v) / best))
         else:
             parts.append("%s fast in %d%%" % (name, round(100 * sum(x <= 1.15 * best for x in v) / len(v))))
-    if rt == rt:
+    if not math.isnan(rt):
         parts.append("hand-over: round trip %.0f ns, read %.0f GB/s" % (rt, gbps))
     return "core speed (L2 loop, %.1f us at best): %s" % (best, ", ".join(parts))
 
@@ -100,10 +104,9 @@ def all_at_once(build, seconds=0.6):
     share their cores with another tenant), and the hand-over round trip
     over the fastest one seen in this run (1.0: the vCPUs on cores that
     share a last cache; 4-6 on the Zen 5 guest when they are not)."""
-    j, rt, _ = core_speed_json(build, seconds)
-    best = min(min(v) for v in j.values() if v)
+    j, best, rt, _ = core_speed_json(build, seconds)
     return (median(j["all"]) / best if j.get("all") else 1.0,
-            rt / FASTEST_ROUND_TRIP[0] if rt == rt else 1.0)
+            1.0 if math.isnan(rt) else rt / FASTEST_ROUND_TRIP[0])
 
 
 def wait_fast(build, limit_s, log):
