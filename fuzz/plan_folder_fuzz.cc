@@ -19,7 +19,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "mutator/plan_files.h"
-#include "mutator/sharding/sharded_plan.h"
+#include "mutator/optimize.h"
 #include "tools/api/tessera.h"
 
 namespace {

@@ -4,16 +4,22 @@
 #include <chrono>
 #include <set>
 
+#include "cost/collective_model.h"
 #include "cost/device_profile.h"
 #include "cost/flops.h"
 #include "cost/graph_cost.h"
+#include "cost/plan_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
 #include "mutator/rules/rule.h"
+#include "mutator/sharding/annotations.h"
+#include "mutator/sharding/partition.h"
 
 namespace tessera::mutator {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // The reference interpreter runs whole models at about this rate (blocked
 // GEMMs for Conv and MatMul, every core). Measured on this machine (2 cores,
@@ -22,6 +28,194 @@ namespace {
 constexpr double kReferenceFlopsPerSecond = 20.0e9;
 // Per-node overhead of the interpreter (allocation, dispatch), seconds.
 constexpr double kReferenceNodeSeconds = 2e-4;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t weight_bytes(const Graph& g) {
+  int64_t b = 0;
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).constant) b += g.type(v).nbytes();
+  return b;
+}
+
+// Bytes of the non-constant values alive at the worst step when the program
+// runs in its topological order (outputs of a step and the values it reads
+// are both live while it runs).
+int64_t peak_activation_bytes(const Graph& g) {
+  std::vector<NodeId> order = g.topo_order();
+  std::vector<int64_t> last(static_cast<size_t>(g.num_values()), -1);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (ValueId v : g.node(order[k]).inputs)
+      if (v != kNoValue) last[static_cast<size_t>(v)] = static_cast<int64_t>(k);
+  for (ValueId v : g.outputs()) last[static_cast<size_t>(v)] = static_cast<int64_t>(order.size());
+  int64_t live = 0, peak = 0;
+  for (ValueId v : g.inputs()) live += g.type(v).nbytes();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& n = g.node(order[k]);
+    for (ValueId v : n.outputs) live += g.type(v).nbytes();
+    peak = std::max(peak, live);
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && !g.value(v).constant && last[static_cast<size_t>(v)] == static_cast<int64_t>(k))
+        live -= g.type(v).nbytes();
+    for (ValueId v : n.outputs)
+      if (last[static_cast<size_t>(v)] < 0) live -= g.type(v).nbytes();
+  }
+  return peak;
+}
+
+// Whether a and b are one program over different constants: the same nodes
+// (kind, attributes, operands) on values of the same types, in the same
+// order. SPMD ranks must be, to run in lockstep.
+bool same_program(const Graph& a, const Graph& b) {
+  if (a.num_nodes() != b.num_nodes() || a.num_values() != b.num_values() || a.inputs() != b.inputs() ||
+      a.outputs() != b.outputs())
+    return false;
+  for (ValueId v = 0; v < a.num_values(); ++v)
+    if (!(a.type(v) == b.type(v)) || a.value(v).constant.has_value() != b.value(v).constant.has_value())
+      return false;
+  for (NodeId n = 0; n < a.num_nodes(); ++n) {
+    const Node &x = a.node(n), &y = b.node(n);
+    if (x.kind != y.kind || x.inputs != y.inputs || x.outputs != y.outputs || !(x.attrs == y.attrs)) return false;
+  }
+  return true;
+}
+
+// The stages' shared clock: each stage gets its share of what is left.
+class Budget {
+ public:
+  Budget(Clock::time_point start, double total_s) : start_(start), total_s_(total_s) {}
+  double take(double share) const { return std::max(0.05, (total_s_ - since(start_)) * share); }
+
+ private:
+  Clock::time_point start_;
+  double total_s_;
+};
+
+// The rewrite search on every rank's program at its local shapes (a rewrite
+// that pays on the whole tensor may not on a rank's block, and the
+// reverse). Kept when every rank applied the same rewrites to its own
+// blocks, so that the ranks still run one program in lockstep, and the
+// plan is predicted faster.
+bool rewrite_ranks(Plan& p, SearchOptions so, const cost::DeviceProfile& rank_device, cost::PlanCost& priced) {
+  std::vector<Graph> out;
+  so.budget_s /= static_cast<double>(p.ranks.size());
+  so.progress = nullptr;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    SearchResult s = search(p.ranks[r], so);
+    if (s.applied.empty() || (r > 0 && !same_program(out[0], s.graph))) return false;
+    out.push_back(std::move(s.graph));
+    if (r == 0) p.rank_search = std::move(s);
+  }
+  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(out[0], p.mesh, rank_device));
+  if (!(pc.time_s < priced.time_s)) {
+    p.rank_search = SearchResult();
+    return false;
+  }
+  p.rank_search.graph = Graph();
+  p.ranks = std::move(out);
+  priced = std::move(pc);
+  return true;
+}
+
+// Resolves the annotations on the rewritten graph; where the rewrites
+// removed a tensor they name, the mesh splits the canonical graph instead
+// (what the annotations were written against) and the rewrites are dropped.
+std::vector<ShardConstraint> annotations_on(Plan& p, const Graph& canonical, const OptimizeOptions& o) {
+  if (o.specs.empty()) return {};
+  try {
+    return resolve_annotations(p.optimized, o.mesh, o.specs);
+  } catch (const Error&) {
+    std::vector<ShardConstraint> c = resolve_annotations(canonical, o.mesh, o.specs);  // throws the user's error
+    p.optimized = canonical;
+    p.search.applied.clear();
+    p.search.stats.applied = 0;
+    return c;
+  }
+}
+
+// The mesh stage: the sharding search over the rewritten graph (or the
+// annotations alone), partitioning, the rewrite search on the ranks, and
+// what the reports list of them.
+void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, const cost::DeviceProfile& device,
+                  const Budget& budget, const BudgetShares& shares, SearchOptions rank_so) {
+  p.offered = o.mesh;
+  p.constraints = annotations_on(p, canonical, o);
+  DeviceMesh mesh = o.mesh;
+  cost::PlanCost priced;
+  if (o.shard_search) {
+    ShardSearchOptions so;
+    so.mesh = o.mesh;
+    so.constraints = p.constraints;
+    so.specs = o.specs;
+    so.rewrite = o.shard_rewrite;
+    so.device_memory = o.device_memory;
+    so.budget_s = budget.take(shares.sharding);
+    so.threads = o.threads;
+    so.disabled_rules = rank_so.disabled_rules;
+    p.sharding_search = search_shardings(p.optimized, device, so);
+    p.shard_searched = true;
+    if (p.sharding_search.mesh.num_devices() == 1) return;  // one device: the plan found so far
+    mesh = p.sharding_search.mesh;
+    p.optimized = std::move(p.sharding_search.graph);
+    p.sharding_search.graph = Graph();
+    p.constraints = p.sharding_search.constraints;
+    p.sharding = std::move(p.sharding_search.sharding);
+    p.ranks = std::move(p.sharding_search.ranks);
+    priced = std::move(p.sharding_search.plan_cost);
+  } else {
+    p.sharding = propagate(p.optimized, mesh, p.constraints, device);
+    p.ranks = partition(p.optimized, p.sharding).ranks;
+  }
+  p.mesh = mesh;
+  // Each rank on its share of the host where ranks share one (CPUs).
+  const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
+  if (!o.shard_search) priced = cost::plan_cost(cost::spmd_rank_programs(p.ranks[0], mesh, rank_device));
+  rank_so.device = rank_device;
+  rank_so.budget_s = budget.take(shares.rank_rewrite);
+  rewrite_ranks(p, rank_so, rank_device, priced);
+
+  p.cost_after_s = priced.time_s;
+  for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+    const Graph& rg = p.ranks[static_cast<size_t>(r)];
+    p.rank_records.push_back({r, mesh.coords(r), rg.num_nodes(), weight_bytes(rg), peak_activation_bytes(rg),
+                              priced.compute_s[static_cast<size_t>(r)], priced.comm_s[static_cast<size_t>(r)]});
+  }
+  const Graph& r0 = p.ranks[0];
+  cost::CostOptions on_mesh;
+  on_mesh.mesh = &p.mesh;
+  p.classes_after_s = kernel_class_times(r0, cost::graph_cost(r0, rank_device, on_mesh));
+  for (NodeId n : r0.topo_order()) {
+    const Node& node = r0.node(n);
+    if (!op_def(node.kind).is_collective()) continue;
+    p.collectives.push_back({node.name, op_name(node.kind), node.attrs.s("mesh_axis"),
+                             r0.type(node.inputs[0]).nbytes(),
+                             cost::collective_node_cost(r0, node, rank_device, &p.mesh).time_s});
+  }
+}
+
+verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
+  verifier::EndToEndOptions check;
+  check.seed = o.seed ^ 0x5eed;
+  check.trials = kCheckTrials;
+  check.given_inputs = o.check_inputs;
+  if (p.is_mesh()) {
+    verifier::ShardedProgram sp;
+    sp.mesh = p.mesh;
+    sp.per_rank = p.ranks;
+    sp.input_shardings.assign(p.original.inputs().size(), Sharding::replicated(p.mesh));
+    sp.output_shardings.assign(p.original.outputs().size(), Sharding::replicated(p.mesh));
+    return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(sp), check);
+  }
+  if (structurally_equal(p.original, p.optimized)) {
+    // Nothing changed: there is nothing to check, and on the largest models
+    // the reference run alone would take most of the budget (csrnet: ~25 s).
+    verifier::EndToEndReport r;
+    r.passed = true;
+    r.detail = "the plan is the original graph: nothing to check";
+    return r;
+  }
+  return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(p.optimized), check);
+}
 
 }  // namespace
 
@@ -33,12 +227,25 @@ double estimated_check_seconds(const Graph& original, int trials) {
   return 2.0 * trials * one;
 }
 
+BudgetShares divide_budget(bool mesh) {
+  // On a mesh, half to the rewrite search (the suite's CNNs use all of it),
+  // then 60% of what is left to the sharding search (GPT-2 on tp=4: 4.5 s
+  // of a 30 s budget), the rest to the ranks' rewrites, one search per rank.
+  if (!mesh) return {1.0, 0.0, 0.0};
+  return {0.5, 0.6, 1.0};
+}
+
 Plan optimize(const Graph& g, const OptimizeOptions& options) {
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   if (!(options.budget_s > 0))
     TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << options.budget_s);
+  const bool on_mesh = options.mesh.num_devices() > 1;
+  if (!on_mesh && !options.specs.empty())
+    TESSERA_THROW(ErrorKind::kUsage, "--shard and --shard-file need a mesh of two or more devices (--mesh tp=2)");
   std::set<std::string> disabled;
   for (const std::string& name : options.disabled_rules) disabled.insert(find_rule(name).name);
+  if (!options.shard_rewrite.empty() && !on_mesh)
+    TESSERA_THROW(ErrorKind::kUsage, "--shard-rewrite needs a mesh of two or more devices (--mesh tp=2)");
   cost::DeviceProfile device = cost::resolve_device(options.device);
 
   Plan plan;
@@ -52,19 +259,23 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
   Graph work = g;
   plan.canonical = canonicalize(work);
   plan.cost_canonical_s = cost::graph_cost(work, device).time_s;
+  // Bad annotations fail before any search time is spent.
+  if (on_mesh) resolve_annotations(work, options.mesh, options.specs);
 
-  SearchOptions so;
-  so.device = device;
   // The end-to-end check, and what the caller does next (reserve_s), come
-  // after the search: the search gets what is left of the budget once they
-  // are set aside, less a 5% margin for the final costing and assembly.
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The check is not optional, but it does not take the search's budget:
-  // at most a quarter is set aside for it, and on the largest models (csrnet,
+  // after the searches: they get what is left of the budget once those are
+  // set aside, less a 5% margin for the final costing and assembly. The
+  // check is not optional, but it does not take the search's budget: at
+  // most a quarter is set aside for it, and on the largest models (csrnet,
   // 41 GFLOP: ~4 s a set) it runs past --budget rather than leave the
   // search a fraction of a second; the report gives both times.
   plan.reserved_check_s = std::min(estimated_check_seconds(g, kCheckTrials), 0.25 * options.budget_s);
-  so.budget_s = std::max(0.05, options.budget_s * 0.95 - elapsed - plan.reserved_check_s - options.reserve_s);
+  const Budget budget(t0, options.budget_s * 0.95 - plan.reserved_check_s - options.reserve_s);
+  const BudgetShares shares = divide_budget(on_mesh);
+
+  SearchOptions so;
+  so.device = device;
+  so.budget_s = budget.take(shares.rewrite);
   so.seed = options.seed;
   so.threads = options.threads;
   so.disabled_rules = disabled;
@@ -85,26 +296,36 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
     plan.search.applied.clear();
     plan.search.stats.applied = 0;
   }
+  plan.cost_single_s = plan.cost_after_s;
+  if (on_mesh) plan_on_mesh(plan, work, options, device, budget, shares, so);
 
-  verifier::EndToEndOptions check;
-  check.seed = options.seed ^ 0x5eed;
-  check.trials = kCheckTrials;
-  check.given_inputs = options.check_inputs;
-  auto check_start = std::chrono::steady_clock::now();
-  if (structurally_equal(g, plan.optimized)) {
-    // Nothing changed: there is nothing to check, and on the largest models
-    // the reference run alone would take most of the budget (csrnet: ~25 s).
-    plan.check.passed = true;
-    plan.check.detail = "the plan is the original graph: nothing to check";
-  } else {
-    plan.check = verifier::check_end_to_end(verifier::Program(g), verifier::Program(plan.optimized), check);
-  }
-  plan.check_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+  auto check_start = Clock::now();
+  plan.check = check_plan(plan, options);
+  plan.check_seconds = since(check_start);
   if (!plan.check.passed)
-    TESSERA_THROW(ErrorKind::kInternal, "the optimized plan failed the end-to-end check ("
-                                            << plan.check.summary() << "); nothing was written");
-  plan.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    TESSERA_THROW(ErrorKind::kInternal, "the " << (plan.is_mesh() ? "ranks' programs" : "optimized plan")
+                                               << " failed the end-to-end check (" << plan.check.summary()
+                                               << "); nothing was written");
+  plan.total_seconds = since(t0);
   return plan;
+}
+
+std::map<std::string, double> kernel_class_times(const Graph& g, const cost::GraphCost& cost) {
+  std::map<std::string, double> out;
+  for (size_t k = 0; k < cost.groups.size(); ++k)
+    if (!cost.groups[k].empty()) out[op_name(g.node(cost.groups[k][0]).kind)] += cost.kernels[k].time_s;
+  for (const cost::KernelCost& r : cost.reorders) out["layout copies"] += r.time_s;
+  return out;
+}
+
+std::string rules_listing() {
+  std::string out = "canonicalization passes (always on):\n";
+  for (const auto& [name, identity] : canonical_pass_list()) out += "  " + name + "  " + identity + "\n";
+  out += "rules (--disable-rule NAME):\n";
+  for (const Rule& r : all_rules())
+    out += "  " + r.name + "  " + r.identity + "  " + check_text(r) + (r.mesh_only ? "  (sharding search only)" : "") +
+           "\n";
+  return out;
 }
 
 }  // namespace tessera::mutator

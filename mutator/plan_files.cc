@@ -6,11 +6,12 @@
 
 #include "graph/error.h"
 #include "graph/sha256.h"
-#include "mutator/sharding/sharded_plan.h"
 
 namespace tessera::mutator {
 
 namespace fs = std::filesystem;
+
+std::string rank_file(int64_t rank) { return "rank" + std::to_string(rank) + ".onnx"; }
 
 std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vector<std::string>& names) {
   std::vector<PlanFile> out;

@@ -13,9 +13,16 @@
 namespace tessera::mutator {
 
 // The plan.json format this build writes and reads, for both forms (one
-// device, a mesh). Version 3 added "files"; versions 1 (one device) and 2
-// (a mesh) had none, so their files cannot be checked and they are refused.
-inline constexpr int kPlanFormatVersion = 3;
+// device, a mesh), written by one writer (report/plan_json.cc). Version 4
+// gave both forms the same keys for what they share (the mutations, the
+// rewrite search as "search", the sharding search as "sharding_search",
+// predicted_cost with before, single-device and after); version 3 added
+// "files"; versions 1 (one device) and 2 (a mesh) had none. Other versions
+// are refused.
+inline constexpr int kPlanFormatVersion = 4;
+
+// The name of rank r's file in a plan folder.
+std::string rank_file(int64_t rank);
 
 struct PlanFile {
   std::string name;    // relative to the folder: "model.onnx", "rank0.onnx"
@@ -27,7 +34,7 @@ struct PlanFile {
 // file that cannot be read.
 std::vector<PlanFile> describe_plan_files(const std::string& dir, const std::vector<std::string>& names);
 
-// `plan_json` (plan_json or sharded_plan_json) with "files" set to
+// `plan_json` (report::plan_json) with "files" set to
 // `files`: what a writer puts in plan.json once the program files are on
 // disk.
 std::string with_plan_files(const std::string& plan_json, const std::vector<PlanFile>& files);

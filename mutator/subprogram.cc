@@ -16,8 +16,11 @@ namespace {
 // Ops a subprogram may hold: the (multi)linear and affine ones the rules and
 // the multilinear test handle (the op table's linearity, with a bias read
 // left out: Conv and Gemm with a bias are affine). Everything else bounds
-// subprograms.
-bool in_subprogram(const Graph& g, const Node& n) { return affine_linearity(g, n).any(); }
+// subprograms, and so do collectives (linear, but a rank's program alone
+// cannot evaluate them: the multilinear test runs one program).
+bool in_subprogram(const Graph& g, const Node& n) {
+  return !op_def(n.kind).is_collective() && affine_linearity(g, n).any();
+}
 
 // A value read by more nodes than this is a broadcast (a mask, positions),
 // not a link worth searching across.

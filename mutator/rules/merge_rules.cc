@@ -573,6 +573,14 @@ void register_merge_rules(std::vector<Rule>& rules) {
                    .per_instance = "the sharding search proposes it with the Reshape that may sit between the "
                                    "product and the Split, which the obligation does not state",
                    .mesh_only = true});
+  rules.push_back({.name = "permute-merged-projection",
+                   .identity = "Split(A@W) = Reshape(Split(Transpose(Reshape(A@P(W)))), P(W) the columns of W in "
+                               "`ways` blocks of every part",
+                   .roots = {OpKind::kSplit},
+                   .per_instance = "a column permutation undone by Reshape, Transpose and Split, for the mesh's "
+                                   "degree; the plan's end-to-end check runs it",
+                   .mesh_only = true,
+                   .mesh_fn = permute_merged_projection});
   rules.push_back({.name = "merge-convs-sharing-input",
                    .identity = "Conv(X, W1), Conv(X, W2) = Split(Conv(X, Concat(W1, W2, axis=0)))",
                    .roots = {OpKind::kConv},

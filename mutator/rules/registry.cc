@@ -63,6 +63,12 @@ const Rule& find_rule(const std::string& name) {
   TESSERA_THROW(ErrorKind::kUsage, "unknown rule '" << name << "'; valid rules: " << rule_names_list());
 }
 
+std::vector<Mutation> propose(const Rule& rule, const RuleContext& ctx, NodeId root, int64_t ways) {
+  if (rule.mesh_fn) return rule.mesh_fn(ctx, root, ways);
+  TESSERA_CHECK(rule.fn != nullptr, "rule " << rule.name << " has no function");
+  return rule.fn(ctx, root);
+}
+
 bool is_constant(const Graph& g, ValueId v) { return v != kNoValue && g.value(v).is_constant(); }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {

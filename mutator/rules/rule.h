@@ -58,7 +58,14 @@ struct Rule {
   // Only the sharding search proposes it (mutator/sharding/shard_search.h):
   // on one device it only undoes what another rule does.
   bool mesh_only = false;
+  // A mesh rule whose rewrite depends on the mesh, in place of `fn`: called
+  // with the number of devices on the mesh's innermost axis (`ways`).
+  std::vector<Mutation> (*mesh_fn)(const RuleContext&, NodeId root, int64_t ways) = nullptr;
 };
+
+// What `rule` proposes at root on a mesh whose innermost axis has `ways`
+// devices: fn's mutations, or mesh_fn's for that degree.
+std::vector<Mutation> propose(const Rule& rule, const RuleContext& ctx, NodeId root, int64_t ways);
 
 // The obligation of `rule` that covers instance m, or kNoObligation.
 std::string covering_obligation(const Rule& rule, const Mutation& m);

@@ -348,17 +348,16 @@ class MeshSearch {
   bool exhausted_ = false;
 };
 
-// Every instance of a rewrite the graph has (a rule at each Split),
-// applied together.
-Graph rewrite_splits(const Graph& g, const std::function<std::vector<Mutation>(const RuleContext&, NodeId)>& rule,
-                     std::vector<std::string>& applied) {
+// Every instance of a mesh rule the graph has, for a mesh whose innermost
+// axis has `ways` devices, applied together.
+Graph apply_everywhere(const Graph& g, const Rule& rule, int64_t ways, std::vector<std::string>& applied) {
   std::vector<std::vector<NodeId>> users = g.users();
   RuleContext ctx{g, users};
   std::vector<Mutation> ms;
   std::set<NodeId> used;
   for (NodeId n : g.topo_order()) {
-    if (g.node(n).kind != OpKind::kSplit) continue;
-    for (Mutation& m : rule(ctx, n)) {
+    if (std::find(rule.roots.begin(), rule.roots.end(), g.node(n).kind) == rule.roots.end()) continue;
+    for (Mutation& m : propose(rule, ctx, n, ways)) {
       if (std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId x) { return used.count(x) > 0; })) continue;
       used.insert(m.nodes.begin(), m.nodes.end());
       m.id.kind = MutationId::Kind::kSharding;
@@ -405,28 +404,106 @@ std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh) {
 
 namespace {
 
-// The point's plan as it will be written: propagated from its pins,
-// partitioned (rank 0; SPMD ranks run alike), and priced on the ranks'
-// critical path, so that degrees and rewrites are compared on the number
-// plan.json reports.
-// Propagation runs on `device`, as shard() runs it; the ranks' programs are
-// priced on `rank_device`, each rank's share of its host.
-void price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
-                       const cost::DeviceProfile& rank_device, const std::vector<ShardConstraint>& pins,
-                       DegreePoint& p) {
+// A point's plan as it will be written: propagated from its pins, rank 0's
+// program partitioned (SPMD ranks run alike), priced on the ranks' critical
+// path, so that degrees and rewrites are compared on the number plan.json
+// reports. Propagation runs on `device`, as the plan is propagated; the
+// ranks' programs are priced on `rank_device`, each rank's share of its host.
+struct PricedPlan {
+  ShardedGraph sharded;
+  Graph rank0;
+  cost::PlanCost cost;
+};
+
+PricedPlan price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
+                             const cost::DeviceProfile& rank_device, const std::vector<ShardConstraint>& pins,
+                             DegreePoint& p) {
   p.priced_as_plan = true;
+  PricedPlan out;
   if (mesh.num_devices() == 1) {
     p.predicted_s = p.compute_s = cost::graph_cost(g, rank_device).time_s;
     p.comm_s = 0;
-    return;
+    return out;
   }
-  ShardedGraph sharded = propagate(g, mesh, pins, device);
-  Graph rank0 = partition_rank(g, sharded, 0);
-  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(rank0, mesh, rank_device));
-  p.predicted_s = pc.time_s;
-  p.compute_s = pc.compute_s[0];
-  p.comm_s = pc.comm_s[0];
+  out.sharded = propagate(g, mesh, pins, device);
+  out.rank0 = partition_rank(g, out.sharded, 0);
+  out.cost = cost::plan_cost(cost::spmd_rank_programs(out.rank0, mesh, rank_device));
+  p.predicted_s = out.cost.time_s;
+  p.compute_s = out.cost.compute_s[0];
+  p.comm_s = out.cost.comm_s[0];
+  return out;
 }
+
+// The graphs a mesh is searched on: the graph as given, and each mesh rule
+// of the registry applied everywhere it applies (for the mesh's innermost
+// degree where the rule depends on it), made once per rule and degree.
+class Variants {
+ public:
+  struct Variant {
+    std::string name;            // "as given", "split-merged-projection x12", "permute-merged-projection(2) x12"
+    const Rule* rule = nullptr;  // nullptr: as given
+    Graph graph;
+    std::vector<std::string> rewrites;
+  };
+
+  Variants(const Graph& g, const ShardSearchOptions& o) : g_(g) {
+    variants_.push_back({"as given", nullptr, g, {}});
+    if (!o.rewrites || o.rewrite == "none") return;
+    if (!o.rewrite.empty()) {
+      const Rule& r = find_rule(o.rewrite);  // Error(kUsage) naming the valid rules
+      if (!r.mesh_only)
+        TESSERA_THROW(ErrorKind::kUsage, "rule '" << o.rewrite << "' is not a sharding rewrite (" << mesh_rule_names()
+                                                  << ")");
+      if (o.disabled_rules.count(r.name))
+        TESSERA_THROW(ErrorKind::kUsage, "sharding rewrite '" << o.rewrite << "' is also disabled by --disable-rule");
+    }
+    for (const Rule& r : all_rules())
+      if (r.mesh_only && !o.disabled_rules.count(r.name) && (o.rewrite.empty() || o.rewrite == r.name))
+        rules_.push_back(&r);
+  }
+
+  static std::string mesh_rule_names() {
+    std::string out;
+    for (const Rule& r : all_rules())
+      if (r.mesh_only) out += (out.empty() ? "" : ", ") + r.name;
+    return out;
+  }
+
+  // Indices of the graphs to search `mesh` on: the graph as given (unless
+  // only a rewrite was asked for), then every rule that applies.
+  std::vector<size_t> for_mesh(const DeviceMesh& mesh, bool only_rewritten) {
+    std::vector<size_t> out;
+    if (!only_rewritten || mesh.num_devices() == 1) out.push_back(0);
+    if (mesh.num_devices() == 1) return out;
+    int64_t ways = mesh.axes().back().size;
+    for (const Rule* r : rules_) {
+      auto key = std::make_pair(r, r->mesh_fn ? ways : 0);
+      auto it = made_.find(key);
+      if (it == made_.end()) {
+        std::vector<std::string> applied;
+        Graph rewritten = apply_everywhere(g_, *r, ways, applied);
+        size_t idx = 0;
+        if (!applied.empty()) {
+          idx = variants_.size();
+          std::string name = r->name + (r->mesh_fn ? "(" + std::to_string(ways) + ")" : "") + " x" +
+                             std::to_string(applied.size());
+          variants_.push_back({name, r, std::move(rewritten), applied});
+        }
+        it = made_.emplace(key, idx).first;
+      }
+      if (it->second > 0) out.push_back(it->second);
+    }
+    return out;
+  }
+
+  const Variant& operator[](size_t k) const { return variants_[k]; }
+
+ private:
+  const Graph& g_;
+  std::vector<const Rule*> rules_;
+  std::vector<Variant> variants_;
+  std::map<std::pair<const Rule*, int64_t>, size_t> made_;  // 0: applies nowhere
+};
 
 }  // namespace
 
@@ -458,69 +535,28 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   r.device_memory = options.device_memory > 0 ? options.device_memory : device.main_memory().capacity_bytes;
   if (r.device_memory <= 0) r.device_memory = std::numeric_limits<int64_t>::max();
 
-  struct Variant {
-    std::string name;
-    Graph graph;
-    std::vector<std::string> rewrites;
-  };
-  std::vector<Variant> variants;
-  variants.push_back({"as exported", g, {}});
-  if (!options.rewrite.empty() && options.rewrite != "none" && options.rewrite != "split-merged-projection" &&
-      options.rewrite != "permute-merged-projection")
-    TESSERA_THROW(ErrorKind::kUsage, "unknown sharding rewrite '" << options.rewrite
-                                                                  << "' (none, split-merged-projection, permute-merged-projection)");
+  Variants variants(g, options);
   // Rewrites are tried with no annotations, or with annotations given as
   // specs (resolved on each rewritten graph).
-  const bool rewrites = options.rewrites && (options.constraints.empty() || !options.specs.empty());
-  auto constraints_on = [&](const Variant& v) -> std::optional<std::vector<ShardConstraint>> {
-    if (v.rewrites.empty() || options.specs.empty()) return options.constraints;
+  const bool rewrites = options.constraints.empty() || !options.specs.empty();
+  const bool only_rewritten = !options.rewrite.empty() && options.rewrite != "none";
+  auto constraints_on = [&](size_t v) -> std::optional<std::vector<ShardConstraint>> {
+    if (v == 0 || options.specs.empty()) return options.constraints;
     try {
-      return resolve_annotations(v.graph, options.mesh, options.specs);
+      return resolve_annotations(variants[v].graph, options.mesh, options.specs);
     } catch (const Error&) {
       return std::nullopt;  // the annotations do not name this graph's tensors
     }
   };
-  if (rewrites) {
-    std::vector<std::string> applied;
-    Graph split = rewrite_splits(g, find_rule("split-merged-projection").fn, applied);
-    if (!applied.empty())
-      variants.push_back({"split-merged-projection x" + std::to_string(applied.size()), std::move(split), applied});
-  }
-  std::map<int64_t, size_t> permuted;  // ways -> variant
 
   std::vector<DeviceMesh> meshes = options.degrees && options.constraints.empty() ? sub_meshes(options.mesh)
                                                                                   : std::vector<DeviceMesh>{options.mesh};
   std::vector<std::vector<ShardConstraint>> pins;
   std::vector<size_t> variant_of;
   for (const DeviceMesh& mesh : meshes) {
-    std::vector<size_t> tried{0};
-    if (mesh.num_devices() > 1 && rewrites) {
-      // A rewrite for sharding only: the split one, and the merged weight
-      // permuted for this mesh's innermost degree.
-      if (variants.size() > 1 && variants[1].name.rfind("split-", 0) == 0) tried.push_back(1);
-      int64_t ways = mesh.axes().back().size;
-      auto it = permuted.find(ways);
-      if (it == permuted.end()) {
-        std::vector<std::string> applied;
-        Graph pg = rewrite_splits(
-            g, [ways](const RuleContext& ctx, NodeId n) { return permute_merged_projection(ctx, n, ways); }, applied);
-        size_t idx = variants.size();
-        if (!applied.empty())
-          variants.push_back({"permute-merged-projection(" + std::to_string(ways) + ") x" + std::to_string(applied.size()),
-                              std::move(pg), applied});
-        it = permuted.emplace(ways, applied.empty() ? 0 : idx).first;
-      }
-      if (it->second > 0) tried.push_back(it->second);
-    }
-    if (!options.rewrite.empty() && mesh.num_devices() > 1) {
-      // One graph asked for: as exported, or one rewrite's.
-      std::vector<size_t> only;
-      for (size_t v : tried)
-        if (options.rewrite == "none" ? v == 0 : variants[v].name.rfind(options.rewrite, 0) == 0) only.push_back(v);
-      tried = only;
-    }
+    std::vector<size_t> tried = rewrites ? variants.for_mesh(mesh, only_rewritten) : std::vector<size_t>{0};
     for (size_t v : tried) {
-      std::optional<std::vector<ShardConstraint>> fixed = constraints_on(variants[v]);
+      std::optional<std::vector<ShardConstraint>> fixed = constraints_on(v);
       if (!fixed) continue;
       // A rank's share of the host where ranks share one (CPUs).
       const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
@@ -538,8 +574,7 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       variant_of.push_back(v);
     }
   }
-  if (!options.rewrite.empty() && options.rewrite != "none" &&
-      std::none_of(r.curve.begin(), r.curve.end(), [&](const DegreePoint& p) { return p.graph.rfind(options.rewrite, 0) == 0; }))
+  if (only_rewritten && std::none_of(variant_of.begin(), variant_of.end(), [](size_t v) { return v > 0; }))
     TESSERA_THROW(ErrorKind::kUsage, "sharding rewrite '" << options.rewrite << "' applies nowhere in the model on "
                                                           << options.mesh.str()
                                                           << (options.specs.empty() ? "" : " under its annotations"));
@@ -549,17 +584,27 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
     p.search_s = p.predicted_s;
     if (p.fits) best_estimate = std::min(best_estimate, p.predicted_s);
   }
-  for (size_t k = 0; k < r.curve.size(); ++k) {
+  std::map<size_t, PricedPlan> priced;
+  auto price = [&](size_t k) {
     DegreePoint& p = r.curve[k];
+    const cost::DeviceProfile rank_device =
+        cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
+    priced[k] = price_partitioned(variants[variant_of[k]].graph, p.mesh, device, rank_device, pins[k], p);
+  };
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    const DegreePoint& p = r.curve[k];
     // One device is the baseline every other point is read against (and
     // cheap to price): always priced as written.
     bool finalist = p.fits && p.search_s <= best_estimate * (1 + kRepriceSlack);
-    if (!finalist && p.mesh.num_devices() > 1) continue;
-    const cost::DeviceProfile rank_device =
-        cost::rank_share(device, cost::ranks_per_node(device, p.mesh.num_devices()));
-    price_partitioned(variants[variant_of[k]].graph, p.mesh, device, rank_device, pins[k], p);
+    if (finalist || p.mesh.num_devices() == 1) price(k);
   }
   size_t pick = pick_degree_point(r.curve);
+  // A point chosen on its estimate is priced as written, and the choice made
+  // again, until the chosen point's price is the plan's.
+  while (pick < r.curve.size() && !r.curve[pick].priced_as_plan) {
+    price(pick);
+    pick = pick_degree_point(r.curve);
+  }
   if (pick == r.curve.size()) {
     int64_t smallest = std::numeric_limits<int64_t>::max();
     std::string where;
@@ -578,6 +623,15 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   r.graph = variants[variant_of[pick]].graph;
   r.rewrites = variants[variant_of[pick]].rewrites;
   r.constraints = pins[pick];
+  if (best.mesh.num_devices() > 1) {
+    // The winner as it was priced: its sharding, rank 0's program and the
+    // other ranks' (the same program over their blocks).
+    PricedPlan& w = priced.at(pick);
+    r.ranks.push_back(std::move(w.rank0));
+    for (int64_t k = 1; k < best.mesh.num_devices(); ++k) r.ranks.push_back(partition_rank(r.graph, w.sharded, k));
+    r.sharding = std::move(w.sharded);
+    r.plan_cost = std::move(w.cost);
+  }
 
   // Why: the chosen point against one device and against the whole mesh.
   const DegreePoint* single = nullptr;

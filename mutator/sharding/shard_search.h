@@ -33,10 +33,13 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cost/device_profile.h"
+#include "cost/plan_cost.h"
+#include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 
 namespace tessera::mutator {
@@ -64,17 +67,21 @@ struct ShardSearchOptions {
   int threads = 0;  // 0: one per core
   bool degrees = true;  // try sub-meshes (off when annotations fix the mesh)
   bool rewrites = true;
-  // "": every rewrite and the graph as exported, compared; "none": as
-  // exported only; a rewrite's name (split-merged-projection,
-  // permute-merged-projection): that one only. Throws Error(kUsage) for
-  // another name, and for a rewrite that applies nowhere in the graph.
+  // "": every mesh rule of the registry (rules/rule.h, Rule::mesh_only) and
+  // the graph as given, compared; "none": as given only; a mesh rule's name
+  // (split-merged-projection, permute-merged-projection): that one only.
+  // Throws Error(kUsage) for another name, for a disabled one, and for a
+  // rewrite that applies nowhere in the graph.
   std::string rewrite;
+  // Rules the user turned off (--disable-rule): mesh rules among them are
+  // not tried.
+  std::set<std::string> disabled_rules;
 };
 
 // One point of the degree curve.
 struct DegreePoint {
   DeviceMesh mesh;           // no axes: one device
-  std::string graph;         // "as exported" or the rewrite it used
+  std::string graph;         // "as given" or the mesh rule that rewrote it
   // The partitioned plan's predicted time (cost/plan_cost.h on the ranks'
   // programs, as plan.json gives it), its kernels and collectives on rank 0;
   // search_s: the descent's own estimate (ShardedCostModel), which ranks
@@ -107,6 +114,13 @@ struct ShardSearchResult {
   double seconds = 0;
   bool budget_exhausted = false;
   int64_t device_memory = 0;
+  // The chosen plan as the search built it to price it, on a mesh of two
+  // or more devices: the sharding of every tensor of `graph`, one program
+  // per rank, and their predicted times on each rank's share of the host
+  // (plan_cost.h). Empty when one device is chosen: the plan is `graph`.
+  ShardedGraph sharding;
+  std::vector<Graph> ranks;
+  cost::PlanCost plan_cost;
 };
 
 // Throws Error(kResource) when no plan fits the device memory, naming the

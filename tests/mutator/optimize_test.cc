@@ -14,6 +14,7 @@
 #include "graph/interpreter.h"
 #include "mutator/rules/rule.h"
 #include "mutator/search.h"
+#include "report/report.h"
 #include "tests/mutator/mutator_test_util.h"
 #include "tests/mutator/random_graphs.h"
 #include "tests/plan_schema.h"
@@ -58,7 +59,7 @@ TEST(Search, SameSeedGivesTheSamePlanWhateverTheThreads) {
     Graph g = testing::random_graph(seed);
     Plan a = optimize(g, quick(seed, 1));
     Plan b = optimize(g, quick(seed, 4));
-    EXPECT_EQ(plan_json(a, false), plan_json(b, false)) << "seed " << seed;
+    EXPECT_EQ(report::plan_json(a, false), report::plan_json(b, false)) << "seed " << seed;
     EXPECT_LT(testing::max_output_diff(g, b.optimized, 9), 1e-4);
   }
 }
@@ -265,7 +266,7 @@ TEST(OptimizeCli, WritesAPlanThatTesseraRunRuns) {
   std::ifstream plan(out / "plan.json");
   std::stringstream ss;
   ss << plan.rdbuf();
-  EXPECT_NE(ss.str().find("\"format_version\": 3"), std::string::npos);
+  EXPECT_NE(ss.str().find("\"format_version\": 4"), std::string::npos);
   EXPECT_PLAN_MATCHES_SCHEMA(out);
   EXPECT_NE(ss.str().find("fold-batchnorm-into-conv"), std::string::npos);
   std::string a, b;

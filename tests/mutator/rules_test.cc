@@ -25,7 +25,7 @@ std::vector<Mutation> propose(const Graph& g, const std::string& rule_name) {
   std::vector<Mutation> out;
   for (NodeId n = 0; n < g.num_nodes(); ++n)
     if (std::find(rule.roots.begin(), rule.roots.end(), g.node(n).kind) != rule.roots.end())
-      for (Mutation& m : rule.fn(ctx, n)) out.push_back(std::move(m));
+      for (Mutation& m : mutator::propose(rule, ctx, n, /*ways=*/2)) out.push_back(std::move(m));
   return out;
 }
 

@@ -16,7 +16,7 @@
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 #include "mutator/sharding/reshard.h"
-#include "mutator/sharding/sharded_plan.h"
+#include "mutator/optimize.h"
 #include "tests/graph/shard_check.h"
 #include "tests/mutator/mutator_test_util.h"
 
@@ -392,25 +392,25 @@ TEST(Annotations, ShardFileKeepsItsOrder) {
 namespace tessera::mutator {
 namespace {
 
-TEST(ShardedPlan, ChecksAndDescribesTheRanks) {
+// The one driver on a mesh with annotations and no search: the ranks'
+// programs are checked, and the plan records each collective and rank.
+TEST(MeshPlan, ChecksAndDescribesTheRanks) {
   Graph g = torch_like_mlp();
-  ShardOptions o;
+  OptimizeOptions o;
   o.mesh = DeviceMesh::parse("tp=2");
   o.specs = {"*/fc1/MatMul:in1=[S(1)]", "*/fc2/MatMul:in1=[S(0)]"};
-  ShardedPlan p = shard(g, o);
+  o.shard_search = false;
+  o.budget_s = 5;
+  Plan p = optimize(g, o);
   EXPECT_TRUE(p.check.passed) << p.check.summary();
-  ASSERT_EQ(p.ranks.ranks.size(), 2u);
+  ASSERT_TRUE(p.is_mesh());
+  ASSERT_EQ(p.ranks.size(), 2u);
   ASSERT_EQ(p.collectives.size(), 1u);
   EXPECT_EQ(p.collectives[0].kind, "AllReduce");
   EXPECT_EQ(p.collectives[0].bytes, 4 * 8 * 4);
   EXPECT_EQ(p.rank_records[0].weight_bytes, (8 * 16 + 16 * 8) * 4 / 2);
-  std::string text = sharded_report_text(p);
-  EXPECT_NE(text.find("1 x AllReduce over tp"), std::string::npos) << text;
-  nlohmann::json j = nlohmann::json::parse(sharded_plan_json(p));
-  EXPECT_EQ(j["format_version"], 3);
-  EXPECT_EQ(j["mesh"], "tp=2");
-  EXPECT_EQ(j["sharding"]["tensors"]["onnx::MatMul_1144"], "[S(1)]");
-  EXPECT_EQ(j["ranks"].size(), 2u);
+  EXPECT_EQ(p.mesh.str(), "tp=2");
+  EXPECT_FALSE(p.shard_searched);
 }
 
 }  // namespace

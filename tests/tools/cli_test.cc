@@ -229,7 +229,7 @@ TEST(Cli, RunRefusesAPlanWhoseFilesOrVersionDoNotMatch) {
   j.erase("files");
   std::ofstream(plan / "plan.json") << j.dump();
   expect_refused("version 1", "plan format version 1 is not one this Tessera reads");
-  j["format_version"] = 3;
+  j["format_version"] = 4;
   std::ofstream(plan / "plan.json") << j.dump();
   expect_refused("no files", "the plan lists no \"files\"");
   std::ofstream(plan / "plan.json") << "{\"format_version\": ";

@@ -324,7 +324,7 @@ TEST_F(MeshRunTest, ReplacedRankFileIsRefused) {
 TEST_F(MeshRunTest, UnknownFormatVersionIsRefused) {
   fs::path p = broken_plan("version", read_file(plan_ / "rank1.onnx"));
   nlohmann::json j = nlohmann::json::parse(read_file(p / "plan.json"));
-  for (int version : {2, 4}) {
+  for (int version : {3, 5}) {
     j["format_version"] = version;
     std::ofstream(p / "plan.json") << j.dump(2);
     expect_refused(p, "plan format version " + std::to_string(version) + " is not one this Tessera reads");

@@ -15,7 +15,6 @@
 
 #include "graph/error.h"
 #include "mutator/plan_files.h"
-#include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda/nccl_communicator.h"

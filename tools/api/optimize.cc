@@ -10,11 +10,10 @@
 #include "graph/error.h"
 #include "mutator/optimize.h"
 #include "mutator/plan_files.h"
-#include "mutator/report_html.h"
 #include "mutator/rules/rule.h"
 #include "mutator/sharding/annotations.h"
-#include "mutator/sharding/sharded_plan.h"
 #include "onnx_import/onnx_export.h"
+#include "report/report.h"
 #include "tools/api/interrupt.h"
 #include "tools/api/tessera.h"
 
@@ -89,44 +88,6 @@ std::vector<Mutation> canonical_mutations(const std::vector<mutator::PassRecord>
   return out;
 }
 
-Plan optimize_sharded(const Graph& g, const OptimizeConfig& config, const DeviceMesh& mesh) {
-  mutator::ShardOptions o;
-  o.device = config.device;
-  o.mesh = mesh;
-  o.seed = config.seed;
-  o.specs = config.shards;
-  o.search = config.shard_search;
-  o.device_memory = config.device_memory;
-  o.rewrite = config.shard_rewrite;
-  o.budget_s = std::max(1.0, config.budget_s - config.spent_s);
-  o.threads = config.threads;
-  o.check_inputs = config.check_inputs;
-  if (!config.shard_file.empty())
-    for (std::string& s : mutator::read_shard_file(config.shard_file)) o.specs.push_back(std::move(s));
-  mutator::ShardedPlan plan = mutator::shard(g, o);
-  Plan p;
-  p.mesh = plan.sharding.mesh.str();
-  p.plan_json = mutator::sharded_plan_json(plan);
-  p.report_json = mutator::sharded_report_json(plan);
-  p.report_text = mutator::sharded_report_text(plan);
-  p.report_html = mutator::sharded_report_html(plan);
-  p.mutations = canonical_mutations(plan.canonical);
-  if (plan.searched)
-    for (const std::string& r : plan.search.rewrites)
-      p.mutations.push_back({"shard-search", "", r, 1, -1, false, "checked-end-to-end"});
-  OptimizeSummary& s = p.summary;
-  s.nodes_before = g.num_nodes();
-  s.nodes_after = plan.ranks.ranks[0].num_nodes();
-  s.predicted_before_s = plan.single_s;
-  s.predicted_after_s = plan.mesh_s;
-  s.report_text = p.report_text;
-  s.files.push_back("plan.json");
-  for (size_t r = 0; r < plan.ranks.ranks.size(); ++r) s.files.push_back(mutator::rank_file(static_cast<int64_t>(r)));
-  p.original = g;
-  p.ranks = std::move(plan.ranks.ranks);
-  return p;
-}
-
 // What save() accepts as a destination: a new path, an empty folder or a
 // previous plan folder.
 fs::path destination(const std::string& out_dir) {
@@ -184,28 +145,36 @@ void Plan::save(const std::string& dir) const {
 
 Plan optimize(const Graph& g, const OptimizeConfig& config) {
   if (!(config.budget_s > 0)) TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << config.budget_s);
-  DeviceMesh mesh = DeviceMesh::parse(config.mesh);
-  if (mesh.num_devices() > 1) return optimize_sharded(g, config, mesh);
-  if (!config.shards.empty() || !config.shard_file.empty())
-    TESSERA_THROW(ErrorKind::kUsage, "--shard and --shard-file need a mesh of two or more devices (--mesh tp=2)");
   mutator::OptimizeOptions options;
   options.device = config.device;
-  options.budget_s = config.budget_s;
   options.seed = config.seed;
   options.threads = config.threads;
   options.partial = config.partial;
   options.disabled_rules = config.disabled_rules;
   options.progress = config.progress;
   options.check_inputs = config.check_inputs;
-  bool measured = config.measure && config.measure_runs > 0;
+  options.mesh = DeviceMesh::parse(config.mesh);
+  options.specs = config.shards;
+  if (!config.shard_file.empty())
+    for (std::string& s : mutator::read_shard_file(config.shard_file)) options.specs.push_back(std::move(s));
+  options.shard_search = config.shard_search;
+  options.device_memory = config.device_memory;
+  options.shard_rewrite = config.shard_rewrite;
+  const bool on_mesh = options.mesh.num_devices() > 1;
+  if (!on_mesh && !config.shard_search)
+    TESSERA_THROW(ErrorKind::kUsage, "--no-shard-search needs a mesh of two or more devices (--mesh tp=2)");
+  if (!on_mesh && config.device_memory > 0)
+    TESSERA_THROW(ErrorKind::kUsage, "--device-memory needs a mesh of two or more devices (--mesh tp=2)");
+  bool measured = config.measure && config.measure_runs > 0 && config.device == "cpu";
   int runs = config.measure_runs;
-  if (measured && config.device == "cpu") {
+  double one = 0;
+  if (measured) {
     // A fast model gets more runs (up to 100, about 0.2 s of them), or its
     // median is mostly the machine's noise. The measurement below runs both
     // graphs (compile, warm-up, the runs): its predicted time is set aside
     // from the budget, with a 1.5x margin over the CPU cost model and half a
     // second for compiling.
-    double one = cost::graph_cost(g, cost::resolve_device("cpu")).time_s;
+    one = cost::graph_cost(g, cost::resolve_device("cpu")).time_s;
     if (one > 0) runs = std::max(runs, static_cast<int>(std::min(100.0, 0.2 / one)));
     options.reserve_s = 0.5 + 1.5 * 2.0 * (runs + 1) * one;
   }
@@ -220,8 +189,10 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
                                                  << config.spent_s << " s loading the model)");
   mutator::Plan plan = mutator::optimize(g, options);
 
-  mutator::Measurement m;
-  measured = measured && plan.device == "cpu";
+  // The measured gain of a plan for one device (a mesh plan is measured
+  // under mpirun: bench/sharding).
+  report::Measurement m;
+  measured = measured && plan.device == "cpu" && !plan.is_mesh();
   if (measured) {
     std::vector<Tensor> inputs = random_inputs(g, config.seed);
     RunConfig rc;
@@ -233,18 +204,25 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   }
 
   Plan p;
-  p.plan_json = mutator::plan_json(plan);
-  p.report_json = mutator::report_json(plan, measured ? &m : nullptr);
-  p.report_text = mutator::report_text(plan, measured ? &m : nullptr);
-  p.report_html = mutator::report_html(plan, measured ? &m : nullptr);
+  p.plan_json = report::plan_json(plan);
+  p.report_json = report::report_json(plan, measured ? &m : nullptr);
+  p.report_text = report::report_text(plan, measured ? &m : nullptr);
+  p.report_html = report::report_html(plan, measured ? &m : nullptr);
   p.mutations = canonical_mutations(plan.canonical);
   for (const mutator::AppliedMutation& a : plan.search.applied)
     p.mutations.push_back({"search", a.rule, a.description, 1, a.subprogram, a.partial,
                            mutator::verification_status_name(a.verification.status)});
+  if (plan.is_mesh()) {
+    for (const std::string& r : plan.sharding_search.rewrites)
+      p.mutations.push_back({"shard-search", "", r, 1, -1, false, "checked-end-to-end"});
+    for (const mutator::AppliedMutation& a : plan.rank_search.applied)
+      p.mutations.push_back({"rank-search", a.rule, a.description, 1, a.subprogram, a.partial,
+                             mutator::verification_status_name(a.verification.status)});
+  }
   OptimizeSummary& s = p.summary;
   s.nodes_before = plan.original.num_nodes();
-  s.nodes_after = plan.optimized.num_nodes();
-  s.mutations = static_cast<int64_t>(plan.search.applied.size());
+  s.nodes_after = plan.is_mesh() ? plan.ranks[0].num_nodes() : plan.optimized.num_nodes();
+  s.mutations = static_cast<int64_t>(plan.search.applied.size() + plan.rank_search.applied.size());
   s.predicted_before_s = plan.cost_before_s;
   s.predicted_after_s = plan.cost_after_s;
   s.measured_before_ms = measured ? m.before_ms : 0;
@@ -254,9 +232,16 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   s.verified = plan.search.stats.verified;
   s.partial_used = plan.search.stats.partial_used;
   s.report_text = p.report_text;
-  s.files = {"model.onnx", "plan.json"};
   p.original = std::move(plan.original);
-  p.model = std::move(plan.optimized);
+  if (plan.is_mesh()) {
+    p.mesh = plan.mesh.str();
+    p.ranks = std::move(plan.ranks);
+  } else {
+    p.model = std::move(plan.optimized);
+  }
+  // The program files and plan.json (the CLI names the reports after them).
+  for (const std::string& f : p.files())
+    if (f.find(".onnx") != std::string::npos || f == "plan.json") s.files.push_back(f);
   return p;
 }
 

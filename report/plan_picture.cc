@@ -1,4 +1,4 @@
-#include "mutator/plan_picture.h"
+#include "report/plan_picture.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,10 +10,13 @@
 #include "graph/error.h"
 #include "graph/tensor.h"
 #include "mutator/mutation.h"
-#include "mutator/report_svg.h"
+#include "report/report_svg.h"
 #include "mutator/sharding/structure.h"
 
-namespace tessera::mutator {
+namespace tessera::report {
+
+using mutator::role_labels;
+using mutator::spliced_subprogram;
 
 std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, size_t min_saved,
                                            const std::vector<bool>& cut) {
@@ -417,4 +420,4 @@ std::string plan_svg(const PictureInput& in) {
   return Layout(in).svg();
 }
 
-}  // namespace tessera::mutator
+}  // namespace tessera::report

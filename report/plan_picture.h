@@ -16,7 +16,7 @@
 
 #include "graph/graph.h"
 
-namespace tessera::mutator {
+namespace tessera::report {
 
 struct PictureInput {
   std::vector<const Graph*> lanes;  // one graph, or one per rank
@@ -56,4 +56,4 @@ std::vector<PictureBlock> collapse_repeats(const std::vector<uint64_t>& labels, 
 // indices of every copy.
 std::string plan_svg(const PictureInput& in);
 
-}  // namespace tessera::mutator
+}  // namespace tessera::report

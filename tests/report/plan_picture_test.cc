@@ -1,7 +1,7 @@
-// The plan picture (mutator/plan_picture.h): repeated blocks found in a
+// The plan picture (report/plan_picture.h): repeated blocks found in a
 // label sequence, and a stack of identical layers drawn once with every
 // copy still named; the splice's node names read back as their subprogram.
-#include "mutator/plan_picture.h"
+#include "report/plan_picture.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,10 @@
 #include "mutator/mutation.h"
 #include "tests/mutator/mutator_test_util.h"
 
-namespace tessera::mutator {
+namespace tessera::report {
 namespace {
+
+using namespace tessera::mutator;
 
 std::vector<uint64_t> seq(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -107,4 +109,4 @@ TEST(PlanSvg, SplicedNodesAreMarkedWithTheirSubprogram) {
 }
 
 }  // namespace
-}  // namespace tessera::mutator
+}  // namespace tessera::report

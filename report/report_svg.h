@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace tessera::mutator {
+namespace tessera::report {
 
 // &, <, >, " and ' as entities: safe in text and in attribute values.
 std::string xml_escape(const std::string& s);
@@ -15,6 +15,8 @@ std::string num(double v);
 std::string fit_text(const std::string& s, double width);
 std::string svg_text(double x, double y, const std::string& text, const std::string& cls,
                      const std::string& anchor = "start");
+// before / after, 1 when after is 0.
+double speedup(double before, double after);
 // "1.234 ms", "56.7 us", "2.1 s".
 std::string time_str(double seconds);
 
@@ -37,4 +39,4 @@ struct CurvePoint {
 // degree marked.
 std::string degree_curve_svg(const std::vector<CurvePoint>& points);
 
-}  // namespace tessera::mutator
+}  // namespace tessera::report

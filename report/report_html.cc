@@ -1,4 +1,13 @@
-#include "mutator/report_html.h"
+// report.html: the report a person reads, one self-contained file (inline
+// SVG and CSS, no script, nothing fetched), for every plan. It shows the
+// picture of the plan (plan_picture.h: the changed subprograms highlighted
+// and labelled with their mutations; on a mesh the ranks side by side with
+// the collectives between them), the predicted time per kernel class
+// before and after, the sharding search's degree curve where it ran, the
+// mutation table with each mutation's verification and bound, and the
+// end-to-end check with its tolerance. Made from the same plan data as
+// plan.json and report.txt.
+#include "report/report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,10 +15,12 @@
 #include <set>
 #include <sstream>
 
-#include "mutator/plan_picture.h"
-#include "mutator/report_svg.h"
+#include "report/plan_picture.h"
+#include "report/report_svg.h"
 
-namespace tessera::mutator {
+namespace tessera::report {
+
+using namespace tessera::mutator;
 
 namespace {
 
@@ -117,6 +128,17 @@ std::map<int, PictureInput::Mark> subprogram_marks(const Plan& p, int first_numb
   return marks;
 }
 
+std::string applied_row(int n, const char* stage, const AppliedMutation& a) {
+  std::ostringstream os;
+  std::string status = verification_status_name(a.verification.status);
+  os << "<tr id=\"m" << n << "\">" << td(std::to_string(n), "num") << td(stage) << td(a.rule)
+     << td(std::to_string(a.subprogram), "num") << td(a.description + (a.partial ? " (partial, corrected)" : ""))
+     << td(status, status) << td(a.verification.method)
+     << td(a.verification.status == Verification::kProven ? "proof" : fmt("%.3g", a.verification.error_bound), "num")
+     << "</tr>\n";
+  return os.str();
+}
+
 std::string mutation_table(const Plan& p) {
   std::ostringstream os;
   os << "<h2>Mutations</h2>\n<table>\n<tr><th>#</th><th>stage</th><th>rule</th><th>subprogram</th><th>what</th>"
@@ -129,14 +151,16 @@ std::string mutation_table(const Plan& p) {
        << td("checked-end-to-end", "checked-end-to-end")
        << td(r.obligation.empty() ? "end-to-end" : "end-to-end + z3:" + r.obligation) << td("") << "</tr>\n";
   }
-  for (const AppliedMutation& a : p.search.applied) {
-    std::string status = verification_status_name(a.verification.status);
-    ++n;
-    os << "<tr id=\"m" << n << "\">" << td(std::to_string(n), "num") << td("search") << td(a.rule)
-       << td(std::to_string(a.subprogram), "num") << td(a.description + (a.partial ? " (partial, corrected)" : ""))
-       << td(status, status) << td(a.verification.method)
-       << td(a.verification.status == Verification::kProven ? "proof" : fmt("%.3g", a.verification.error_bound), "num")
-       << "</tr>\n";
+  for (const AppliedMutation& a : p.search.applied) os << applied_row(++n, "search", a);
+  if (p.is_mesh()) {
+    for (const std::string& w : p.sharding_search.rewrites)
+      os << "<tr>" << td(std::to_string(++n), "num") << td("sharding search") << td("") << td("whole graph") << td(w)
+         << td("checked-end-to-end", "checked-end-to-end") << td("end-to-end") << td("") << "</tr>\n";
+    os << "<tr>" << td(std::to_string(++n), "num") << td("partition") << td("SPMD lowering") << td("whole graph")
+       << td(std::to_string(p.ranks.size()) + " rank programs, " + std::to_string(p.collectives.size()) +
+             " collectives each")
+       << td("checked-end-to-end", "checked-end-to-end") << td("end-to-end") << td("") << "</tr>\n";
+    for (const AppliedMutation& a : p.rank_search.applied) os << applied_row(++n, "rank programs", a);
   }
   if (n == 0) os << "<tr><td colspan=\"8\">none: the plan is the original graph</td></tr>\n";
   os << "</table>\n<p class=\"note\">bound: the probability that a tested mutation is wrong although the "
@@ -173,95 +197,40 @@ const char* kArrowDefs =
     "refX=\"5\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto-start-reverse\"><path d=\"M0 0 L10 5 "
     "L0 10 z\" fill=\"#7b3fc4\"/></marker></defs></svg>\n";
 
-}  // namespace
 
-std::string report_html(const Plan& p, const Measurement* m) {
+std::string degree_curve_section(const ShardSearchResult& r) {
+  // One point per degree: the chosen plan at its degree, elsewhere the
+  // fastest that fits (or the fastest); the table lists every variant.
+  std::map<int64_t, CurvePoint> best;
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    const DegreePoint& d = r.curve[k];
+    CurvePoint pt{d.mesh.num_devices() == 1 ? "1" : d.mesh.str(), static_cast<double>(d.mesh.num_devices()),
+                  d.predicted_s, k == r.chosen, d.fits};
+    auto [it, fresh] = best.try_emplace(d.mesh.num_devices(), pt);
+    const CurvePoint& have = it->second;
+    bool better = pt.chosen || (!have.chosen && (pt.fits > have.fits || (pt.fits == have.fits && pt.seconds < have.seconds)));
+    if (!fresh && better) it->second = pt;
+  }
+  std::vector<CurvePoint> pts;
+  for (const auto& [devices, pt] : best) pts.push_back(pt);
   std::ostringstream os;
-  os << page_start("Tessera plan: " + p.optimized.name);
-  double speed = p.cost_after_s > 0 ? p.cost_before_s / p.cost_after_s : 1.0;
-  os << "<p class=\"summary\">device <b>" << xml_escape(p.device) << "</b>, seed " << p.seed << "<br>predicted <b>"
-     << time_str(p.cost_before_s) << " &rarr; " << time_str(p.cost_after_s) << "</b> (" << fmt("%.3f", speed)
-     << "x); ops " << p.original.num_nodes() << " &rarr; " << p.optimized.num_nodes() << "; "
-     << p.search.applied.size() << " search mutation" << (p.search.applied.size() == 1 ? "" : "s") << " in "
-     << p.search.stats.subprograms << " subprograms";
-  if (m)
-    os << "<br>measured (" << xml_escape(m->backend) << ", median of " << m->runs << " runs): " << fmt("%.3f", m->before_ms)
-       << " ms &rarr; " << fmt("%.3f", m->after_ms) << " ms";
-  os << "<br>end-to-end check: <span class=\"" << (p.check.passed ? "passed" : "failed") << "\">"
-     << (p.check.passed ? "passed" : "FAILED") << "</span></p>\n";
-
-  int canonical_rows = 0;
-  for (const PassRecord& r : p.canonical) canonical_rows += r.times > 0;
-  PictureInput pic;
-  pic.lanes = {&p.optimized};
-  pic.lane_titles = {"plan"};
-  pic.subprograms = subprogram_marks(p, canonical_rows + 1);
-  os << "<h2>The plan</h2>\n" << legend(false) << canonical_note(p.canonical) << plan_svg(pic);
-
-  os << "<h2>Predicted time by kernel class</h2>\n<p class=\"note\">The cost model's time of each kernel (an op with "
-        "the element-wise ops fused into it) on "
-     << xml_escape(p.device) << ", summed by the kernel's first op.</p>\n"
-     << bar_chart_svg(class_groups(p.classes_before_s, p.classes_after_s), {"original model", "plan"});
-  os << mutation_table(p) << check_section(p.check) << "</body>\n</html>\n";
+  os << "<h2>Degree curve</h2>\n<p>" << xml_escape(r.why) << "</p>\n<p class=\"note\">Predicted time of the best plan "
+        "the search found for each number of devices (plan.json: sharding_search.degree_curve); one device is the "
+        "single-device plan; the table lists every graph it tried.</p>\n"
+     << degree_curve_svg(pts) << "<table>\n<tr><th>mesh</th><th>graph</th><th>predicted</th><th>kernels</th>"
+     << "<th>collectives</th><th>memory per device</th><th></th></tr>\n";
+  for (size_t k = 0; k < r.curve.size(); ++k) {
+    const DegreePoint& d = r.curve[k];
+    os << "<tr>" << td(d.mesh.num_devices() == 1 ? "1" : d.mesh.str()) << td(d.graph) << td(time_str(d.predicted_s), "num")
+       << td(time_str(d.compute_s), "num") << td(time_str(d.comm_s), "num") << td(bytes_str(d.memory_bytes), "num")
+       << td(std::string(k == r.chosen ? "chosen" : "") + (d.fits ? "" : " does not fit")) << "</tr>\n";
+  }
+  os << "</table>\n";
   return os.str();
 }
 
-std::string sharded_report_html(const ShardedPlan& p) {
+std::string mesh_tables(const Plan& p) {
   std::ostringstream os;
-  const DeviceMesh& mesh = p.sharding.mesh;
-  os << page_start("Tessera mesh plan: " + p.original.name + " on " + mesh.str());
-  double speed = p.mesh_s > 0 ? p.single_s / p.mesh_s : 1.0;
-  os << "<p class=\"summary\">device <b>" << xml_escape(p.device) << "</b>, mesh <b>" << xml_escape(mesh.str())
-     << "</b>";
-  if (p.searched) os << " (offered " << xml_escape(p.search.offered.str()) << ")";
-  os << ", seed " << p.seed << "<br>predicted <b>" << time_str(p.single_s) << " on one device &rarr; "
-     << time_str(p.mesh_s) << " on the mesh</b> (" << fmt("%.2f", speed) << "x); " << p.collectives.size()
-     << " collectives per rank";
-  if (p.searched) os << "<br>" << xml_escape(p.search.why);
-  os << "<br>end-to-end check: <span class=\"" << (p.check.passed ? "passed" : "failed") << "\">"
-     << (p.check.passed ? "passed" : "FAILED") << "</span></p>\n";
-
-  PictureInput pic;
-  for (size_t r = 0; r < p.ranks.ranks.size(); ++r) {
-    pic.lanes.push_back(&p.ranks.ranks[r]);
-    pic.lane_titles.push_back("rank " + std::to_string(r) + " (" + rank_file(static_cast<int64_t>(r)) + ")");
-  }
-  os << "<h2>The plan: one program per rank</h2>\n" << kArrowDefs << legend(true) << plan_svg(pic);
-
-  os << "<h2>Predicted time by kernel class</h2>\n<p class=\"note\">The cost model's kernels on " << xml_escape(p.device)
-     << ", summed by the kernel's first op: the whole model on one device, and rank 0's program with its collectives "
-        "(the mesh's time, " << time_str(p.mesh_s) << ", is the ranks' critical path).</p>\n"
-     << bar_chart_svg(class_groups(p.classes_single_s, p.classes_rank0_s), {"one device", "rank 0 on the mesh"});
-
-  if (p.searched && !p.search.curve.empty()) {
-    // One point per degree: the chosen plan at its degree, elsewhere the
-    // fastest that fits (or the fastest); the table lists every variant.
-    std::map<int64_t, CurvePoint> best;
-    for (size_t k = 0; k < p.search.curve.size(); ++k) {
-      const DegreePoint& d = p.search.curve[k];
-      CurvePoint pt{d.mesh.num_devices() == 1 ? "1" : d.mesh.str(), static_cast<double>(d.mesh.num_devices()),
-                    d.predicted_s, k == p.search.chosen, d.fits};
-      auto [it, fresh] = best.try_emplace(d.mesh.num_devices(), pt);
-      const CurvePoint& have = it->second;
-      bool better = pt.chosen || (!have.chosen && (pt.fits > have.fits || (pt.fits == have.fits && pt.seconds < have.seconds)));
-      if (!fresh && better) it->second = pt;
-    }
-    std::vector<CurvePoint> pts;
-    for (const auto& [devices, pt] : best) pts.push_back(pt);
-    os << "<h2>Degree curve</h2>\n<p class=\"note\">Predicted time of the best plan the search found for each number "
-          "of devices (plan.json: search.degree_curve); the table lists every graph it tried.</p>\n"
-       << degree_curve_svg(pts) << "<table>\n<tr><th>mesh</th><th>graph</th><th>predicted</th><th>kernels</th>"
-       << "<th>collectives</th><th>memory per device</th><th></th></tr>\n";
-    for (size_t k = 0; k < p.search.curve.size(); ++k) {
-      const DegreePoint& d = p.search.curve[k];
-      os << "<tr>" << td(d.mesh.str()) << td(d.graph) << td(time_str(d.predicted_s), "num")
-         << td(time_str(d.compute_s), "num") << td(time_str(d.comm_s), "num") << td(bytes_str(d.memory_bytes), "num")
-         << td(std::string(k == p.search.chosen ? "chosen" : "") + (d.fits ? "" : " does not fit")) << "</tr>\n";
-    }
-    os << "</table>\n";
-    for (const std::string& w : p.search.rewrites) os << "<p>rewrite: " << xml_escape(w) << "</p>\n";
-  }
-
   os << "<h2>Collectives (rank 0, in program order)</h2>\n<table>\n<tr><th>#</th><th>name</th><th>kind</th>"
         "<th>mesh axis</th><th>bytes</th><th>predicted</th></tr>\n";
   for (size_t i = 0; i < p.collectives.size(); ++i) {
@@ -276,24 +245,64 @@ std::string sharded_report_html(const ShardedPlan& p) {
     os << "<tr>" << td(std::to_string(r.rank), "num") << td(rank_file(r.rank)) << td(std::to_string(r.nodes), "num")
        << td(bytes_str(r.weight_bytes), "num") << td(bytes_str(r.peak_activation_bytes), "num")
        << td(time_str(r.compute_s), "num") << td(time_str(r.comm_s), "num") << "</tr>\n";
-  os << "</table>\n<h2>Mutations</h2>\n<table>\n<tr><th>#</th><th>stage</th><th>rule</th><th>what</th>"
-        "<th>verification</th></tr>\n";
-  int n = 0;
-  for (const PassRecord& r : p.canonical)
-    if (r.times > 0)
-      os << "<tr>" << td(std::to_string(++n), "num") << td("canonicalize") << td(r.pass)
-         << td("changed the graph in " + std::to_string(r.times) + " round(s)")
-         << td("checked end to end", "checked-end-to-end") << "</tr>\n";
-  if (p.searched)
-    for (const std::string& w : p.search.rewrites)
-      os << "<tr>" << td(std::to_string(++n), "num") << td("sharding search") << td("rewrite") << td(w)
-         << td("checked end to end", "checked-end-to-end") << "</tr>\n";
-  os << "<tr>" << td(std::to_string(++n), "num") << td("partition") << td("SPMD lowering")
-     << td(std::to_string(p.ranks.ranks.size()) + " rank programs, " + std::to_string(p.collectives.size()) +
-           " collectives each")
-     << td("checked end to end", "checked-end-to-end") << "</tr>\n</table>\n";
-  os << check_section(p.check) << "</body>\n</html>\n";
+  os << "</table>\n";
   return os.str();
 }
 
-}  // namespace tessera::mutator
+}  // namespace
+
+std::string report_html(const Plan& p, const Measurement* m) {
+  std::ostringstream os;
+  const Graph& after = p.is_mesh() ? p.ranks[0] : p.optimized;
+  os << page_start(p.is_mesh() ? "Tessera mesh plan: " + p.original.name + " on " + p.mesh.str()
+                               : "Tessera plan: " + p.optimized.name);
+  double speed = p.cost_after_s > 0 ? p.cost_before_s / p.cost_after_s : 1.0;
+  os << "<p class=\"summary\">device <b>" << xml_escape(p.device) << "</b>";
+  if (p.is_mesh()) os << ", mesh <b>" << xml_escape(p.mesh.str()) << "</b>";
+  if (p.offered.num_devices() > 1) os << " (offered " << xml_escape(p.offered.str()) << ")";
+  os << ", seed " << p.seed << "<br>predicted <b>" << time_str(p.cost_before_s) << " &rarr; "
+     << time_str(p.cost_after_s) << "</b> (" << fmt("%.3f", speed) << "x)";
+  if (p.offered.num_devices() > 1) os << "; the single-device plan " << time_str(p.cost_single_s);
+  os << "; ops " << p.original.num_nodes() << " &rarr; " << after.num_nodes() << (p.is_mesh() ? " per rank" : "")
+     << "; " << p.search.applied.size() << " search mutation" << (p.search.applied.size() == 1 ? "" : "s") << " in "
+     << p.search.stats.subprograms << " subprograms";
+  if (p.is_mesh()) os << "; " << p.collectives.size() << " collectives per rank";
+  if (m)
+    os << "<br>measured (" << xml_escape(m->backend) << ", median of " << m->runs << " runs): " << fmt("%.3f", m->before_ms)
+       << " ms &rarr; " << fmt("%.3f", m->after_ms) << " ms";
+  if (p.shard_searched) os << "<br>" << xml_escape(p.sharding_search.why);
+  os << "<br>end-to-end check: <span class=\"" << (p.check.passed ? "passed" : "failed") << "\">"
+     << (p.check.passed ? "passed" : "FAILED") << "</span></p>\n";
+
+  PictureInput pic;
+  if (p.is_mesh()) {
+    for (size_t r = 0; r < p.ranks.size(); ++r) {
+      pic.lanes.push_back(&p.ranks[r]);
+      pic.lane_titles.push_back("rank " + std::to_string(r) + " (" + rank_file(static_cast<int64_t>(r)) + ")");
+    }
+    os << "<h2>The plan: one program per rank</h2>\n" << kArrowDefs << legend(true) << plan_svg(pic);
+  } else {
+    int canonical_rows = 0;
+    for (const PassRecord& r : p.canonical) canonical_rows += r.times > 0;
+    pic.lanes = {&p.optimized};
+    pic.lane_titles = {"plan"};
+    pic.subprograms = subprogram_marks(p, canonical_rows + 1);
+    os << "<h2>The plan</h2>\n" << legend(false) << canonical_note(p.canonical) << plan_svg(pic);
+  }
+
+  os << "<h2>Predicted time by kernel class</h2>\n<p class=\"note\">The cost model's time of each kernel (an op with "
+        "the element-wise ops fused into it) on "
+     << xml_escape(p.device) << ", summed by the kernel's first op"
+     << (p.is_mesh() ? ": the original on one device, and rank 0's program with its collectives (the mesh's time, " +
+                           time_str(p.cost_after_s) + ", is the ranks' critical path)"
+                     : "")
+     << ".</p>\n"
+     << bar_chart_svg(class_groups(p.classes_before_s, p.classes_after_s),
+                      {"original model", p.is_mesh() ? "rank 0 on the mesh" : "plan"});
+  if (p.shard_searched && !p.sharding_search.curve.empty()) os << degree_curve_section(p.sharding_search);
+  if (p.is_mesh()) os << mesh_tables(p);
+  os << mutation_table(p) << check_section(p.check) << "</body>\n</html>\n";
+  return os.str();
+}
+
+}  // namespace tessera::report

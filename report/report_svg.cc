@@ -1,11 +1,13 @@
-#include "mutator/report_svg.h"
+#include "report/report_svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-namespace tessera::mutator {
+namespace tessera::report {
+
+double speedup(double before, double after) { return after > 0 ? before / after : 1.0; }
 
 std::string xml_escape(const std::string& s) {
   std::string out;
@@ -133,4 +135,4 @@ std::string degree_curve_svg(const std::vector<CurvePoint>& points) {
   return os.str();
 }
 
-}  // namespace tessera::mutator
+}  // namespace tessera::report
