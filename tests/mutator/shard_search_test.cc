@@ -610,6 +610,32 @@ TEST(ShardSearch, AReplicatedPlanCostsEachRankWhatOneDeviceCosts) {
   EXPECT_NEAR(four.compute_s, one.compute_s, 1e-12 + 1e-9 * one.compute_s);
 }
 
+// The merged-projection rewrites are rules of the registry: --disable-rule
+// takes them out of the sharding search, and asking for a disabled one, or
+// for a rule that is not a sharding rewrite, is a usage error.
+TEST(ShardSearch, DisabledMeshRulesAreNotTried) {
+  Graph g = gpt2_like(1, 64, 256, 4, 3, /*zeros=*/true);
+  ShardSearchOptions o;
+  o.mesh = DeviceMesh::parse("tp=2");
+  o.threads = 2;
+  std::set<std::string> tried;
+  for (const DegreePoint& p : search_shardings(g, h100(), o).curve) tried.insert(p.graph.substr(0, p.graph.find_first_of("( ")));
+  EXPECT_TRUE(tried.count("split-merged-projection")) << "the rule applies to GPT-2's c_attn";
+  EXPECT_TRUE(tried.count("permute-merged-projection"));
+  o.disabled_rules = {"split-merged-projection"};
+  for (const DegreePoint& p : search_shardings(g, h100(), o).curve)
+    EXPECT_EQ(p.graph.rfind("split-merged-projection", 0), std::string::npos) << p.graph;
+  for (const std::string& bad : {std::string("split-merged-projection"), std::string("conv-winograd")}) {
+    o.rewrite = bad;
+    try {
+      search_shardings(g, h100(), o);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << e.what();
+    }
+  }
+}
+
 // --shard-rewrite: one graph only; a name it does not know, or a rewrite
 // that applies nowhere, is a usage error.
 TEST(ShardSearch, ARewriteCanBeAskedFor) {

@@ -132,6 +132,50 @@ TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
   fs::remove_all(dir);
 }
 
+// One device is the mesh of one: --mesh tp=1 writes the plan no mesh
+// writes, model.onnx byte for byte.
+TEST(ApiPlan, TpOneWritesTheSameModelAsNoMesh) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  OptimizeConfig c = quick();
+  c.device = std::string(TESSERA_SOURCE_DIR) + "/cost/profiles/cpu.json";
+  fs::path none = scratch("none"), one = scratch("tp1");
+  optimize(g, none.string(), c);
+  c.mesh = "tp=1";
+  optimize(g, one.string(), c);
+  EXPECT_FALSE(fs::exists(one / "rank0.onnx"));
+  ASSERT_TRUE(fs::exists(one / "model.onnx"));
+  EXPECT_EQ(read_file(none / "model.onnx"), read_file(one / "model.onnx"));
+  fs::remove_all(none);
+  fs::remove_all(one);
+}
+
+// Flags that need a mesh are refused without one, never silently dropped.
+TEST(ApiPlan, MeshFlagsWithoutAMeshAreUsageErrors) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  auto refused = [&](OptimizeConfig c, const std::string& says) {
+    try {
+      optimize(g, c);
+      ADD_FAILURE() << "accepted without a mesh: " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  OptimizeConfig c = quick();
+  c.shard_search = false;
+  refused(c, "--no-shard-search needs a mesh");
+  c = quick();
+  c.device_memory = 1 << 30;
+  refused(c, "--device-memory needs a mesh");
+  c = quick();
+  c.shard_rewrite = "none";
+  refused(c, "--shard-rewrite needs a mesh");
+  c = quick();
+  c.mesh = "tp=1";
+  c.shards = {"*=[R]"};
+  refused(c, "--shard and --shard-file need a mesh");
+}
+
 TEST(ApiPlan, LoadBytesReadsWhatOnnxBytesWrites) {
   Graph g = load(kExamples + "/tiny_cnn.onnx");
   Graph h = load_bytes(onnx_bytes(g), "in memory");
