@@ -198,8 +198,8 @@ py::dict named_outputs(const Graph& g, const std::vector<Tensor>& outputs) {
   return out;
 }
 
-// An optimized model in memory and, for one device, its compiled plans.
-// (A mesh plan's ranks are compiled on every run, as api::run_mesh does.)
+// An optimized model in memory and, for one device, its compiled plans (a
+// mesh plan keeps its compiled ranks itself: api::Plan::compiled_).
 struct Plan {
   api::Plan plan;
   ExecutableCache compiled;

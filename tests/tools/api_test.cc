@@ -132,6 +132,31 @@ TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
   fs::remove_all(dir);
 }
 
+// A mesh plan compiles its ranks on its first run only, as a one-device
+// plan's Executable does; another RunConfig compiles them again.
+TEST(ApiPlan, AMeshPlanCompilesItsRanksOnce) {
+  Graph g = load(kExamples + "/tiny_transformer.onnx");
+  OptimizeConfig c = quick();
+  c.mesh = "tp=2";
+  c.shard_search = false;
+  c.shards = {"qkv_w_5=[S(1)]", "fc1_w_131=[S(1)]", "fc2_w_150=[S(0)]", "proj_w_101=[S(0)]"};
+  Plan plan = optimize(g, c);
+  ASSERT_TRUE(plan.is_mesh());
+  std::vector<Tensor> inputs = random_inputs(g, 3);
+  RunConfig rc;
+  rc.threads = 1;
+  int64_t before = MeshExecutable::rank_programs_compiled();
+  std::vector<Tensor> first = run(plan, inputs, rc).outputs;
+  EXPECT_EQ(MeshExecutable::rank_programs_compiled(), before + 2);
+  std::vector<Tensor> second = run(plan, random_inputs(g, 4), rc).outputs;
+  EXPECT_EQ(MeshExecutable::rank_programs_compiled(), before + 2) << "the second run compiled again";
+  EXPECT_GT(max_diff(first, second), 0.0) << "the second run read its own inputs";
+  EXPECT_EQ(max_diff(run(plan, inputs, rc).outputs, first), 0.0);
+  rc.threads = 2;
+  run(plan, inputs, rc);
+  EXPECT_EQ(MeshExecutable::rank_programs_compiled(), before + 4);
+}
+
 // One device is the mesh of one: --mesh tp=1 writes the plan no mesh
 // writes, model.onnx byte for byte.
 TEST(ApiPlan, TpOneWritesTheSameModelAsNoMesh) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "graph/error.h"
@@ -113,15 +115,31 @@ void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
                                                                      << gpus << " GPU" << (gpus == 1 ? "" : "s"));
 }
 
-// Every rank of the plan as a thread of this process.
-MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
-                          const RunConfig& config) {
-  runtime::RunOptions options = detail::run_options(config);
-  options.threads = threads_per_rank(config, plan.ranks);
-  require_nccl(options, plan.ranks);
+std::atomic<int64_t> rank_compilations{0};
+
+}  // namespace
+
+// Every rank of a mesh plan as a thread of this process, compiled once: the
+// in-process world (CPU) or NCCL over one GPU per rank (CUDA), and each
+// rank's executable plan bound to its communicator.
+struct MeshExecutable::State {
+  DeviceMesh mesh;
+  RunConfig config;
+  runtime::RunOptions options;
+  std::unique_ptr<runtime::InProcessWorld> world;
+  std::vector<std::unique_ptr<runtime::Communicator>> nccl;
+  std::vector<std::optional<runtime::ExecutablePlan>> plans;
+  std::mutex mutex;  // one run at a time: the plans' buffers are shared by their runs
+};
+
+namespace {
+
+void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
+  st.options = detail::run_options(st.config);
+  st.options.threads = threads_per_rank(st.config, plan.ranks);
+  require_nccl(st.options, plan.ranks);
   std::vector<Graph> graphs;
   for (int64_t r = 0; r < plan.ranks; ++r) graphs.push_back(plan.load(r));
-  std::vector<Tensor> inputs = inputs_of(graphs[0]);
   for (int64_t r = 1; r < plan.ranks; ++r) {
     const Graph& g = graphs[static_cast<size_t>(r)];
     bool same = g.inputs().size() == graphs[0].inputs().size();
@@ -136,27 +154,46 @@ MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const 
         !d.empty())
       throw Error(ErrorKind::kInvalidGraph, "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
                   {plan.where(r), "", ""});
-  bool cuda = options.backend == runtime::Backend::kCuda;
+  bool cuda = st.options.backend == runtime::Backend::kCuda;
   runtime::NcclId id;
   if (cuda) id = runtime::nccl_unique_id();
-  runtime::InProcessWorld world(mesh);
-  std::vector<RunResult> results(static_cast<size_t>(plan.ranks));
+  st.world = std::make_unique<runtime::InProcessWorld>(st.mesh);
+  st.nccl.resize(static_cast<size_t>(plan.ranks));
+  st.plans.resize(static_cast<size_t>(plan.ranks));
+  st.world->run([&](int64_t r) {
+    runtime::RunOptions o = st.options;
+    auto k = static_cast<size_t>(r);
+    if (cuda) st.nccl[k] = runtime::make_nccl_communicator(st.mesh, r, static_cast<int>(r % runtime::cuda_device_count()), id);
+    o.communicator = cuda ? st.nccl[k].get() : st.world->communicator(r);
+    st.plans[k].emplace(runtime::ExecutablePlan::compile(std::move(graphs[k]), o));
+    rank_compilations.fetch_add(1);
+  });
+}
+
+MeshRunResult run_compiled_threads(MeshExecutable::State& st, const std::vector<Tensor>& inputs,
+                                   const RunConfig& config) {
+  std::lock_guard<std::mutex> lock(st.mutex);
+  std::vector<RunResult> results(st.plans.size());
   double comm_ms = 0;
   MeshRunResult m;
-  world.run([&](int64_t r) {
-    runtime::RunOptions o = options;
-    std::unique_ptr<runtime::Communicator> nccl;
-    if (cuda) nccl = runtime::make_nccl_communicator(mesh, r, static_cast<int>(r % runtime::cuda_device_count()), id);
-    o.communicator = cuda ? nccl.get() : world.communicator(r);
-    runtime::ExecutablePlan p = runtime::ExecutablePlan::compile(std::move(graphs[static_cast<size_t>(r)]), o);
+  st.world->run([&](int64_t r) {
+    runtime::ExecutablePlan& p = *st.plans[static_cast<size_t>(r)];
     results[static_cast<size_t>(r)] = detail::run_compiled(p, inputs, config);
     if (r == 0 && config.profile) comm_ms = collective_ms(p);
     if (r == 0) count_collectives(p, m);
   });
   static_cast<RunResult&>(m) = std::move(results[0]);
-  m.threads_per_rank = options.threads;
+  m.threads_per_rank = st.options.threads;
   m.collective_ms = comm_ms;
   return m;
+}
+
+// Every rank of the plan as a thread of this process, compiled for this run.
+MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                          const RunConfig& config) {
+  MeshExecutable::State st{mesh, config, {}, {}, {}, {}, {}};
+  compile_threads(st, plan);
+  return run_compiled_threads(st, inputs_of(plan.load(0)), config);
 }
 
 // Under mpirun: every rank throws when one failed (Failure from
@@ -270,12 +307,48 @@ MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunCo
   return run_mesh_ranks(source, inputs, config);
 }
 
+namespace {
+
+RankSource memory_source(const Plan& plan) {
+  return {plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
+          [&plan](int64_t r) { return plan.ranks[static_cast<size_t>(r)]; },
+          [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }};
+}
+
+bool same_run_config(const RunConfig& a, const RunConfig& b) {
+  return a.backend == b.backend && a.threads == b.threads && a.overlap == b.overlap && a.repeat == b.repeat &&
+         a.profile == b.profile;
+}
+
+}  // namespace
+
+MeshExecutable::MeshExecutable(const Plan& plan, const RunConfig& config) {
+  if (!plan.is_mesh()) TESSERA_THROW(ErrorKind::kUsage, "a mesh executable needs a plan for a device mesh (optimize with a mesh)");
+  if (launched_by_mpi())
+    TESSERA_THROW(ErrorKind::kUsage, "under mpirun each process runs its own rank: use run_mesh, not a MeshExecutable");
+  state_ = std::make_shared<State>();
+  state_->mesh = DeviceMesh::parse(plan.mesh);
+  state_->config = config;
+  compile_threads(*state_, memory_source(plan));
+}
+
+MeshRunResult MeshExecutable::run(const std::vector<Tensor>& inputs) const {
+  return run_compiled_threads(*state_, inputs, state_->config);
+}
+
+const RunConfig& MeshExecutable::config() const { return state_->config; }
+
+int64_t MeshExecutable::rank_programs_compiled() { return rank_compilations.load(); }
+
 MeshRunResult run_mesh(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config) {
   if (!plan.is_mesh()) TESSERA_THROW(ErrorKind::kUsage, "run_mesh needs a plan for a device mesh (optimize with a mesh)");
-  RankSource source{plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
-                    [&](int64_t r) { return plan.ranks[static_cast<size_t>(r)]; },
-                    [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }};
-  return run_mesh_ranks(source, [&](const Graph&) { return inputs; }, config);
+  if (launched_by_mpi()) return run_mesh_ranks(memory_source(plan), [&](const Graph&) { return inputs; }, config);
+  // Compiled once per plan and run options, then reused run after run.
+  std::lock_guard<std::mutex> lock(plan.compiled_->mutex);
+  std::shared_ptr<MeshExecutable>& e = plan.compiled_->mesh;
+  if (!e || !same_run_config(e->config(), config)) e = std::make_shared<MeshExecutable>(plan, config);
+  std::shared_ptr<MeshExecutable> keep = e;
+  return keep->run(inputs);
 }
 
 }  // namespace tessera::api

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,14 @@ struct Plan {
   OptimizeSummary summary;
 
   bool is_mesh() const { return !ranks.empty(); }
+  // Run-time state, shared by copies: a mesh plan's ranks as the first
+  // run_mesh compiled them (a MeshExecutable), reused by the next runs with
+  // the same RunConfig.
+  struct Compiled {
+    std::mutex mutex;
+    std::shared_ptr<class MeshExecutable> mesh;
+  };
+  std::shared_ptr<Compiled> compiled_ = std::make_shared<Compiled>();
   // The files save() writes, in the order it writes them.
   std::vector<std::string> files() const;
   // Writes dir/{model.onnx | rank<i>.onnx..., plan.json (with each program
@@ -313,6 +322,25 @@ struct MeshRunResult : RunResult {
   // Rank 0's collectives, and how many of them run while other kernels do
   // (config.overlap; runtime::ExecutablePlan::collective_steps).
   int64_t collectives = 0, overlapped = 0;
+};
+
+// A mesh plan's ranks compiled once, as threads of this process, to run
+// many times: what run_mesh and run keep in a Plan after its first run.
+// Under mpirun each process runs its own rank (run_mesh) instead.
+class MeshExecutable {
+ public:
+  struct State;
+  // Throws what run_mesh throws before running (no GPU per rank, ranks
+  // whose collectives differ), and Error(kUsage) under mpirun.
+  MeshExecutable(const Plan& plan, const RunConfig& config);
+  MeshRunResult run(const std::vector<Tensor>& inputs) const;
+  const RunConfig& config() const;
+  // Rank programs this process has compiled to run as threads: a counter
+  // for tests (a plan's second run compiles none).
+  static int64_t rank_programs_compiled();
+
+ private:
+  std::shared_ptr<State> state_;
 };
 
 // Runs every rank of a mesh plan, with outputs and timings as run() gives
