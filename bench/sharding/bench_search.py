@@ -59,14 +59,15 @@ def plan_facts(plan):
     j = json.load(open(os.path.join(plan, "plan.json")))
     kinds = {}
     sent = 0
-    for c in j["collectives"]:
+    for c in j.get("collectives", []):
         kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
         sent += c["bytes"]
-    s = j.get("search") or {}
-    return {"mesh": j["mesh"], "devices": len(j["ranks"]), "mesh_s": j["predicted_cost"]["mesh_s"],
+    s = j.get("sharding_search") or {}
+    ranks = j.get("ranks", [])
+    return {"mesh": j.get("mesh", "1"), "devices": len(ranks) or 1, "mesh_s": j["predicted_cost"]["after_s"],
             "single_s": j["predicted_cost"]["single_device_s"], "kinds": kinds, "sent": sent,
             "search_s": s.get("seconds", 0.0), "why": s.get("why", ""), "rewrites": len(s.get("rewrites", [])),
-            "memory": max(r["weight_bytes"] + r["peak_activation_bytes"] for r in j["ranks"])}
+            "memory": max((r["weight_bytes"] + r["peak_activation_bytes"] for r in ranks), default=0)}
 
 
 def megatron_structure(kinds, layers):

@@ -225,6 +225,8 @@ struct Mutation {
   std::string verification; // how it was checked (plan.json's verification.status)
 };
 
+class MeshExecutable;
+
 // An optimized model in memory: everything `tessera optimize -o DIR` writes,
 // built before anything is written. The plan has passed the end-to-end check
 // (optimize returns no other).
@@ -246,7 +248,7 @@ struct Plan {
   // the same RunConfig.
   struct Compiled {
     std::mutex mutex;
-    std::shared_ptr<class MeshExecutable> mesh;
+    std::shared_ptr<MeshExecutable> mesh;
   };
   std::shared_ptr<Compiled> compiled_ = std::make_shared<Compiled>();
   // The files save() writes, in the order it writes them.
