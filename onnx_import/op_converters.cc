@@ -73,8 +73,13 @@ void convert_constant(NodeImporter& n) {
 void convert_dropout(NodeImporter& n, const ImportState& state) {
   for (const onnx::AttributeProto& a : n.proto().attribute()) n.ignore_attr(a.name());  // ratio, seed, is_test
   // A training_mode input that is not a constant false may switch on the
-  // random mask at run time, which the inference IR cannot express.
-  if (n.has_input(2) && (!n.constant(2) || n.constant(2)->numel() != 1 || n.constant(2)->get_int(0) != 0))
+  // random mask at run time, which the inference IR cannot express, unless
+  // the ratio is a constant 0: then the mask keeps every element whatever
+  // the mode (torchvision's Swin-T exports Dropout(p=0) with
+  // training_mode=true).
+  const bool zero_ratio =
+      n.has_input(1) && n.constant(1) && n.constant(1)->numel() == 1 && n.constant(1)->get_double(0) == 0.0;
+  if (!zero_ratio && n.has_input(2) && (!n.constant(2) || n.constant(2)->numel() != 1 || n.constant(2)->get_int(0) != 0))
     n.fail(ErrorKind::kUnsupported, "Dropout with training_mode not a constant false is not supported");
   n.bind_output(0, n.input(0));
   // In inference the mask keeps every element: a constant all-true tensor.

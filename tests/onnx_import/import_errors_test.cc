@@ -396,6 +396,26 @@ TEST(ImportErrors, TrainingDropoutIsRefused) {
   EXPECT_TRUE(has(e, "training_mode")) << e.what();
 }
 
+// With a ratio of 0 the mask keeps every element in either mode: an
+// identity, whatever training_mode says.
+TEST(ImportErrors, TrainingDropoutOfRatioZeroIsAnIdentity) {
+  ModelBuilder b(13);
+  b.input("x", {2}).input("training", {}, onnx::TensorProto::BOOL).output("y");
+  b.init_f32("ratio", {}, {0.0f});
+  b.node("Dropout", {"x", "ratio", "training"}, {"d"}, "drop");
+  b.node("Neg", {"d"}, {"y"}, "neg");
+  ImportOptions options;
+  options.allow_unused_inputs = true;  // training is read by nothing once the Dropout goes
+  Graph g = import_onnx_model(b.model(), options, ".", "m.onnx");
+  ASSERT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).kind, OpKind::kNeg);
+  ModelBuilder c(13);
+  c.input("x", {2}).input("training", {}, onnx::TensorProto::BOOL).output("y");
+  c.init_f32("ratio", {}, {0.1f});
+  c.node("Dropout", {"x", "ratio", "training"}, {"y"}, "drop");
+  EXPECT_EQ(import_error(c).kind(), ErrorKind::kUnsupported);
+}
+
 TEST(ImportErrors, CastToUnsupportedType) {
   ModelBuilder b(13);
   b.input("x", {2}).output("y");
