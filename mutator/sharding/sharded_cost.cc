@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "cost/graph_cost.h"
 #include "graph/error.h"
@@ -15,6 +16,26 @@ int64_t local_bytes(const TensorType& t, const Sharding& s, const DeviceMesh& me
   return shape_numel(s.local_shape(mesh, t.shape)) * static_cast<int64_t>(dtype_size(t.dtype));
 }
 
+// Constants up to this many elements are part of what a node's cost
+// depends on (a Reshape's shape, a Slice's starts); larger ones are weights,
+// whose values do not change a cost.
+constexpr int64_t kComparedConstant = 64;
+
+// Whether a and b cost the same at every strategy: kind, attributes, input
+// types, and the small constants among their inputs.
+bool same_costing(const Graph& g, const Node& a, const Node& b) {
+  if (a.kind != b.kind || !(a.attrs == b.attrs) || a.inputs.size() != b.inputs.size()) return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    ValueId x = a.inputs[i], y = b.inputs[i];
+    if ((x == kNoValue) != (y == kNoValue)) return false;
+    if (x == kNoValue) continue;
+    const Value &vx = g.value(x), &vy = g.value(y);
+    if (!(vx.type == vy.type) || vx.constant.has_value() != vy.constant.has_value()) return false;
+    if (vx.constant && vx.constant->numel() <= kComparedConstant && !vx.constant->identical(*vy.constant)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
@@ -24,7 +45,11 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
     for (ValueId v : g.node(order_[k]).inputs)
       if (v != kNoValue) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(k);
   for (ValueId v : g.outputs()) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(order_.size());
+  // A node's key is the first node that costs as it does at every strategy:
+  // a hash match confirmed by same_costing, so that two nodes share cached
+  // costs only when they are equal where the cost model looks.
   node_key_.assign(static_cast<size_t>(g.num_nodes()), 0);
+  std::unordered_map<uint64_t, std::vector<NodeId>> firsts;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
     uint64_t h = hash_combine(static_cast<uint64_t>(node.kind), node.attrs.hash());
@@ -36,9 +61,12 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
       const Value& val = g.value(v);
       const std::string t = type_str(val.type);
       h = hash_combine(h, fnv1a(t.data(), t.size()));
-      if (val.constant) h = hash_combine(h, val.constant->numel() <= 64 ? fnv1a(val.constant->data(), static_cast<size_t>(val.constant->nbytes())) : 1);
+      if (val.constant) h = hash_combine(h, val.constant->numel() <= kComparedConstant ? val.constant->hash() : 1);
     }
-    node_key_[static_cast<size_t>(n)] = h;
+    std::vector<NodeId>& same_hash = firsts[h];
+    auto it = std::find_if(same_hash.begin(), same_hash.end(), [&](NodeId m) { return same_costing(g, g.node(m), node); });
+    node_key_[static_cast<size_t>(n)] = it == same_hash.end() ? n : *it;
+    if (it == same_hash.end()) same_hash.push_back(n);
   }
 }
 

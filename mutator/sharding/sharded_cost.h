@@ -51,7 +51,9 @@ class ShardedCostModel {
   std::vector<std::vector<NodeId>> groups_;
   std::vector<NodeId> order_;
   std::vector<int64_t> last_use_;  // per value: index in order_ of its last reader
-  std::vector<uint64_t> node_key_; // per node: kind, attributes, input types, small constants
+  // Per node: the first node that costs as it does (same_costing), whose id
+  // keys the cache.
+  std::vector<NodeId> node_key_;
   std::mutex mu_;
   std::map<std::string, double> cache_;
 };
