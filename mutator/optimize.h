@@ -58,7 +58,10 @@ struct OptimizeOptions {
 
 // How the search time is shared among the stages, in one place: each
 // stage gets its share of what the stages before it left (a stage that
-// finishes early hands the rest on).
+// finishes early hands the rest on). A rewrite search the budget cuts short
+// depends on the clock: on a mesh it has less time than without one, so a
+// mesh plan can then start from a slower single-device plan (the report
+// says when the search's budget ran out).
 struct BudgetShares {
   double rewrite = 1.0;       // the rewrite search on the whole graph
   double sharding = 0.0;      // the sharding search
