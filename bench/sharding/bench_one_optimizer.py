@@ -43,6 +43,8 @@ def facts(plan):
 
 
 def optimize(args, model, out, device, mesh):
+    if args.reuse and os.path.exists(os.path.join(out, "plan.json")):
+        return facts(out)  # written by the predicted part of this run
     cmd = [args.tessera, "optimize", model, "-o", out, "--device", device, "--budget", str(args.budget),
            "--no-measure", "--seed", "0"]
     if mesh:
@@ -121,15 +123,20 @@ def main():
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "bin", "tessera"))
     ap.add_argument("--part", choices=["predicted", "measured", "both"], default="both")
     ap.add_argument("--only", default="", help="comma-separated suite models")
-    ap.add_argument("--budget", type=float, default=15)
+    ap.add_argument("--budget", type=float, default=30)
+    ap.add_argument("--work", default="", help="keep the plans in this folder (default: a temporary one)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     models = [m for m in args.only.split(",") if m] or SUITE
     models = [m for m in models if os.path.exists(os.path.join(ROOT, "bench", "models", "cache", m, "model.onnx"))]
-    with tempfile.TemporaryDirectory(prefix="tessera-one-optimizer-") as work:
+    args.reuse = False
+    with tempfile.TemporaryDirectory(prefix="tessera-one-optimizer-") as tmp:
+        work = args.work or tmp
+        os.makedirs(work, exist_ok=True)
         if args.part in ("predicted", "both"):
             predicted(args, work, models)
+            args.reuse = True  # the measured part runs the plans just written
         if args.part in ("measured", "both"):
             measured(args, work, models)
 

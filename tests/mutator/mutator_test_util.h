@@ -40,6 +40,20 @@ inline ValueId weight(Graph& g, const std::string& name, Shape shape, std::mt199
   return g.add_constant(name, random_tensor(DType::kF32, std::move(shape), rng));
 }
 
+// Exporters name weights arbitrarily but keep module paths in node names:
+// a two-layer MLP as torch writes it, for the annotation tests.
+inline Graph torch_like_mlp() {
+  std::mt19937_64 rng(1);
+  Graph g;
+  ValueId x = g.add_input("input", {DType::kF32, {4, 8}});
+  ValueId w1 = weight(g, "onnx::MatMul_1144", {8, 16}, rng);
+  ValueId w2 = weight(g, "onnx::MatMul_1145", {16, 8}, rng);
+  ValueId h = g.add(OpKind::kMatMul, {x, w1}, {}, "/blocks.0/fc1/MatMul");
+  ValueId a = g.add(OpKind::kRelu, {h}, {}, "/blocks.0/act/Relu");
+  g.set_outputs({g.add(OpKind::kMatMul, {a, w2}, {}, "/blocks.0/fc2/MatMul")});
+  return g;
+}
+
 inline Attrs conv_attrs(int64_t k, int64_t stride = 1, int64_t pad = 0) {
   Attrs a;
   a.set("kernel_shape", std::vector<int64_t>{k, k});

@@ -321,17 +321,7 @@ TEST(Propagate, NoAnnotationsNoSplit) {
 namespace tessera::mutator {
 namespace {
 
-// Exporters name weights arbitrarily but keep module paths in node names.
-Graph torch_like_mlp() {
-  Graph g;
-  ValueId x = g.add_input("input", {DType::kF32, {4, 8}});
-  ValueId w1 = g.add_constant("onnx::MatMul_1144", ramp({DType::kF32, {8, 16}}, 1));
-  ValueId w2 = g.add_constant("onnx::MatMul_1145", ramp({DType::kF32, {16, 8}}, 2));
-  ValueId h = g.add(OpKind::kMatMul, {x, w1}, {}, "/blocks.0/fc1/MatMul");
-  ValueId a = g.add(OpKind::kRelu, {h}, {}, "/blocks.0/act/Relu");
-  g.set_outputs({g.add(OpKind::kMatMul, {a, w2}, {}, "/blocks.0/fc2/MatMul")});
-  return g;
-}
+using testing::torch_like_mlp;
 
 TEST(Annotations, NodePathsNameTheirTensors) {
   Graph g = torch_like_mlp();

@@ -5,33 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "graph/graph.h"
+#include "tests/mutator/mutator_test_util.h"
 
 namespace tessera::report {
 namespace {
 
 using nlohmann::json;
-
-Tensor ramp(const TensorType& t, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (double& x : v) x = std::uniform_real_distribution<double>(-1, 1)(rng);
-  return Tensor::from_doubles(t.dtype, t.shape, v);
-}
-
-// Exporters name weights arbitrarily but keep module paths in node names.
-Graph torch_like_mlp() {
-  Graph g;
-  ValueId x = g.add_input("input", {DType::kF32, {4, 8}});
-  ValueId w1 = g.add_constant("onnx::MatMul_1144", ramp({DType::kF32, {8, 16}}, 1));
-  ValueId w2 = g.add_constant("onnx::MatMul_1145", ramp({DType::kF32, {16, 8}}, 2));
-  ValueId h = g.add(OpKind::kMatMul, {x, w1}, {}, "/blocks.0/fc1/MatMul");
-  ValueId a = g.add(OpKind::kRelu, {h}, {}, "/blocks.0/act/Relu");
-  g.set_outputs({g.add(OpKind::kMatMul, {a, w2}, {}, "/blocks.0/fc2/MatMul")});
-  return g;
-}
 
 mutator::Plan plan_for(const std::string& mesh, const std::vector<std::string>& specs, bool search) {
   mutator::OptimizeOptions o;
@@ -40,7 +21,7 @@ mutator::Plan plan_for(const std::string& mesh, const std::vector<std::string>& 
   o.specs = specs;
   o.shard_search = search;
   o.budget_s = 5;
-  return mutator::optimize(torch_like_mlp(), o);
+  return mutator::optimize(mutator::testing::torch_like_mlp(), o);
 }
 
 TEST(Reports, AMeshPlanNamesItsShardingsCollectivesAndRanks) {

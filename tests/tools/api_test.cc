@@ -107,13 +107,18 @@ TEST(ApiPlan, OptimizeToAFolderRefusesABadOneBeforeSearching) {
   fs::remove_all(other);
 }
 
-TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
-  Graph g = load(kExamples + "/tiny_transformer.onnx");
+// tiny_transformer split as Megatron-LM splits a layer, from annotations.
+Plan annotated_mesh_plan(const Graph& g) {
   OptimizeConfig c = quick();
   c.mesh = "tp=2";
   c.shard_search = false;
   c.shards = {"qkv_w_5=[S(1)]", "fc1_w_131=[S(1)]", "fc2_w_150=[S(0)]", "proj_w_101=[S(0)]"};
-  Plan plan = optimize(g, c);
+  return optimize(g, c);
+}
+
+TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
+  Graph g = load(kExamples + "/tiny_transformer.onnx");
+  Plan plan = annotated_mesh_plan(g);
   ASSERT_TRUE(plan.is_mesh());
   EXPECT_EQ(plan.mesh, "tp=2");
   ASSERT_EQ(plan.ranks.size(), 2u);
@@ -136,11 +141,7 @@ TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
 // plan's Executable does; another RunConfig compiles them again.
 TEST(ApiPlan, AMeshPlanCompilesItsRanksOnce) {
   Graph g = load(kExamples + "/tiny_transformer.onnx");
-  OptimizeConfig c = quick();
-  c.mesh = "tp=2";
-  c.shard_search = false;
-  c.shards = {"qkv_w_5=[S(1)]", "fc1_w_131=[S(1)]", "fc2_w_150=[S(0)]", "proj_w_101=[S(0)]"};
-  Plan plan = optimize(g, c);
+  Plan plan = annotated_mesh_plan(g);
   ASSERT_TRUE(plan.is_mesh());
   std::vector<Tensor> inputs = random_inputs(g, 3);
   RunConfig rc;
