@@ -7,9 +7,13 @@
 // 16-bit floats: bf16 groups run oneDNN's bf16 primitives. f16 groups, which
 // oneDNN 2.6 has no CPU kernels for (and converts at ~200 ns per element in
 // its reference reorder), are built over f32: their f16 inputs are widened
-// by a native convert kernel into f32 copies (constants once, here), the
-// kernel writes an f32 result, and a convert narrows it into the f16 value,
-// in the same layout. Native kernels widen inside (native_widened.cc).
+// by a native convert kernel into f32 copies (constants once, here) and the
+// kernel writes an f32 result. That result is narrowed into the f16 value
+// (same layout) only where something reads the f16 value itself (a native
+// kernel, a view, a graph output): an f16 group that feeds f16 groups hands
+// them its f32 result, as a fused chain skips the rounding between its links.
+// On fp16 ConvNeXt-Tiny narrowing every result took 246 convert kernels.
+// Native kernels widen inside (native_widened.cc).
 #include <dnnl.hpp>
 #include <omp.h>
 
@@ -48,6 +52,7 @@ class CpuCompiler {
     layout_.assign(types_.size(), std::nullopt);
     plain_copy_.assign(types_.size(), kNoValue);
     wide_copy_.assign(types_.size(), kNoValue);
+    pending_narrow_.assign(types_.size(), std::nullopt);
     is_output_.assign(types_.size(), false);
     for (ValueId v : g_.outputs()) is_output_[v] = true;
     std::vector<NodeId> order = g_.topo_order();
@@ -147,6 +152,15 @@ class CpuCompiler {
     return w;
   }
 
+  // Makes f16 value v, whose f32 copy alone exists so far, by narrowing it:
+  // before the first kernel that reads v itself.
+  void materialize(ValueId v) {
+    if (!pending_narrow_[v]) return;
+    Md md = *pending_narrow_[v];
+    pending_narrow_[v].reset();
+    narrow_into(wide_copy_[v], v, md);
+  }
+
   // The f16 value `out` narrowed from its f32 result `wide` (layout md).
   void narrow_into(ValueId wide, ValueId out, const Md& md) {
     int64_t count = static_cast<int64_t>(md.get_size()) / 4;
@@ -159,7 +173,10 @@ class CpuCompiler {
 
   // A row-major version of v: itself, or a reordered copy made once.
   ValueId ensure_plain(ValueId v) {
-    if (!layout_[v]) return v;
+    if (!layout_[v]) {
+      materialize(v);
+      return v;
+    }
     if (plain_copy_[v] != kNoValue) return plain_copy_[v];
     if (types_[v].dtype == DType::kF16) {
       // Through f32: oneDNN's f16 -> f16 reorder is its slow reference one.
@@ -191,6 +208,7 @@ class CpuCompiler {
     layout_.emplace_back(std::nullopt);
     plain_copy_.push_back(kNoValue);
     wide_copy_.push_back(kNoValue);
+    pending_narrow_.emplace_back(std::nullopt);
     is_output_.push_back(false);
     return static_cast<ValueId>(spec_.values.size() - 1);
   }
@@ -319,7 +337,13 @@ class CpuCompiler {
     k->op = grp.label(g_);
     produced(out, built.out_md);
     spec_.kernels.push_back(std::move(k));
-    if (widen) narrow_into(out, grp.output(g_), built.out_md);
+    if (widen) {
+      ValueId f16_out = grp.output(g_);
+      wide_copy_[f16_out] = out;
+      pending_narrow_[f16_out] = built.out_md;
+      if (!cpu::is_plain(built.out_md, types_[out].shape))
+        layout_[f16_out] = with_type(built.out_md, dnnl::memory::data_type::f16);
+    }
     return true;
   }
 
@@ -366,6 +390,8 @@ class CpuCompiler {
   // communicator has.
   void add_reference(NodeId id) {
     const Node& n = g_.node(id);
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) materialize(v);
     std::unique_ptr<Kernel> k = op_def(n.kind).is_collective() ? cpu::make_collective_kernel(g_, id, opt_.communicator)
                                                                : make_reference_kernel(g_, id);
     for (ValueId v : n.outputs) produced(v, std::nullopt);
@@ -381,6 +407,8 @@ class CpuCompiler {
   std::vector<std::optional<Md>> layout_;
   std::vector<ValueId> plain_copy_;
   std::vector<ValueId> wide_copy_;  // per value: its f32 copy (f16 values read by f32 kernels)
+  // Per f16 value computed as an f32 copy and not narrowed yet: the copy's layout.
+  std::vector<std::optional<Md>> pending_narrow_;
   std::vector<bool> is_output_;
 };
 
