@@ -62,14 +62,14 @@ Tolerance end_to_end_tolerance(const Graph& original, const EndToEndOptions& o) 
   if (u == 0) return t;
   int64_t k = 1;
   for (NodeId n = 0; n < original.num_nodes(); ++n) k = std::max(k, reduction_length(original, original.node(n)));
-  double eps = 2 * u * std::sqrt(static_cast<double>(k));
+  double eps = u * std::sqrt(static_cast<double>(k)) / 2;
   t.rtol = std::max(t.rtol, eps);
   t.atol = std::max(t.atol, eps);
   t.scale_rtol = std::max(t.scale_rtol, 4 * u);
   if (t.rtol == o.rtol && t.atol == o.atol && t.scale_rtol == o.scale_rtol) return t;
   std::ostringstream os;
   os << "from " << dtype_name(narrowest) << ", u = 2^" << std::ilogb(u) << ", longest reduction K = " << k
-     << ": eps = 2 u sqrt(K) = " << eps << ", scale 4 u";
+     << ": eps = u sqrt(K) / 2 = " << eps << ", scale 4 u";
   t.rule = os.str();
   return t;
 }
