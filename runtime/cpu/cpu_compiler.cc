@@ -233,6 +233,19 @@ class CpuCompiler {
   void add_group(const FusedGroup& grp) {
     const Node& root = g_.node(grp.root);
     if (grp.post.empty() && op_def(root.kind).is_view && !is_output_[root.outputs[0]]) {
+      if (only_f32_copies(root)) {
+        // The view of an f16 value that exists as an f32 copy only: a view
+        // of the copy, the f16 output pending too.
+        ValueId wide_in = wide_copy_[root.inputs[0]];
+        TensorType t = types_[root.outputs[0]];
+        t.dtype = DType::kF32;
+        ValueId w = new_value(t, t.nbytes());
+        spec_.values[w].kind = PlanValue::Kind::kAlias;
+        spec_.values[w].alias_of = wide_in;
+        wide_copy_[root.outputs[0]] = w;
+        pending_narrow_[root.outputs[0]] = cpu::plain_md(t.shape);
+        return;
+      }
       ValueId in = ensure_plain(root.inputs[0]);
       PlanValue& pv = spec_.values[root.outputs[0]];
       pv.kind = PlanValue::Kind::kAlias;
@@ -363,8 +376,45 @@ class CpuCompiler {
     if (alt.kernel && alt.out_md == out_md) k.adopt_one_thread_form(*alt.kernel);
   }
 
+  // Whether every tensor of node n is f16 and its inputs exist as f32
+  // copies only (pending narrowing; `plain`: row-major ones): a movement op
+  // then moves the copies.
+  bool only_f32_copies(const Node& n, bool plain = true) const {
+    for (ValueId v : n.inputs)
+      if (v == kNoValue || types_[v].dtype != DType::kF16 || !pending_narrow_[v] ||
+          (plain && !cpu::is_plain(*pending_narrow_[v], types_[v].shape)))
+        return false;
+    for (ValueId v : n.outputs)
+      if (types_[v].dtype != DType::kF16 || is_output_[v]) return false;
+    return !n.inputs.empty();
+  }
+
+  // A movement op (Transpose, Slice, Concat, ...) of f16 values that exist
+  // as f32 copies only, run on the copies: fp16 ConvNeXt-Tiny's Transposes
+  // around its LayerNorms narrowed and widened each tensor twice.
+  bool add_movement_of_copies(NodeId id) {
+    const Node& n = g_.node(id);
+    if (op_def(n.kind).family != OpFamily::kMovement || !only_f32_copies(n, /*plain=*/false)) return false;
+    std::unique_ptr<Kernel> k = cpu::make_native_kernel_as_f32(g_, id);
+    if (!k) return false;
+    for (ValueId& v : k->inputs) v = ensure_plain(wide_copy_[v]);  // a blocked copy reordered once
+    for (ValueId& v : k->outputs) {
+      TensorType t = types_[v];
+      t.dtype = DType::kF32;
+      ValueId w = new_value(t, t.nbytes());
+      produced(w, std::nullopt);
+      wide_copy_[v] = w;
+      pending_narrow_[v] = cpu::plain_md(t.shape);
+      v = w;
+    }
+    if (little_work(g_, n, n.outputs[0])) k->max_threads = 1;
+    spec_.kernels.push_back(std::move(k));
+    return true;
+  }
+
   void add_single(NodeId id) {
     const Node& n = g_.node(id);
+    if (add_movement_of_copies(id)) return;
     std::unique_ptr<Kernel> k;
     std::vector<ValueId> ins = plain_inputs(n);
     if (op_def(n.kind).is_view) {

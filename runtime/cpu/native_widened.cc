@@ -123,4 +123,34 @@ std::unique_ptr<Kernel> make_widened_kernel(const Graph& g, NodeId id) {
   return finish_node_kernel(std::move(k), n);
 }
 
+std::unique_ptr<Kernel> make_native_kernel_as_f32(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  Graph sub;
+  std::vector<ValueId> ins;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    ValueId v = n.inputs[i];
+    if (v == kNoValue || g.value(v).constant) return nullptr;
+    auto seen = std::find(n.inputs.begin(), n.inputs.begin() + static_cast<long>(i), v);
+    if (seen != n.inputs.begin() + static_cast<long>(i)) {
+      ins.push_back(ins[static_cast<size_t>(seen - n.inputs.begin())]);
+      continue;
+    }
+    TensorType t = g.type(v);
+    if (is_float16(t.dtype)) t.dtype = DType::kF32;
+    ins.push_back(sub.add_input(g.value(v).name, t));
+  }
+  NodeId sn = sub.add_node(n.kind, ins, n.attrs, n.name);
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    DType want = g.type(n.outputs[i]).dtype;
+    DType got = sub.type(sub.node(sn).outputs[i]).dtype;
+    if (got != (is_float16(want) ? DType::kF32 : want)) return nullptr;
+  }
+  sub.set_outputs(sub.node(sn).outputs);
+  std::unique_ptr<Kernel> k = make_native_kernel(sub, sn);
+  if (!k) return nullptr;
+  // The kernel reads its buffers by position in inputs / outputs: the
+  // node's own values, which the caller maps onto the copies.
+  return finish_node_kernel(std::move(k), n);
+}
+
 }  // namespace tessera::runtime::cpu
