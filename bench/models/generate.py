@@ -442,10 +442,10 @@ def main() -> int:
             continue
         err = m.get("ort_max_rel_error")
         err_text = "unchecked" if err is None else f"ORT max rel error {err:.2e}"
-        print(f"{name:18} {m['model_bytes'] / 2**20:8.1f} MiB  {m['parameters'] / 1e6:7.1f}M params"
-              f"  export {m['export_s']:5.1f}s  {err_text}", flush=True)
         if err is None and "ort_error" in m:
             err_text = f"ORT refuses it ({m['ort_error'][:80]})"
+        print(f"{name:18} {m['model_bytes'] / 2**20:8.1f} MiB  {m['parameters'] / 1e6:7.1f}M params"
+              f"  export {m['export_s']:5.1f}s  {err_text}", flush=True)
         if err is not None and err > m.get("ort_tolerance", args.tolerance):
             bad.append(name)
     if bad:
