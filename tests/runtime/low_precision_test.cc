@@ -172,6 +172,17 @@ INSTANTIATE_TEST_SUITE_P(Models, LowPrecisionTest,
                                            LpCase{"cnn_f16", lp_cnn_graph, DType::kF16}),
                          [](const ::testing::TestParamInfo<LpCase>& i) { return std::string(i.param.name); });
 
+// An fp16 CNN converts at its edges only: its graph input widened once,
+// each output narrowed once; between the oneDNN kernels the f32 results
+// are handed on (cpu_compiler.cc), not narrowed and widened per kernel.
+TEST(LowPrecisionCheckTest, F16ConvNetConvertsOnlyAtItsEdges) {
+  Graph g = lp_cnn_graph(DType::kF16);
+  Profile p = lp_run_and_compare(g, lp_tolerance(DType::kF16));
+  int converts = 0;
+  for (const KernelProfile& k : p.kernels) converts += k.op.rfind("Convert", 0) == 0;
+  EXPECT_EQ(converts, static_cast<int>(g.inputs().size() + g.outputs().size())) << p.table();
+}
+
 // The tolerance above is not so loose that a wrong kernel passes: the same
 // check fails when the plan computes something else (a weight changed by one
 // part in 8 after compile would be caught; here, a graph with one weight
