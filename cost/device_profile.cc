@@ -117,6 +117,15 @@ double DeviceProfile::peak_flops(DType dtype, bool matrix) const {
   return f32->second;
 }
 
+size_t DeviceProfile::stored_size(DType dtype) const {
+  return std::find(widened.begin(), widened.end(), dtype) != widened.end() ? dtype_size(DType::kF32)
+                                                                           : dtype_size(dtype);
+}
+
+double DeviceProfile::stored_bytes(const TensorType& t) const {
+  return static_cast<double>(t.numel()) * static_cast<double>(stored_size(t.dtype));
+}
+
 double DeviceProfile::core_bandwidth(size_t i) const {
   const MemoryLevel& m = memory.at(i);
   double even = m.effective_bandwidth() / static_cast<double>(std::max<int64_t>(units, 1));
@@ -273,6 +282,14 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
       p.interconnect.push_back(tier);
     }
   }
+  if (r.has("widened")) {
+    const json& w = r.at("widened");
+    if (!w.is_array()) r.fail("widened", "must be an array of dtype names");
+    for (const json& t : w) {
+      if (!t.is_string()) r.fail("widened", "must be an array of dtype names");
+      p.widened.push_back(dtype_from_name(t.get<std::string>()));
+    }
+  }
   p.calibrated = r.boolean_or("calibrated", false);
   p.source = r.has("source") ? r.string("source") : "";
   if (r.has("host")) {
@@ -347,6 +364,11 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"calibrated", p.calibrated},
             {"source", p.source}};
   if (!p.host_key.empty()) j["host"] = {{"key", p.host_key}, {"summary", p.host_summary}};
+  if (!p.widened.empty()) {
+    json w = json::array();
+    for (DType t : p.widened) w.push_back(dtype_name(t));
+    j["widened"] = w;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/tensor.h"
 
 namespace tessera::cost {
 
@@ -151,8 +152,18 @@ struct DeviceProfile {
   std::string host_key;
   std::string host_summary;
 
+  // 16-bit types the device's runtime stores and computes as f32 copies:
+  // the CPU runtime's f16 (oneDNN 2.6 has no f16 CPU kernels; weights are
+  // widened at compile and f16 results stay f32 between its kernels,
+  // runtime/cpu/cpu_compiler.cc). Their tensors are priced at 4 bytes.
+  std::vector<DType> widened;
+
   // Peak FLOP/s for `dtype` on the matrix (true) or vector (false) units.
   double peak_flops(DType dtype, bool matrix) const;
+  // Bytes per element as the device holds a tensor of `dtype`, and a
+  // tensor's bytes (`widened` types at f32's size).
+  size_t stored_size(DType dtype) const;
+  double stored_bytes(const TensorType& t) const;
   const MemoryLevel& main_memory() const { return memory.back(); }
   // The rate one core alone streams from level i: its core_bandwidth where
   // measured (at most the whole level's), else an even share of the level.

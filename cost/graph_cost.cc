@@ -118,9 +118,9 @@ std::vector<ValueId> touched_values(const Graph& g, const std::vector<NodeId>& g
   return out;
 }
 
-double bytes_of_values(const Graph& g, const std::vector<ValueId>& values) {
+double bytes_of_values(const Graph& g, const DeviceProfile& d, const std::vector<ValueId>& values) {
   double b = 0;
-  for (ValueId v : values) b += static_cast<double>(g.type(v).nbytes());
+  for (ValueId v : values) b += d.stored_bytes(g.type(v));
   return b;
 }
 
@@ -139,7 +139,7 @@ KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, 
     // As the runtime runs it (cpu_compiler.cc, ensure_plain): on one core
     // when small, else on every core.
     bool one_core = device.kind == DeviceKind::kCpu && device.units > 1 && t.numel() < kOneThreadElements;
-    double s = static_cast<double>(t.nbytes()) / device.reorder_bandwidth *
+    double s = device.stored_bytes(t) / device.reorder_bandwidth *
                (one_core ? static_cast<double>(device.units) : 1.0);
     k.time_s = k.launch_s + s;
     k.compute_s = s;
@@ -175,7 +175,7 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
   double run_bytes = 0;
   for (const auto& group : groups) {
     touched.push_back(touched_values(g, group));
-    touched_bytes.push_back(bytes_of_values(g, touched.back()));
+    touched_bytes.push_back(bytes_of_values(g, device, touched.back()));
     run_bytes += touched_bytes.back();
   }
   std::vector<KernelCost> reorders;
@@ -206,7 +206,7 @@ GraphCost graph_cost(const Graph& g, const DeviceProfile& device, const CostOpti
       auto i = static_cast<size_t>(v);
       distance[i] = last[i] >= 0                ? clock - last[i]
                     : g.value(v).is_constant() ? -1.0
-                                               : std::max(0.0, run_bytes - static_cast<double>(g.type(v).nbytes()));
+                                               : std::max(0.0, run_bytes - device.stored_bytes(g.type(v)));
     }
     KernelCost k = kernel_cost(g, group, device, o);
     launch_cold(k);

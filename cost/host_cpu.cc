@@ -53,7 +53,11 @@ void set_peaks(DeviceProfile& p, const Microarch& a, double clock_hz) {
                     {DType::kBool, f32},       {DType::kI8, f32},         {DType::kF64, f32 / 2},
                     {DType::kI32, f32 / 2},    {DType::kI64, f32 / 4}};
   p.matrix_flops = {{DType::kF32, f32}, {DType::kF64, f32 / 2}, {DType::kI32, f32 / 2}};
-  p.matrix_flops[DType::kF16] = a.fp16_fma ? 2 * f32 : f32;
+  // f16 at f32's rate even with AVX512-FP16: the CPU runtime computes f16
+  // over f32 copies on every host (oneDNN 2.6 has no f16 CPU kernels), and
+  // stores them so (DeviceProfile::widened).
+  p.matrix_flops[DType::kF16] = f32;
+  p.widened = {DType::kF16};
   p.matrix_flops[DType::kBF16] = a.amx_bf16_flops_per_cycle > 0 ? cores * clock_hz * a.amx_bf16_flops_per_cycle
                                  : a.bf16_dot                   ? 2 * f32
                                                                 : f32;

@@ -22,7 +22,8 @@ int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   return p;
 }
 
-double bytes_of(const Graph& g, ValueId v) { return v == kNoValue ? 0.0 : static_cast<double>(g.type(v).nbytes()); }
+// As the device stores it (DeviceProfile::widened).
+double bytes_of(const Graph& g, const DeviceProfile& d, ValueId v) { return v == kNoValue ? 0.0 : d.stored_bytes(g.type(v)); }
 
 // Total capacity of a level across the device.
 double level_capacity(const DeviceProfile& d, size_t i) {
@@ -95,15 +96,15 @@ struct Footprint {
   std::vector<ValueId> reads;  // the activations read (CostOptions::reuse_distance)
 };
 
-Footprint footprint(const Graph& g, const std::vector<ValueId>& reads, const std::vector<ValueId>& writes,
-                    bool weights_cold) {
+Footprint footprint(const Graph& g, const DeviceProfile& d, const std::vector<ValueId>& reads,
+                    const std::vector<ValueId>& writes, bool weights_cold) {
   Footprint f;
   for (ValueId v : reads) {
     if (v == kNoValue) continue;
-    (weights_cold && g.value(v).is_constant() ? f.cold : f.warm) += bytes_of(g, v);
+    (weights_cold && g.value(v).is_constant() ? f.cold : f.warm) += bytes_of(g, d, v);
     if (!g.value(v).is_constant()) f.reads.push_back(v);
   }
-  for (ValueId v : writes) f.warm += bytes_of(g, v);
+  for (ValueId v : writes) f.warm += bytes_of(g, d, v);
   return f;
 }
 
@@ -115,7 +116,7 @@ size_t resident_level(const Graph& g, const DeviceProfile& d, const CostOptions&
   double distance = (*o.reuse_distance)[static_cast<size_t>(v)];
   if (distance < 0) return none;
   for (size_t i = 0; i + 1 < d.memory.size(); ++i)
-    if (distance + bytes_of(g, v) <= level_capacity(d, i)) return i;
+    if (distance + bytes_of(g, d, v) <= level_capacity(d, i)) return i;
   return d.memory.size() - 1;
 }
 
@@ -138,7 +139,7 @@ void place_bytes(const Graph& g, const DeviceProfile& d, const CostOptions& o, c
   for (size_t i = 0; i < d.memory.size(); ++i) w.level_bytes[i] = i <= holds ? modelled[i] : f.cold;
   for (ValueId v : f.reads)
     for (size_t i = holds + 1; i <= resident_level(g, d, o, v, 0) && i < d.memory.size(); ++i)
-      w.level_bytes[i] += bytes_of(g, v);
+      w.level_bytes[i] += bytes_of(g, d, v);
 }
 
 void stream(const Graph& g, const DeviceProfile& d, const CostOptions& o, const Footprint& f, Work& w,
@@ -180,10 +181,10 @@ void matmul_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
   int64_t batch = std::max<int64_t>(1, y.numel() / std::max<int64_t>(1, p.m * p.n));
   if (rb <= 2) p.m *= batch;
   else p.batch = batch;
-  p.a_bytes_per_elem = static_cast<int64_t>(dtype_size(a.dtype));
-  p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(b.dtype));
-  p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
-  gemm_work(g, d, o, p, a.dtype, node_flops(g, n), footprint(g, n.inputs, n.outputs, cold), w);
+  p.a_bytes_per_elem = static_cast<int64_t>(d.stored_size(a.dtype));
+  p.b_bytes_per_elem = static_cast<int64_t>(d.stored_size(b.dtype));
+  p.c_bytes_per_elem = static_cast<int64_t>(d.stored_size(y.dtype));
+  gemm_work(g, d, o, p, a.dtype, node_flops(g, n), footprint(g, d, n.inputs, n.outputs, cold), w);
 }
 
 void gemm_node_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
@@ -194,12 +195,12 @@ void gemm_node_work(const Graph& g, const Node& n, const DeviceProfile& d, const
   p.m = y.shape[0];
   p.n = y.shape[1];
   p.k = n.attrs.i("transA") ? a.shape[0] : a.shape[1];
-  p.a_bytes_per_elem = static_cast<int64_t>(dtype_size(a.dtype));
-  p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(b.dtype));
-  p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
+  p.a_bytes_per_elem = static_cast<int64_t>(d.stored_size(a.dtype));
+  p.b_bytes_per_elem = static_cast<int64_t>(d.stored_size(b.dtype));
+  p.c_bytes_per_elem = static_cast<int64_t>(d.stored_size(y.dtype));
   int64_t f = node_flops(g, n);
   bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-  gemm_work(g, d, o, p, a.dtype, bias ? f - y.numel() : f, footprint(g, n.inputs, n.outputs, cold), w);
+  gemm_work(g, d, o, p, a.dtype, bias ? f - y.numel() : f, footprint(g, d, n.inputs, n.outputs, cold), w);
   if (bias) add_vector(w, y.dtype, static_cast<double>(y.numel()));
 }
 
@@ -249,13 +250,13 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     double valid = conv_valid_fraction(g, n);
     if (valid < 0.75) flops = static_cast<int64_t>(static_cast<double>(flops) * valid);
   }
-  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  Footprint f = footprint(g, d, n.inputs, n.outputs, cold);
   int64_t cout_per_group = wt.shape[0] / groups;
   if (n.kind == OpKind::kConv && cout_per_group * 4 < d.register_tile[1] && groups > 1) {
     std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
     // Level 0 feeds every window position's load.
     modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * product(wt.shape, 1) *
-                                            static_cast<double>(dtype_size(x.dtype)));
+                                            static_cast<double>(d.stored_size(x.dtype)));
     place_bytes(g, d, o, f, modelled, w);
     // FMA on the vector units: 2 FLOP of peak per multiply-add.
     add_vector(w, x.dtype, static_cast<double>(flops) / 2.0);
@@ -272,8 +273,8 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
       p.n = wt.shape[1] * product(wt.shape, 2);
       p.k = wt.shape[0] / groups;
     }
-    p.a_bytes_per_elem = p.b_bytes_per_elem = static_cast<int64_t>(dtype_size(x.dtype));
-    p.c_bytes_per_elem = static_cast<int64_t>(dtype_size(y.dtype));
+    p.a_bytes_per_elem = p.b_bytes_per_elem = static_cast<int64_t>(d.stored_size(x.dtype));
+    p.c_bytes_per_elem = static_cast<int64_t>(d.stored_size(y.dtype));
     gemm_work(g, d, o, p, x.dtype, flops, f, w);
     w.conv = true;
     w.conv_k = static_cast<double>(p.k);
@@ -320,11 +321,11 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
     if (slice > 0) add_vector(w, t, elems / static_cast<double>(slice) * d.softmax_row_ops);
   }
   size_t holds_slice = 0;
-  double slice_bytes = static_cast<double>(slice) * static_cast<double>(dtype_size(t));
+  double slice_bytes = static_cast<double>(slice) * static_cast<double>(d.stored_size(t));
   while (holds_slice + 1 < d.memory.size() &&
          slice_bytes > static_cast<double>(d.memory[holds_slice].capacity_bytes) / 2)
     ++holds_slice;
-  stream(g, d, o, footprint(g, n.inputs, n.outputs, cold), w, passes, holds_slice);
+  stream(g, d, o, footprint(g, d, n.inputs, n.outputs, cold), w, passes, holds_slice);
   add_vector(w, t, elems * ops_per_elem);
 }
 
@@ -333,10 +334,10 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
 void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& y = g.type(n.outputs[0]);
-  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  Footprint f = footprint(g, d, n.inputs, n.outputs, cold);
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
   double window = static_cast<double>(product(n.attrs.ints("kernel_shape")));
-  modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * window * static_cast<double>(dtype_size(x.dtype)));
+  modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * window * static_cast<double>(d.stored_size(x.dtype)));
   place_bytes(g, d, o, f, modelled, w);
   add_vector(w, x.dtype, static_cast<double>(y.numel()) * window);
 }
@@ -348,10 +349,10 @@ void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
 void resize_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   const TensorType& x = g.type(n.inputs[0]);
   double out = static_cast<double>(g.type(n.outputs[0]).numel());
-  Footprint f = footprint(g, n.inputs, n.outputs, cold);
+  Footprint f = footprint(g, d, n.inputs, n.outputs, cold);
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
   double taps = std::max(out, static_cast<double>(node_flops(g, n)) / 2.0);
-  modelled[0] = std::max(modelled[0], taps * static_cast<double>(dtype_size(x.dtype)));
+  modelled[0] = std::max(modelled[0], taps * static_cast<double>(d.stored_size(x.dtype)));
   place_bytes(g, d, o, f, modelled, w);
   add_vector(w, x.dtype, taps);
 }
@@ -415,13 +416,13 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
     case OpKind::kSlice:
     case OpKind::kGather:
     case OpKind::kGatherElements: {
-      f = footprint(g, {}, n.outputs, cold);
+      f = footprint(g, d, {}, n.outputs, cold);
       f.warm *= 2;  // the kept elements are read, then written
-      for (size_t i = 1; i < n.inputs.size(); ++i) f.warm += bytes_of(g, n.inputs[i]);
+      for (size_t i = 1; i < n.inputs.size(); ++i) f.warm += bytes_of(g, d, n.inputs[i]);
       break;
     }
     default:
-      f = footprint(g, reads, n.outputs, cold);
+      f = footprint(g, d, reads, n.outputs, cold);
       break;
   }
   stream(g, d, o, f, w);
@@ -469,7 +470,7 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
         if (dims[i].second == 1) t = i;
       }
       int64_t row =
-          copy_row(extents, src_strides, t, static_cast<int64_t>(dtype_size(g.type(n.outputs[0]).dtype))).elements;
+          copy_row(extents, src_strides, t, static_cast<int64_t>(d.stored_size(g.type(n.outputs[0]).dtype))).elements;
       double per_step = static_cast<double>(dims.back().first) * static_cast<double>(row);
       ops = numel * d.permute_ops + numel / per_step * d.permute_run_ops;
     }
@@ -507,7 +508,7 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     default: break;
   }
   if (def.elementwise()) {
-    stream(g, d, o, footprint(g, n.inputs, n.outputs, cold), w);
+    stream(g, d, o, footprint(g, d, n.inputs, n.outputs, cold), w);
     const TensorType& y = g.type(n.outputs[0]);
     add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(y.numel()) * vector_ops(g, n, d));
     return;
@@ -536,7 +537,7 @@ void post_op_work(const Graph& g, const Node& n, const std::vector<ValueId>& int
   for (ValueId v : n.inputs) {
     if (v == kNoValue || std::find(internal.begin(), internal.end(), v) != internal.end()) continue;
     size_t sits = g.value(v).is_constant() ? d.memory.size() - 1 : resident_level(g, d, o, v, d.memory.size() - 1);
-    for (size_t i = 0; i <= sits && i < w.level_bytes.size(); ++i) w.level_bytes[i] += bytes_of(g, v);
+    for (size_t i = 0; i <= sits && i < w.level_bytes.size(); ++i) w.level_bytes[i] += bytes_of(g, d, v);
     if (priced && g.type(v).numel() > 1) ops += d.epilogue_operand_ops;
   }
   add_vector(w, y.dtype, static_cast<double>(y.numel()) * ops);

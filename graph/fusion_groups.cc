@@ -6,8 +6,12 @@
 namespace tessera {
 namespace {
 
+// The float types a group computes in (the runtime runs f16 groups over f32
+// copies, as one group still: the conversions go around it, not per link).
+bool fusable_type(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
 bool is_root(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::kF32) return false;
+  if (n.outputs.size() != 1 || !fusable_type(g.type(n.outputs[0]).dtype)) return false;
   switch (n.kind) {
     case OpKind::kConv:
     case OpKind::kMatMul:
@@ -18,17 +22,24 @@ bool is_root(const Graph& g, const Node& n) {
   }
 }
 
-bool all_f32(const Graph& g, const Node& n) {
+// Every tensor of n has type t (a group is of one type).
+bool all_of_type(const Graph& g, const Node& n, DType t) {
   for (ValueId v : n.inputs)
-    if (v != kNoValue && g.type(v).dtype != DType::kF32) return false;
+    if (v != kNoValue && g.type(v).dtype != t) return false;
   for (ValueId v : n.outputs)
-    if (g.type(v).dtype != DType::kF32) return false;
+    if (g.type(v).dtype != t) return false;
   return true;
 }
 
+// Within the rounding of the constant's own type: an fp16 or bf16 model
+// stores sqrt(2) as 1.4140625 (onnxconverter-common's fp16 ConvNeXt-Tiny
+// ran its 18 GELUs unfused, an Erf per element each).
 bool scalar_constant_near(const Graph& g, ValueId v, double want) {
   const Value& val = g.value(v);
-  return val.constant && val.constant->numel() == 1 && std::fabs(val.constant->get_double(0) - want) < 1e-6 * want;
+  if (!val.constant || val.constant->numel() != 1) return false;
+  DType t = val.constant->dtype();
+  double rel = t == DType::kBF16 ? std::ldexp(1.0, -8) : t == DType::kF16 ? std::ldexp(1.0, -11) : 1e-6;
+  return std::fabs(val.constant->get_double(0) - want) <= rel * want;
 }
 
 // The operand of binary node n that is not v, or kNoValue when n does not
@@ -102,7 +113,7 @@ std::string FusedGroup::label(const Graph& g) const {
 }
 
 bool is_column_bias(const Graph& g, ValueId product, ValueId operand) {
-  if (operand == kNoValue || g.type(operand).dtype != DType::kF32) return false;
+  if (operand == kNoValue || g.type(operand).dtype != g.type(product).dtype) return false;
   const Shape& p = g.type(product).shape;
   const Shape& o = g.type(operand).shape;
   if (p.empty() || o.empty() || o.size() > p.size() || o.back() != p.back()) return false;
@@ -171,7 +182,8 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
     taken[id] = true;
     FusedGroup grp{id, {}};
     const Node& root = g.node(id);
-    if (fuse && is_root(g, root) && all_f32(g, root)) {
+    DType type = root.outputs.empty() ? DType::kF32 : g.type(root.outputs[0]).dtype;
+    if (fuse && is_root(g, root) && all_of_type(g, root, type)) {
       ValueId chain = root.outputs[0];
       while (!is_output[chain]) {
         if (match_gelu) {
@@ -180,7 +192,7 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
           bool is_gelu = !members.empty();
           if (!is_gelu) members = match_swish(g, users, is_output, chain);
           bool free = !members.empty();
-          for (NodeId m : members) free = free && !taken[m] && all_f32(g, g.node(m));
+          for (NodeId m : members) free = free && !taken[m] && all_of_type(g, g.node(m), type);
           if (free) {
             for (NodeId m : members) taken[m] = true;
             grp.post.push_back(PostOp{members.back(), kNoValue, members, is_gelu, !is_gelu});
@@ -190,7 +202,7 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
         }
         if (users[chain].size() != 1) break;
         const Node& next = g.node(users[chain][0]);
-        if (taken[users[chain][0]] || !all_f32(g, next) || next.outputs.size() != 1) break;
+        if (taken[users[chain][0]] || !all_of_type(g, next, type) || next.outputs.size() != 1) break;
         PostOp p{users[chain][0], kNoValue};
         if (is_eltwise_post_op(next)) {
           // unary: nothing else to check

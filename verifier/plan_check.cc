@@ -1,8 +1,10 @@
 #include "verifier/plan_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "graph/dim_map.h"
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "verifier/input_ranges.h"
@@ -15,13 +17,69 @@ std::string EndToEndReport::summary() const {
   os << (passed ? "passed" : "FAILED") << ": " << trials << " random input set" << (trials == 1 ? "" : "s");
   if (given > 0) os << " and " << given << " given";
   if (!integer_inputs.empty()) os << " (integer inputs: " << integer_inputs << ")";
-  os << ", tolerance atol " << atol << " + rtol " << rtol << " + " << scale_rtol << " of the output's largest value"
-     << ", max abs error " << max_abs_error;
+  os << ", tolerance atol " << atol << " + rtol " << rtol << " + " << scale_rtol << " of the output's largest value";
+  if (!tolerance_rule.empty()) os << " (" << tolerance_rule << ")";
+  os << ", max abs error " << max_abs_error;
   if (!detail.empty()) os << "; " << detail;
   return os.str();
 }
 
-EndToEndReport check_end_to_end(const Program& original, const Program& candidate, const EndToEndOptions& o) {
+namespace {
+
+// The unit roundoff of a float type (half its machine epsilon); 0 for others.
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::kBF16: return std::ldexp(1.0, -8);
+    case DType::kF16: return std::ldexp(1.0, -11);
+    case DType::kF32: return std::ldexp(1.0, -24);
+    case DType::kF64: return std::ldexp(1.0, -53);
+    default: return 0;
+  }
+}
+
+// The product of a node's contracted factors (1 for element-wise nodes).
+int64_t reduction_length(const Graph& g, const Node& n) {
+  int64_t k = 1;
+  for (const Factor& f : dim_map(g, n).factors)
+    if (f.kind != FactorKind::kPass) k *= std::max<int64_t>(f.size, 1);
+  return k;
+}
+
+}  // namespace
+
+Tolerance end_to_end_tolerance(const Graph& original, const EndToEndOptions& o) {
+  Tolerance t{o.rtol, o.atol, o.scale_rtol, ""};
+  if (!o.from_precision) return t;
+  double u = 0;
+  DType narrowest = DType::kF32;
+  for (ValueId v = 0; v < original.num_values(); ++v) {
+    DType d = original.type(v).dtype;
+    if (unit_roundoff(d) > u) {
+      u = unit_roundoff(d);
+      narrowest = d;
+    }
+  }
+  if (u == 0) return t;
+  int64_t k = 1;
+  for (NodeId n = 0; n < original.num_nodes(); ++n) k = std::max(k, reduction_length(original, original.node(n)));
+  double eps = u * std::sqrt(static_cast<double>(k)) / 2;
+  t.rtol = std::max(t.rtol, eps);
+  t.atol = std::max(t.atol, eps);
+  t.scale_rtol = std::max(t.scale_rtol, 4 * u);
+  if (t.rtol == o.rtol && t.atol == o.atol && t.scale_rtol == o.scale_rtol) return t;
+  std::ostringstream os;
+  os << "from " << dtype_name(narrowest) << ", u = 2^" << std::ilogb(u) << ", longest reduction K = " << k
+     << ": eps = u sqrt(K) / 2 = " << eps << ", scale 4 u";
+  t.rule = os.str();
+  return t;
+}
+
+EndToEndReport check_end_to_end(const Program& original, const Program& candidate, const EndToEndOptions& options) {
+  EndToEndOptions o = options;
+  Tolerance tol = end_to_end_tolerance(original.graph(), options);
+  o.rtol = tol.rtol;
+  o.atol = tol.atol;
+  o.scale_rtol = tol.scale_rtol;
   if (original.input_types() != candidate.input_types())
     TESSERA_THROW(ErrorKind::kUsage, "the candidate's inputs do not match the original's");
   EndToEndReport r;
@@ -29,6 +87,7 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
   r.rtol = o.rtol;
   r.atol = o.atol;
   r.scale_rtol = o.scale_rtol;
+  r.tolerance_rule = tol.rule;
   if (original.output_types() != candidate.output_types()) {
     r.detail = "output types differ";
     return r;

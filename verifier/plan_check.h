@@ -31,7 +31,32 @@ struct EndToEndOptions {
   double rtol = 1e-3;
   double atol = 1e-4;
   double scale_rtol = 1e-5;
+  // The tolerance follows the precision the original computes in (these
+  // fields are then its floor, the f32 tolerance). With u the unit roundoff
+  // of the narrowest float type among the original's tensors (bf16 2^-8,
+  // f16 2^-11, f32 2^-24: the interpreter rounds every node's result to its
+  // type) and K the longest reduction of any node (the product of its dim
+  // map's contracted factors: a MatMul's K, a convolution's input channels
+  // times taps, a Softmax row), a correct plan that rounds at other points
+  // or sums in another order differs by about u per rounding, and rounding
+  // errors over K terms add up like a random walk, sqrt(K) u in units of
+  // one term; a term is about 1/sqrt(K) of a sum, hence the halving:
+  //     eps = u sqrt(K) / 2
+  //     atol = max(atol, eps), rtol = max(rtol, eps), scale_rtol = max(scale_rtol, 4 u)
+  // fp16 ResNet-50 (K = 4608): eps = 0.017, tolerance 0.046 at 1.75, where
+  // two correct programs differ by 0.03; a bf16 decoder (K = 2816): eps =
+  // 0.10, so a 25% error in a weight still fails. f32 models keep the floor
+  // (eps <= 1e-5 for K < 10^7). A wrong program differs by the values.
+  bool from_precision = true;
 };
+
+// The tolerance `o` gives for comparisons against `original`, and the rule's
+// one-line statement (empty when the floor applies as it is).
+struct Tolerance {
+  double rtol = 0, atol = 0, scale_rtol = 0;
+  std::string rule;
+};
+Tolerance end_to_end_tolerance(const Graph& original, const EndToEndOptions& o);
 
 struct EndToEndReport {
   bool passed = false;
@@ -39,6 +64,7 @@ struct EndToEndReport {
   int given = 0;            // the user's input sets
   std::string integer_inputs;  // how integer inputs were drawn (describe_ranges)
   double rtol = 0, atol = 0, scale_rtol = 0;
+  std::string tolerance_rule;  // how the precision set them (Tolerance::rule)
   double max_abs_error = 0;  // over all outputs and trials
   int64_t mismatches = 0;    // positions beyond the tolerance
   std::string detail;        // first mismatch, or a one-line summary

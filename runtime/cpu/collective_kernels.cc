@@ -4,6 +4,7 @@
 
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
+#include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/strided_copy.h"
 
 namespace tessera::runtime::cpu {
@@ -13,25 +14,12 @@ bool summable(DType t) {
   return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16 || t == DType::kI32 ||
          t == DType::kI64;
 }
-bool is_16bit_float(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+bool is_16bit_float(DType t) { return is_float16(t); }
 
-void widen(DType t, const uint8_t* in, float* out, int64_t n) {
-  const auto* p = reinterpret_cast<const uint16_t*>(in);
-  if (t == DType::kF16) {
-    for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(p[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(p[i]);
-  }
-}
-
-void narrow(DType t, const float* in, uint8_t* out, int64_t n) {
-  auto* p = reinterpret_cast<uint16_t*>(out);
-  if (t == DType::kF16) {
-    for (int64_t i = 0; i < n; ++i) p[i] = float_to_half(in[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) p[i] = float_to_bf16(in[i]);
-  }
-}
+// Sums over ranks run in f32 (half_convert.h: exact widening, one rounding
+// back per element).
+void widen(DType t, const uint8_t* in, float* out, int64_t n) { widen_to_f32(t, in, out, n); }
+void narrow(DType t, const float* in, uint8_t* out, int64_t n) { narrow_from_f32(t, in, out, n); }
 
 // The scratch of a collective, one region after another (offsets in bytes).
 struct Scratch {

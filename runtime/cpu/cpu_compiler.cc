@@ -3,14 +3,27 @@
 // kernel as the last resort. Convolutions pick their preferred (blocked)
 // layouts; the layout flows through the ops that accept any layout and is
 // reordered to row-major once, where a consumer needs it.
+//
+// 16-bit floats: bf16 groups run oneDNN's bf16 primitives. f16 groups, which
+// oneDNN 2.6 has no CPU kernels for (and converts at ~200 ns per element in
+// its reference reorder), are built over f32: their f16 inputs are widened
+// by a native convert kernel into f32 copies (constants once, here) and the
+// kernel writes an f32 result. That result is narrowed into the f16 value
+// (same layout) only where something reads the f16 value itself (a native
+// kernel, a view, a graph output): an f16 group that feeds f16 groups hands
+// them its f32 result, as a fused chain skips the rounding between its links.
+// On fp16 ConvNeXt-Tiny narrowing every result took 246 convert kernels.
+// Native kernels widen inside (native_widened.cc).
 #include <dnnl.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "graph/error.h"
 #include "runtime/cpu/collective_kernels.h"
+#include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/native_kernels.h"
 #include "runtime/cpu/onednn_ops.h"
 #include "runtime/fusion.h"
@@ -38,6 +51,8 @@ class CpuCompiler {
     for (ValueId v = 0; v < g_.num_values(); ++v) types_.push_back(g_.type(v));
     layout_.assign(types_.size(), std::nullopt);
     plain_copy_.assign(types_.size(), kNoValue);
+    wide_copy_.assign(types_.size(), kNoValue);
+    pending_narrow_.assign(types_.size(), std::nullopt);
     is_output_.assign(types_.size(), false);
     for (ValueId v : g_.outputs()) is_output_[v] = true;
     std::vector<NodeId> order = g_.topo_order();
@@ -89,21 +104,96 @@ class CpuCompiler {
  private:
   Md md_of(ValueId v) const {
     if (layout_[v]) return *layout_[v];
-    return cpu::plain_md(types_[v].shape);
+    return plain_md_of(v);
+  }
+
+  // Row-major, in the value's stored type (f32 for non-float values, which
+  // no oneDNN kernel reads).
+  Md plain_md_of(ValueId v) const {
+    DType t = types_[v].dtype;
+    dnnl::memory::data_type d = t == DType::kBF16  ? dnnl::memory::data_type::bf16
+                                : t == DType::kF16 ? dnnl::memory::data_type::f16
+                                                   : dnnl::memory::data_type::f32;
+    return cpu::plain_md(types_[v].shape, d);
+  }
+
+  // A value's name; the compiler's own values (copies) have none.
+  std::string name_of(ValueId v) const { return v < g_.num_values() ? g_.value(v).name : std::string(); }
+
+  static Md with_type(Md md, dnnl::memory::data_type d) {
+    md.data.data_type = static_cast<dnnl_data_type_t>(d);
+    return md;
+  }
+
+  // An f32 copy of f16 value v in the same layout: a constant widened now,
+  // anything else by a convert kernel at this point of the plan. Made once.
+  ValueId widened(ValueId v) {
+    if (wide_copy_[v] != kNoValue) return wide_copy_[v];
+    TensorType t = types_[v];
+    t.dtype = DType::kF32;
+    ValueId w;
+    if (spec_.values[v].kind == PlanValue::Kind::kConstant) {
+      spec_.constants.push_back(cpu::widen_tensor(*g_.value(v).constant));
+      w = new_value(t, t.nbytes());
+      spec_.values[w].kind = PlanValue::Kind::kConstant;
+      spec_.values[w].constant = spec_.constants.back().data();
+    } else {
+      std::optional<Md> md;
+      if (layout_[v]) md = with_type(*layout_[v], dnnl::memory::data_type::f32);
+      int64_t count = md ? static_cast<int64_t>(md->get_size()) / 4 : t.numel();
+      w = new_value(t, count * 4);
+      auto k = cpu::make_convert_kernel(v, types_[v].dtype, w, DType::kF32, count);
+      if (count < kOneThreadElements) k->max_threads = 1;
+      k->node = name_of(v);
+      spec_.kernels.push_back(std::move(k));
+      produced(w, md);
+    }
+    wide_copy_[v] = w;
+    return w;
+  }
+
+  // Makes f16 value v, whose f32 copy alone exists so far, by narrowing it:
+  // before the first kernel that reads v itself.
+  void materialize(ValueId v) {
+    if (!pending_narrow_[v]) return;
+    Md md = *pending_narrow_[v];
+    pending_narrow_[v].reset();
+    narrow_into(wide_copy_[v], v, md);
+  }
+
+  // The f16 value `out` narrowed from its f32 result `wide` (layout md).
+  void narrow_into(ValueId wide, ValueId out, const Md& md) {
+    int64_t count = static_cast<int64_t>(md.get_size()) / 4;
+    auto k = cpu::make_convert_kernel(wide, DType::kF32, out, types_[out].dtype, count);
+    if (count < kOneThreadElements) k->max_threads = 1;
+    k->node = name_of(out);
+    spec_.kernels.push_back(std::move(k));
+    produced(out, with_type(md, dnnl::memory::data_type::f16));
   }
 
   // A row-major version of v: itself, or a reordered copy made once.
   ValueId ensure_plain(ValueId v) {
-    if (!layout_[v]) return v;
+    if (!layout_[v]) {
+      materialize(v);
+      return v;
+    }
     if (plain_copy_[v] != kNoValue) return plain_copy_[v];
+    if (types_[v].dtype == DType::kF16) {
+      // Through f32: oneDNN's f16 -> f16 reorder is its slow reference one.
+      ValueId wide_plain = ensure_plain(widened(v));
+      ValueId p = new_value(types_[v], types_[v].nbytes());
+      narrow_into(wide_plain, p, cpu::plain_md(types_[v].shape));
+      plain_copy_[v] = p;
+      return p;
+    }
     ValueId p = new_value(types_[v], types_[v].nbytes());
     Md from = *layout_[v];
     bool single = types_[v].numel() < kOneThreadElements;
     std::optional<ThreadScope> one_thread;
     if (single) one_thread.emplace(1);
-    auto k = cpu::make_reorder(dnn_, v, from, p, cpu::plain_md(types_[v].shape));
+    auto k = cpu::make_reorder(dnn_, v, from, p, plain_md_of(v));
     if (single) k->max_threads = 1;
-    k->node = g_.value(v).name;
+    k->node = name_of(v);
     spec_.kernels.push_back(std::move(k));
     plain_copy_[v] = p;
     return p;
@@ -117,6 +207,8 @@ class CpuCompiler {
     types_.push_back(t);
     layout_.emplace_back(std::nullopt);
     plain_copy_.push_back(kNoValue);
+    wide_copy_.push_back(kNoValue);
+    pending_narrow_.emplace_back(std::nullopt);
     is_output_.push_back(false);
     return static_cast<ValueId>(spec_.values.size() - 1);
   }
@@ -141,6 +233,19 @@ class CpuCompiler {
   void add_group(const FusedGroup& grp) {
     const Node& root = g_.node(grp.root);
     if (grp.post.empty() && op_def(root.kind).is_view && !is_output_[root.outputs[0]]) {
+      if (only_f32_copies(root)) {
+        // The view of an f16 value that exists as an f32 copy only: a view
+        // of the copy, the f16 output pending too.
+        ValueId wide_in = wide_copy_[root.inputs[0]];
+        TensorType t = types_[root.outputs[0]];
+        t.dtype = DType::kF32;
+        ValueId w = new_value(t, t.nbytes());
+        spec_.values[w].kind = PlanValue::Kind::kAlias;
+        spec_.values[w].alias_of = wide_in;
+        wide_copy_[root.outputs[0]] = w;
+        pending_narrow_[root.outputs[0]] = cpu::plain_md(t.shape);
+        return;
+      }
       ValueId in = ensure_plain(root.inputs[0]);
       PlanValue& pv = spec_.values[root.outputs[0]];
       pv.kind = PlanValue::Kind::kAlias;
@@ -178,8 +283,24 @@ class CpuCompiler {
     if (!blocked_ok)
       for (ValueId v : blocked) ensure_plain(v);
     bool hide = !blocked_ok;
-    auto md = [this, hide](ValueId v) { return hide ? cpu::plain_md(types_[v].shape) : md_of(v); };
+    DType dtype = types_[grp.output(g_)].dtype;
+    bool widen = dtype == DType::kF16;
+    auto md = [this, hide, widen](ValueId v) {
+      Md m = hide ? plain_md_of(v) : md_of(v);
+      return widen && types_[v].dtype == DType::kF16 ? with_type(m, dnnl::memory::data_type::f32) : m;
+    };
     cpu::BuildContext c{g_, dnn_, md, is_output_[grp.output(g_)]};
+    c.dtype = dtype;
+    std::unordered_map<ValueId, Tensor> wide_constants;
+    if (widen)
+      c.constant = [this, &wide_constants](ValueId v) -> const Tensor* {
+        const Value& val = g_.value(v);
+        if (!val.constant) return nullptr;
+        if (val.type.dtype != DType::kF16) return &*val.constant;
+        auto it = wide_constants.find(v);
+        if (it == wide_constants.end()) it = wide_constants.emplace(v, cpu::widen_tensor(*val.constant)).first;
+        return &it->second;
+      };
     cpu::Built built;
     bool single = little_work(g_, root, grp.output(g_));
     try {
@@ -195,7 +316,7 @@ class CpuCompiler {
     // The same holds for one broadcasting binary op whose pattern oneDNN has
     // no JIT form for (Swin's attention mask, [nW, h, 49, 49] + [nW, 1, 49,
     // 49] per window: 9.9 ms in ref:any): the native kernel runs it.
-    bool native_binary = grp.post.empty() && types_[grp.output(g_)].dtype == DType::kF32 &&
+    bool native_binary = grp.post.empty() && is_float(types_[grp.output(g_)].dtype) &&
                          (root.kind == OpKind::kAdd || root.kind == OpKind::kSub || root.kind == OpKind::kMul ||
                           root.kind == OpKind::kDiv || root.kind == OpKind::kMax || root.kind == OpKind::kMin);
     if (built.kernel && (!grp.post.empty() || native_binary) && built.kernel->impl().rfind("onednn:ref", 0) == 0)
@@ -206,16 +327,36 @@ class CpuCompiler {
     k->inputs = operands;
     if (hide)
       for (ValueId v : blocked) k->remap_value(v, plain_copy_[v]);
+    ValueId out = grp.output(g_);
+    if (widen) {
+      // The f16 values the kernel reads at run time, read as f32 copies.
+      std::vector<ValueId> ins = k->inputs;
+      for (ValueId v : ins)
+        if (v != kNoValue && types_[v].dtype == DType::kF16 && k->reads(v)) k->remap_value(v, widened(v));
+      TensorType t = types_[out];
+      t.dtype = DType::kF32;
+      ValueId wide_out = new_value(t, t.nbytes());
+      k->remap_value(out, wide_out);
+      out = wide_out;
+      k->set_impl(k->impl().substr(std::string("onednn:").size()) + " (f16 via f32)");
+    }
     // Constants the kernel prepacked are not read at run time: the plan need
     // not keep the graph's copy.
     for (ValueId& v : k->inputs)
       if (v != kNoValue && spec_.values[v].kind == PlanValue::Kind::kConstant && !k->reads(v)) v = kNoValue;
-    k->outputs = {grp.output(g_)};
+    k->outputs = {out};
     if (single) k->max_threads = 1;
     k->node = root.name;
     k->op = grp.label(g_);
-    produced(grp.output(g_), built.out_md);
+    produced(out, built.out_md);
     spec_.kernels.push_back(std::move(k));
+    if (widen) {
+      ValueId f16_out = grp.output(g_);
+      wide_copy_[f16_out] = out;
+      pending_narrow_[f16_out] = built.out_md;
+      if (!cpu::is_plain(built.out_md, types_[out].shape))
+        layout_[f16_out] = with_type(built.out_md, dnnl::memory::data_type::f16);
+    }
     return true;
   }
 
@@ -235,8 +376,45 @@ class CpuCompiler {
     if (alt.kernel && alt.out_md == out_md) k.adopt_one_thread_form(*alt.kernel);
   }
 
+  // Whether every tensor of node n is f16 and its inputs exist as f32
+  // copies only (pending narrowing; `plain`: row-major ones): a movement op
+  // then moves the copies.
+  bool only_f32_copies(const Node& n, bool plain = true) const {
+    for (ValueId v : n.inputs)
+      if (v == kNoValue || types_[v].dtype != DType::kF16 || !pending_narrow_[v] ||
+          (plain && !cpu::is_plain(*pending_narrow_[v], types_[v].shape)))
+        return false;
+    for (ValueId v : n.outputs)
+      if (types_[v].dtype != DType::kF16 || is_output_[v]) return false;
+    return !n.inputs.empty();
+  }
+
+  // A movement op (Transpose, Slice, Concat, ...) of f16 values that exist
+  // as f32 copies only, run on the copies: fp16 ConvNeXt-Tiny's Transposes
+  // around its LayerNorms narrowed and widened each tensor twice.
+  bool add_movement_of_copies(NodeId id) {
+    const Node& n = g_.node(id);
+    if (op_def(n.kind).family != OpFamily::kMovement || !only_f32_copies(n, /*plain=*/false)) return false;
+    std::unique_ptr<Kernel> k = cpu::make_native_kernel_as_f32(g_, id);
+    if (!k) return false;
+    for (ValueId& v : k->inputs) v = ensure_plain(wide_copy_[v]);  // a blocked copy reordered once
+    for (ValueId& v : k->outputs) {
+      TensorType t = types_[v];
+      t.dtype = DType::kF32;
+      ValueId w = new_value(t, t.nbytes());
+      produced(w, std::nullopt);
+      wide_copy_[v] = w;
+      pending_narrow_[v] = cpu::plain_md(t.shape);
+      v = w;
+    }
+    if (little_work(g_, n, n.outputs[0])) k->max_threads = 1;
+    spec_.kernels.push_back(std::move(k));
+    return true;
+  }
+
   void add_single(NodeId id) {
     const Node& n = g_.node(id);
+    if (add_movement_of_copies(id)) return;
     std::unique_ptr<Kernel> k;
     std::vector<ValueId> ins = plain_inputs(n);
     if (op_def(n.kind).is_view) {
@@ -248,6 +426,7 @@ class CpuCompiler {
       k->inputs = ins;
     } else {
       k = cpu::make_native_kernel(g_, id);
+      if (!k) k = cpu::make_widened_kernel(g_, id);
       if (!k) k = make_reference_kernel(g_, id);
       k->inputs = ins;
     }
@@ -261,6 +440,8 @@ class CpuCompiler {
   // communicator has.
   void add_reference(NodeId id) {
     const Node& n = g_.node(id);
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) materialize(v);
     std::unique_ptr<Kernel> k = op_def(n.kind).is_collective() ? cpu::make_collective_kernel(g_, id, opt_.communicator)
                                                                : make_reference_kernel(g_, id);
     for (ValueId v : n.outputs) produced(v, std::nullopt);
@@ -275,6 +456,9 @@ class CpuCompiler {
   std::vector<TensorType> types_;
   std::vector<std::optional<Md>> layout_;
   std::vector<ValueId> plain_copy_;
+  std::vector<ValueId> wide_copy_;  // per value: its f32 copy (f16 values read by f32 kernels)
+  // Per f16 value computed as an f32 copy and not narrowed yet: the copy's layout.
+  std::vector<std::optional<Md>> pending_narrow_;
   std::vector<bool> is_output_;
 };
 

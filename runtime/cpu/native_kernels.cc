@@ -283,6 +283,14 @@ class WhereKernel : public Kernel {
       for (int64_t i = 0; i < n; ++i) o[i] = c[cmap[i]] ? xf[xmap[i]] : yf[ymap[i]];
       return;
     }
+    if (elem == 2) {  // f16 / bf16 (attention masks of 16-bit decoders)
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      auto* xh = reinterpret_cast<const uint16_t*>(x);
+      auto* yh = reinterpret_cast<const uint16_t*>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = c[cmap[i]] ? xh[xmap[i]] : yh[ymap[i]];
+      return;
+    }
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(out + i * elem, c[cmap[i]] ? x + xmap[i] * elem : y + ymap[i] * elem, static_cast<size_t>(elem));
   }

@@ -19,6 +19,16 @@ std::unique_ptr<Kernel> finish_node_kernel(std::unique_ptr<Kernel> k, const Node
 // nullptr when the node's kind or dtypes are not handled here.
 std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId node);
 
+// A node over f16 / bf16 tensors run by its f32 native kernel on widened
+// copies (native_widened.cc); nullptr when the node has no 16-bit float
+// tensor or no native f32 kernel.
+std::unique_ptr<Kernel> make_widened_kernel(const Graph& g, NodeId node);
+
+// The native kernel of a node of f16 / bf16 tensors built as if they were
+// f32 (the node's inputs and outputs, which the caller points at f32 copies);
+// nullptr when the node reads constants or has no native f32 kernel.
+std::unique_ptr<Kernel> make_native_kernel_as_f32(const Graph& g, NodeId node);
+
 // Cast, comparisons, And / Or / Xor / Not (native_logic.cc); nullptr when the
 // dtypes are not ones it handles.
 std::unique_ptr<Kernel> make_logic_kernel(const Graph& g, NodeId node);

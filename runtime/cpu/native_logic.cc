@@ -10,6 +10,7 @@
 #include "graph/error.h"
 #include "graph/ops/int_arith.h"
 #include "graph/ops/op_util.h"
+#include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/native_kernels.h"
 
 namespace tessera::runtime::cpu {
@@ -74,12 +75,15 @@ class CastKernel : public Kernel {
       if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * dtype_size(to));
       return;
     }
-    // The two hot cases of mixed-precision graphs and index math get plain loops.
-    if (from == DType::kF32 && to == DType::kF16) {
-      const float* a = reinterpret_cast<const float*>(x);
-      uint16_t* b = reinterpret_cast<uint16_t*>(y);
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) b[i] = float_to_half(a[i]);
+    // The hot cases of mixed-precision graphs (keep_io_types' casts at the
+    // boundary, f32 islands such as Llama's RMSNorm) and index math get
+    // vectorized loops.
+    if (from == DType::kF32 && is_float16(to)) {
+      narrow_from_f32(to, reinterpret_cast<const float*>(x), y, n);
+      return;
+    }
+    if (is_float16(from) && to == DType::kF32) {
+      widen_to_f32(from, x, reinterpret_cast<float*>(y), n);
       return;
     }
     if (from == DType::kI64 && to == DType::kF32) {

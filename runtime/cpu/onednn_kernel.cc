@@ -185,7 +185,8 @@ std::optional<algorithm> binary_alg(OpKind k) {
 }  // namespace
 
 PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& dst_shape,
-                          const std::function<Md(ValueId)>& md_of, int sum_index) {
+                          const std::function<Md(ValueId)>& md_of, int sum_index,
+                          dnnl::memory::data_type dt) {
   PostOpsPlan p;
   int index = 0;
   for (const PostOp& op : grp.post) {
@@ -208,7 +209,7 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
         dnnl::memory::dims view = md_of(op.other).dims();
         s.assign(view.begin(), view.end());
       }
-      Md md = s == dst_shape ? md_of(op.other) : plain_md(s);
+      Md md = s == dst_shape ? md_of(op.other) : plain_md(s, dt);
       if (s == dst_shape && md.data.ndims != static_cast<int>(s.size())) md = md.reshape(to_dims(s));
       p.ops.append_binary(*binary_alg(n.kind), md);
       p.binary_args.emplace_back(index, op.other);

@@ -113,8 +113,10 @@ struct PostOpsPlan {
 };
 // Post-op `sum_index` (an Add whose operand the caller places in dst) becomes
 // oneDNN's sum post-op; -1 for none.
+// `dt`: the type of broadcast operands (the data's).
 PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& dst_shape,
-                          const std::function<Md(ValueId)>& md_of, int sum_index = -1);
+                          const std::function<Md(ValueId)>& md_of, int sum_index = -1,
+                          dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 void bind_post_ops(OnednnKernel& k, size_t step, const PostOpsPlan& p);
 
 }  // namespace tessera::runtime::cpu

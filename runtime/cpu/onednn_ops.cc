@@ -6,17 +6,25 @@
 
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
+#include "runtime/cpu/onednn_ops_internal.h"
 
 namespace tessera::runtime::cpu {
-namespace {
+namespace detail {
 
-using dnnl::algorithm;
-using dnnl::prop_kind;
-using dt = dnnl::memory::data_type;
-using Dims = dnnl::memory::dims;
+const Tensor* constant_of(const BuildContext& c, ValueId v) {
+  if (v == kNoValue) return nullptr;
+  if (c.constant) return c.constant(v);
+  return c.g.value(v).constant ? &*c.g.value(v).constant : nullptr;
+}
 
-const Tensor* constant_of(const Graph& g, ValueId v) {
-  return v != kNoValue && g.value(v).constant ? &*g.value(v).constant : nullptr;
+dnnl::memory::data_type tensor_type(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::kF32: return dt::f32;
+    case DType::kBF16: return dt::bf16;
+    case DType::kF16: return dt::f16;
+    default: TESSERA_CHECK(false, "no oneDNN type for " << dtype_name(t)); return dt::undef;
+  }
 }
 
 dnnl::primitive_attr make_attr(const PostOpsPlan* p) {
@@ -26,7 +34,24 @@ dnnl::primitive_attr make_attr(const PostOpsPlan* p) {
   return attr;
 }
 
-Md any_md(const Shape& s) { return Md(to_dims(s), dt::f32, dnnl::memory::format_tag::any); }
+}  // namespace detail
+
+namespace {
+
+using detail::constant_of;
+using detail::make_attr;
+using detail::make_batch_norm;
+using detail::make_layer_norm;
+using detail::make_reduce;
+using detail::make_softmax;
+using detail::tensor_type;
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+using dt = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+Md any_md(const Shape& s, dt t) { return Md(to_dims(s), t, dnnl::memory::format_tag::any); }
 
 // Adds the op's primitive, preceded by a reorder of its data input into the
 // kernel's scratch when the layout the primitive chose differs from the one
@@ -52,9 +77,9 @@ size_t add_main(const BuildContext& c, OnednnKernel& k, dnnl::primitive prim, co
 Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   const Graph& g = c.g;
   const Node& n = g.node(grp.root);
-  const Tensor* w = constant_of(g, n.inputs[1]);
+  const Tensor* w = constant_of(c, n.inputs[1]);
   ValueId bias = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
-  const Tensor* b = constant_of(g, bias);
+  const Tensor* b = constant_of(c, bias);
   if (!w || (bias != kNoValue && !b)) return {};
   const Shape& xs = g.type(n.inputs[0]).shape;
   const Shape& ws = w->shape();
@@ -74,13 +99,14 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   // layout let resnext's grouped convolutions (nChw8c, AVX2) pull every 1x1
   // convolution after them onto AVX2 kernels, 52 ms of a 73 ms run.
   Md x_have = c.md_of(n.inputs[0]);
-  Md x_want = any_md(xs);
+  dt t = compute_type(c.dtype);
+  Md x_want = any_md(xs, t);
   // The output takes the blocked layout the fast kernels write even for a
   // graph output (the compiler copies that to row-major): asked for a
   // row-major destination, oneDNN falls back to its GEMM-based convolution,
   // 2-5x slower (ResNet-style 64x56x56 3x3: 2.0 ms against 1.0 ms plus a
   // 30 us reorder).
-  Md y_md = any_md(ys);
+  Md y_md = any_md(ys, t);
   // A residual Add (full-size operand) becomes the sum post-op: the operand
   // is copied into dst first, or already lives there when the planner put dst
   // in its buffer. oneDNN's binary post-op with a blocked full-size operand
@@ -96,13 +122,15 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
     }
     ++binaries;
   }
-  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of, sum_index);
+  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of, sum_index, t);
+  // The bias in f32 whatever the data type (oneDNN adds it to the f32
+  // accumulators; a bf16 model's bias is widened once, here).
   Md b_md = b ? plain_md({ws[0]}) : Md();
   dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, x_want,
-                                    any_md(wdims), b_md, y_md, strides, dil, pl, pr);
+                                    any_md(wdims, t), b_md, y_md, strides, dil, pl, pr);
   dnnl::convolution_forward::primitive_desc pd(d, make_attr(&post), c.dnn->engine);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  dnnl::memory wm = k->prepack(w->data(), plain_md(wdims), pd.weights_desc());
+  dnnl::memory wm = k->prepack(w->data(), plain_md(wdims, tensor_type(w->dtype())), pd.weights_desc());
   if (sum_index >= 0) {
     ValueId res = grp.post[static_cast<size_t>(sum_index)].other;
     dnnl::reorder::primitive_desc rpd(c.dnn->engine, c.md_of(res), c.dnn->engine, pd.dst_desc());
@@ -118,7 +146,7 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   }
   size_t s = add_main(c, *k, dnnl::convolution_forward(pd), pd, n.inputs[0], x_have, pd.src_desc());
   k->bind_fixed(s, DNNL_ARG_WEIGHTS, wm);
-  if (b) k->bind_fixed(s, DNNL_ARG_BIAS, k->prepack(b->data(), b_md, b_md));
+  if (b) k->bind_fixed(s, DNNL_ARG_BIAS, k->prepack(b->data(), plain_md({ws[0]}, tensor_type(b->dtype())), b_md));
   k->bind_value(s, DNNL_ARG_DST, grp.output(g), pd.dst_desc());
   bind_post_ops(*k, s, post);
   return {std::move(k), pd.dst_desc()};
@@ -137,6 +165,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   std::function<Shape(ValueId)> operand_shape = [&](ValueId v) { return pad_front(g.type(v).shape, dst.size()); };
   float alpha = 1.0f;
   ValueId cval = kNoValue;
+  dt t = compute_type(c.dtype);
   if (n.kind == OpKind::kMatMul) {
     if (as.size() == 1) as.insert(as.begin(), 1);
     if (bs.size() == 1) bs.push_back(1);
@@ -167,13 +196,13 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
       dst = {as[0], dst[r - 1]};
       operand_shape = [&g, flat, r](ValueId v) { return flat(pad_front(g.type(v).shape, r)); };
     }
-    a_md = plain_md(as);
-    b_md = plain_md(bs);
+    a_md = plain_md(as, t);
+    b_md = plain_md(bs, t);
   } else {
     bool ta = n.attrs.i("transA") != 0, tb = n.attrs.i("transB") != 0;
     int64_t m = ta ? as[1] : as[0], kk = ta ? as[0] : as[1], nn = tb ? bs[0] : bs[1];
-    a_md = ta ? Md({m, kk}, dt::f32, Dims{1, m}) : plain_md({m, kk});
-    b_md = tb ? Md({kk, nn}, dt::f32, Dims{1, kk}) : plain_md({kk, nn});
+    a_md = ta ? Md({m, kk}, t, Dims{1, m}) : plain_md({m, kk}, t);
+    b_md = tb ? Md({kk, nn}, t, Dims{1, kk}) : plain_md({kk, nn}, t);
     dst = {m, nn};
     alpha = static_cast<float>(n.attrs.f("alpha"));
     if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
@@ -185,8 +214,8 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   // Post-op operands broadcast against the promoted shape: only when it is the
   // output's own (no 1-D promotion dropped a dim).
   if (!grp.post.empty() && operand_shape(grp.output(g)) != dst) return {};
-  const Tensor* wconst = constant_of(g, n.inputs[1]);
-  Md b_want = wconst && b_md.data.ndims == 2 ? any_md({b_md.dims()[0], b_md.dims()[1]}) : b_md;
+  const Tensor* wconst = constant_of(c, n.inputs[1]);
+  Md b_want = wconst && b_md.data.ndims == 2 ? any_md({b_md.dims()[0], b_md.dims()[1]}, t) : b_md;
   // A bias, one value per output column added right after the product
   // (Gemm's C of shape [N] or [1, N], or the chain's first link adding one:
   // is_column_bias, which the cost model prices by too), is the primitive's
@@ -211,12 +240,13 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   if (alpha != 1.0f) ops.append_eltwise(1.0f, algorithm::eltwise_linear, alpha, 0.0f);
   if (cval != kNoValue) {
     Shape cs = pad_front(g.type(cval).shape, 2);
-    Md cm = plain_md(cs);
+    Md cm = plain_md(cs, t);
     ops.append_binary(algorithm::binary_add, cm);
     extra.emplace_back(ops.len() - 1, cval);
     extra_md.push_back(cm);
   }
-  PostOpsPlan post = make_post_ops(g, chain, dst, [&](ValueId v) { return plain_md(operand_shape(v)); });
+  PostOpsPlan post =
+      make_post_ops(g, chain, dst, [&](ValueId v) { return plain_md(operand_shape(v), t); }, -1, t);
   for (int i = 0; i < post.ops.len(); ++i) {
     if (post.ops.kind(i) == dnnl::primitive::kind::eltwise) {
       float scale, a, b;
@@ -237,10 +267,10 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_post_ops(ops);
-  Md y_md = plain_md(dst);
+  Md y_md = plain_md(dst, t);
   Shape bias_shape(dst.size(), 1);
   bias_shape.back() = dst.back();
-  Md bias_md = plain_md(bias_shape);
+  Md bias_md = plain_md(bias_shape, t);
   dnnl::matmul::desc d = bias == kNoValue ? dnnl::matmul::desc(a_md, b_want, y_md)
                                           : dnnl::matmul::desc(a_md, b_want, bias_md, y_md);
   dnnl::matmul::primitive_desc pd(d, attr, c.dnn->engine);
@@ -252,7 +282,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   else k->bind_value(s, DNNL_ARG_WEIGHTS, n.inputs[1], b_md);
   k->bind_value(s, DNNL_ARG_DST, grp.output(g), y_md);
   bind_post_ops(*k, s, post);
-  return {std::move(k), plain_md(ys)};
+  return {std::move(k), plain_md(ys, t)};
 }
 
 // Pooling windows, with ceil_mode as extra right padding (excluded from
@@ -293,7 +323,8 @@ Built make_pool(const BuildContext& c, const FusedGroup& grp) {
     }
   }
   Md x_md = c.md_of(n.inputs[0]);
-  Md y_md = c.plain_output || is_plain(x_md, xs) ? plain_md(ys) : any_md(ys);
+  dt t = compute_type(c.dtype);
+  Md y_md = c.plain_output || is_plain(x_md, xs) ? plain_md(ys, t) : any_md(ys, t);
   dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
   dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
@@ -308,7 +339,7 @@ Built make_pool(const BuildContext& c, const FusedGroup& grp) {
 // the native kernel multiplies instead.
 std::optional<EltwiseSpec> constant_pow(const Graph& g, const Node& n) {
   if (n.kind != OpKind::kPow) return std::nullopt;
-  const Tensor* e = constant_of(g, n.inputs[1]);
+  const Tensor* e = g.value(n.inputs[1]).constant ? &*g.value(n.inputs[1]).constant : nullptr;
   if (!e || e->numel() != 1 || g.type(n.inputs[0]).shape != g.type(n.outputs[0]).shape) return std::nullopt;
   double p = e->get_double(0);
   if (p == 2.0) return EltwiseSpec{algorithm::eltwise_square};
@@ -322,7 +353,7 @@ std::optional<dnnl::memory::format_tag> layout_tag(const Md& md) {
   for (tag t : {tag::nChw16c, tag::nChw8c, tag::nhwc, tag::nCdhw16c, tag::nCdhw8c, tag::ndhwc, tag::nCw16c,
                 tag::nCw8c, tag::nwc}) {
     try {
-      if (Md(md.dims(), dt::f32, t) == md) return t;
+      if (Md(md.dims(), md.data_type(), t) == md) return t;
     } catch (const dnnl::error&) {
       // a tag of another rank
     }
@@ -355,7 +386,8 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
   Md src0_md;
   size_t s;
   dnnl::primitive_attr attr;
-  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of);
+  dt t = compute_type(c.dtype);
+  PostOpsPlan post = make_post_ops(g, grp, ys, c.md_of, -1, t);
   attr = make_attr(&post);
   std::optional<EltwiseSpec> pow = constant_pow(g, n);
   if (n.inputs.size() == 1 || pow) {
@@ -379,9 +411,9 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
       std::swap(s0, s1);
     }
     src0_md = c.md_of(src0);
-    if (src0_md.data.ndims != static_cast<int>(ys.size())) src0_md = plain_md(ys);
-    Md src1_md = s1 == ys ? c.md_of(src1) : plain_md(s1);
-    if (src1_md.data.ndims != static_cast<int>(s1.size())) src1_md = plain_md(s1);
+    if (src0_md.data.ndims != static_cast<int>(ys.size())) src0_md = plain_md(ys, t);
+    Md src1_md = s1 == ys ? c.md_of(src1) : plain_md(s1, t);
+    if (src1_md.data.ndims != static_cast<int>(s1.size())) src1_md = plain_md(s1, t);
     if (s1 == ys && src1_md != src0_md) return {};
     algorithm alg = n.kind == OpKind::kAdd   ? algorithm::binary_add
                     : n.kind == OpKind::kSub ? algorithm::binary_sub
@@ -401,9 +433,9 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
     Md x_md = src0_md, b_md = src1_md;
     if (grp.post.empty() && !is_plain(src0_md, ys) && is_reference_impl(pd))
       if (std::optional<dnnl::memory::format_tag> t0 = layout_tag(src0_md))
-        for (std::optional<dnnl::memory::format_tag> t : {t0, blocked16_tag(ys.size())}) {
-          if (!t) continue;
-          Md xt(to_dims(ys), dt::f32, *t), bt(to_dims(s1), dt::f32, *t);
+        for (std::optional<dnnl::memory::format_tag> tag : {t0, blocked16_tag(ys.size())}) {
+          if (!tag) continue;
+          Md xt(to_dims(ys), t, *tag), bt(to_dims(s1), t, *tag);
           dnnl::binary::primitive_desc pdt(dnnl::binary::desc(alg, xt, bt, xt), attr, c.dnn->engine);
           if (is_reference_impl(pdt)) continue;
           pd = pdt;
@@ -423,7 +455,7 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
       return off;
     };
     std::optional<int64_t> x_off = operand(src0, src0_md, x_md);
-    const Tensor* b_const = b_md != src1_md ? constant_of(g, src1) : nullptr;
+    const Tensor* b_const = b_md != src1_md ? constant_of(c, src1) : nullptr;
     std::optional<int64_t> b_off = b_const ? std::nullopt : operand(src1, src1_md, b_md);
     s = k->add_step(dnnl::binary(pd), pd);
     if (x_off) k->bind_scratch(s, DNNL_ARG_SRC_0, *x_off, x_md);
@@ -444,121 +476,6 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
   k->in_place_input = src0 == n.inputs[0] ? 0 : 1;
   (void)ys_final;
   return {std::move(k), src0_md};
-}
-
-Built make_softmax(const BuildContext& c, const FusedGroup& grp) {
-  const Graph& g = c.g;
-  const Node& n = g.node(grp.root);
-  if (!grp.post.empty()) return {};
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  if (xs.empty()) return {};
-  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size())));
-  Md md = plain_md(xs);
-  algorithm alg = n.kind == OpKind::kSoftmax ? algorithm::softmax_accurate : algorithm::softmax_log;
-  dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
-  dnnl::softmax_v2_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  size_t s = k->add_step(dnnl::softmax_v2_forward(pd), pd);
-  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], md);
-  k->in_place_input = 0;
-  return {std::move(k), md};
-}
-
-// LayerNormalization over dims [axis, rank) as a 2-D [rows, cols] problem.
-Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
-  const Graph& g = c.g;
-  const Node& n = g.node(grp.root);
-  if (!grp.post.empty()) return {};
-  // Mean and InvStdDev (outputs 1, 2) only when nothing reads them.
-  if (n.outputs.size() > 1) {
-    std::vector<std::vector<NodeId>> users = g.users();
-    for (size_t i = 1; i < n.outputs.size(); ++i)
-      if (!users[n.outputs[i]].empty() ||
-          std::find(g.outputs().begin(), g.outputs().end(), n.outputs[i]) != g.outputs().end())
-        return {};
-  }
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size()));
-  int64_t cols = 1, rows = 1;
-  for (size_t i = 0; i < xs.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : cols) *= xs[i];
-  ValueId scale = n.inputs[1], shift = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
-  if (g.type(scale).numel() != cols || (shift != kNoValue && g.type(shift).numel() != cols)) return {};
-  Md md = plain_md({rows, cols}), vec = plain_md({cols});
-  auto flags = dnnl::normalization_flags::use_scale;
-  if (shift != kNoValue) flags = flags | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md, static_cast<float>(n.attrs.f("epsilon")),
-                                            flags);
-  dnnl::layer_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  size_t s = k->add_step(dnnl::layer_normalization_forward(pd), pd);
-  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], md);
-  k->bind_value(s, DNNL_ARG_SCALE, scale, vec);
-  if (shift != kNoValue) k->bind_value(s, DNNL_ARG_SHIFT, shift, vec);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], md);
-  return {std::move(k), plain_md(xs)};
-}
-
-Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
-  const Graph& g = c.g;
-  const Node& n = g.node(grp.root);
-  if (!grp.post.empty() || n.outputs.size() != 1) return {};
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  if (xs.size() < 2) return {};
-  Md x_md = c.md_of(n.inputs[0]);
-  if (c.plain_output) x_md = is_plain(x_md, xs) ? x_md : Md();
-  if (!x_md) return {};
-  Md vec = plain_md({xs[1]});
-  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-               dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, x_md,
-                                            static_cast<float>(n.attrs.f("epsilon")), flags);
-  dnnl::batch_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  size_t s = k->add_step(dnnl::batch_normalization_forward(pd), pd);
-  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
-  k->bind_value(s, DNNL_ARG_SCALE, n.inputs[1], vec);
-  k->bind_value(s, DNNL_ARG_SHIFT, n.inputs[2], vec);
-  k->bind_value(s, DNNL_ARG_MEAN, n.inputs[3], vec);
-  k->bind_value(s, DNNL_ARG_VARIANCE, n.inputs[4], vec);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], x_md);
-  k->in_place_input = 0;
-  return {std::move(k), x_md};
-}
-
-Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
-  const Graph& g = c.g;
-  const Node& n = g.node(grp.root);
-  if (!grp.post.empty()) return {};
-  const Shape& xs = g.type(n.inputs[0]).shape;
-  if (xs.empty()) return {};
-  std::vector<int64_t> axes = ops::normalize_axes(n.attrs.ints("axes"), static_cast<int64_t>(xs.size()));
-  if (axes.empty())
-    for (size_t i = 0; i < xs.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  Shape ys = xs;
-  for (int64_t a : axes) ys[a] = 1;
-  algorithm alg;
-  float p = 0;
-  switch (n.kind) {
-    case OpKind::kReduceSum: alg = algorithm::reduction_sum; break;
-    case OpKind::kReduceMean: alg = algorithm::reduction_mean; break;
-    // Not ReduceMax / ReduceMin: oneDNN starts them from the largest finite
-    // floats, so a row of -inf reduces to -FLT_MAX (ONNX's attention masks
-    // test rows for -inf).
-    case OpKind::kReduceProd: alg = algorithm::reduction_mul; break;
-    case OpKind::kReduceL2: alg = algorithm::reduction_norm_lp_sum; p = 2; break;
-    case OpKind::kReduceSumSquare: alg = algorithm::reduction_norm_lp_power_p_sum; p = 2; break;
-    default: return {};
-  }
-  if (ys == xs) return {};  // nothing reduced (a copy); the native path handles it
-  Md x_md = plain_md(xs), y_md = plain_md(ys);
-  dnnl::reduction::desc d(alg, x_md, y_md, p, 0.0f);
-  dnnl::reduction::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
-  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  size_t s = k->add_step(dnnl::reduction(pd), pd);
-  k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], x_md);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], y_md);
-  return {std::move(k), plain_md(g.type(n.outputs[0]).shape)};
 }
 
 // Concat in its inputs' layout: blocked channel concatenation (inception's
@@ -585,7 +502,7 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
   if (all_plain) return {};
   dnnl::primitive_attr attr = make_attr(nullptr);
   std::optional<dnnl::concat::primitive_desc> pd;
-  if (c.plain_output) pd.emplace(plain_md(ys), axis, srcs, c.dnn->engine, attr);
+  if (c.plain_output) pd.emplace(plain_md(ys, compute_type(c.dtype)), axis, srcs, c.dnn->engine, attr);
   else pd.emplace(axis, srcs, c.dnn->engine, attr);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::concat(*pd), *pd);
@@ -595,15 +512,23 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
   return {std::move(k), pd->dst_desc()};
 }
 
-bool all_f32(const Graph& g, const Node& n) {
+// Every tensor the group reads or writes (the root's inputs, the post-ops'
+// operands, the output) has the group's type. Not the root's other outputs:
+// only LayerNormalization has any (its Mean and InvStdDev, f32 in a 16-bit
+// model), and its kernel is built only where nothing reads them.
+bool all_of_type(const Graph& g, const FusedGroup& grp, DType t) {
+  const Node& n = g.node(grp.root);
   for (ValueId v : n.inputs)
-    if (v != kNoValue && g.type(v).dtype != DType::kF32) return false;
-  for (ValueId v : n.outputs)
-    if (g.type(v).dtype != DType::kF32) return false;
+    if (v != kNoValue && g.type(v).dtype != t) return false;
+  if (g.type(n.outputs[0]).dtype != t) return false;
+  for (const PostOp& p : grp.post)
+    if ((p.other != kNoValue && g.type(p.other).dtype != t) || g.type(grp.output(g)).dtype != t) return false;
   return true;
 }
 
 }  // namespace
+
+dnnl::memory::data_type compute_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
 bool accepts_blocked_layout(OpKind kind) {
   switch (kind) {
@@ -617,7 +542,8 @@ bool accepts_blocked_layout(OpKind kind) {
 
 Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp) {
   const Node& n = c.g.node(grp.root);
-  if (!all_f32(c.g, n)) return {};
+  bool typed = c.dtype == DType::kF32 || c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+  if (!typed || !all_of_type(c.g, grp, c.dtype)) return {};
   switch (n.kind) {
     case OpKind::kConv: return make_conv(c, grp);
     case OpKind::kMatMul:

@@ -17,7 +17,18 @@ struct BuildContext {
   // A kernel already built for this group (another thread count) whose
   // prepacked weights the new one reuses where the format agrees.
   const OnednnKernel* weights_from = nullptr;
+  // The type of the group's float tensors in the graph. f32 and bf16 run
+  // in their own type (bf16 with f32 accumulation, oneDNN's brgemm kernels on
+  // AVX512-BF16 / AMX hosts); f16, which oneDNN 2.6 has no CPU kernels for,
+  // is built over f32 (compute_type) and the compiler converts around it.
+  DType dtype = DType::kF32;
+  // Constants as the kernel reads them (the f16 path's weights widened to
+  // f32 once, at compile); unset: the graph's.
+  std::function<const Tensor*(ValueId)> constant;
 };
+
+// The element type the group's primitives compute in.
+dnnl::memory::data_type compute_type(DType dtype);
 
 struct Built {
   std::unique_ptr<OnednnKernel> kernel;  // nullptr: oneDNN has no primitive for this group

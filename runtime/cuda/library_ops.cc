@@ -23,6 +23,7 @@ cudnnDataType_t dnn_type(DType d) {
   switch (d) {
     case DType::kF32: return CUDNN_DATA_FLOAT;
     case DType::kF16: return CUDNN_DATA_HALF;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;  // cuDNN 8.1+, tensor cores from Ampere on
     default: TESSERA_THROW(ErrorKind::kUnsupported, "cuDNN op on " << dtype_name(d));
   }
 }
@@ -140,8 +141,9 @@ class ConvOp : public DeviceOp {
     TESSERA_CUDNN(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(),
                                                   dil.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     TESSERA_CUDNN(cudnnSetConvolutionGroupCount(conv_, static_cast<int>(w.group)));
-    // f32 stays exact unless TF32 is allowed; f16 uses tensor cores.
-    cudnnMathType_t math = dtype == DType::kF16 ? CUDNN_TENSOR_OP_MATH
+    // f32 stays exact unless TF32 is allowed; f16 and bf16 use tensor cores
+    // (accumulating in f32: the convolution descriptor's CUDNN_DATA_FLOAT).
+    cudnnMathType_t math = dtype == DType::kF16 || dtype == DType::kBF16 ? CUDNN_TENSOR_OP_MATH
                            : dc.allow_tf32      ? CUDNN_DEFAULT_MATH
                                                 : CUDNN_FMA_MATH;
     TESSERA_CUDNN(cudnnSetConvolutionMathType(conv_, math));

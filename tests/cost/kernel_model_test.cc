@@ -143,6 +143,24 @@ TEST(KernelModel, BoundFlipsFromMemoryToCompute) {
   EXPECT_EQ(last, "compute");
 }
 
+// Precision prices the kernel: a matrix-vector product streaming weights
+// from DRAM takes about half the time in bf16 as in f32 on the CPU (half
+// the bytes), and on an H100 in f16 too; the CPU runtime computes and keeps
+// f16 as f32 copies (DeviceProfile::widened), so there f16 costs f32's time.
+TEST(KernelModel, SixteenBitBytesAndWidenedF16) {
+  auto time = [](const DeviceProfile& d, DType t) { return node_cost(matmul(1, 4096, 8192, t), 0, d).time_s; };
+  DeviceProfile cpu = builtin_profile("cpu");
+  ASSERT_EQ(cpu.stored_size(DType::kF16), 4u);
+  ASSERT_EQ(cpu.stored_size(DType::kBF16), 2u);
+  EXPECT_NEAR(time(cpu, DType::kBF16) / time(cpu, DType::kF32), 0.5, 0.1);
+  EXPECT_NEAR(time(cpu, DType::kF16) / time(cpu, DType::kF32), 1.0, 0.02);
+  DeviceProfile h100 = builtin_profile("h100");
+  EXPECT_TRUE(h100.widened.empty());
+  EXPECT_LT(time(h100, DType::kF16) / time(h100, DType::kF32), 0.6);
+  // The field survives a JSON round trip.
+  EXPECT_EQ(profile_from_json(profile_to_json(cpu), "test").widened, std::vector<DType>{DType::kF16});
+}
+
 TEST(KernelModel, GoldenElementwiseAddOnH100) {
   DeviceProfile d = builtin_profile("h100");
   int64_t n = int64_t{1} << 26;

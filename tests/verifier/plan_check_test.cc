@@ -2,6 +2,8 @@
 // per-mutation checks missed, on inputs drawn as the model reads them.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "graph/error.h"
 #include "verifier/input_ranges.h"
 #include "verifier/plan_check.h"
@@ -84,6 +86,82 @@ TEST(PlanCheck, RunsTheGivenInputSetsAndRefusesOnesOfAnotherType) {
   EXPECT_TRUE(check_end_to_end(Program(original), Program(wrong), o).passed);
   o.given_inputs[0][0] = Tensor::from_ints(DType::kI32, {1, kIdCount}, zeros);
   EXPECT_THROW(check_end_to_end(Program(original), Program(wrong), o), Error);
+}
+
+// y = x . W + b over K = 64 in a 16-bit type; with `split`, the product is
+// two half-K products (each rounded to the type) added: the same value,
+// rounded at other points, as a correct plan that splits K computes it.
+// `column_scale` != 1 multiplies W's first column: a planted error.
+Graph low_precision_product(DType dt, bool split, double column_scale = 1.0) {
+  constexpr int64_t kM = 8, kK = 64, kN = 32;
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{dt, {kM, kK}});
+  std::vector<double> w(static_cast<size_t>(kK * kN)), b(static_cast<size_t>(kN));
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = 0.37 * std::sin(static_cast<double>(i) * 1.7);
+    if (i % kN == 0) w[i] *= column_scale;
+  }
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1 * std::cos(static_cast<double>(i));
+  ValueId bias = g.add_constant("b", Tensor::from_doubles(dt, {kN}, b));
+  ValueId y;
+  if (!split) {
+    y = g.add(OpKind::kMatMul, {x, g.add_constant("w", Tensor::from_doubles(dt, {kK, kN}, w))});
+  } else {
+    auto half = [&](int64_t lo) {
+      Attrs a;
+      a.set("starts", std::vector<int64_t>{lo});
+      a.set("ends", std::vector<int64_t>{lo + kK / 2});
+      a.set("axes", std::vector<int64_t>{1});
+      a.set("steps", std::vector<int64_t>{1});
+      std::vector<double> rows(w.begin() + lo * kN, w.begin() + (lo + kK / 2) * kN);
+      ValueId wh = g.add_constant("w" + std::to_string(lo), Tensor::from_doubles(dt, {kK / 2, kN}, rows));
+      return g.add(OpKind::kMatMul, {g.add(OpKind::kSlice, {x}, a), wh});
+    };
+    y = g.add(OpKind::kAdd, {half(0), half(kK / 2)});
+  }
+  g.set_outputs({g.add(OpKind::kAdd, {y, bias})});
+  return g;
+}
+
+// The tolerance knows the precision: a correct 16-bit plan that rounds at
+// other points passes (and the bf16 one fails the f32 tolerance, as fp16
+// ResNet-50 did before), and the summary states the rule.
+TEST(PlanCheck, SixteenBitToleranceComesFromTheTypeAndReductionLength) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Graph original = low_precision_product(dt, false), reordered = low_precision_product(dt, true);
+    EndToEndReport r = check_end_to_end(Program(original), Program(reordered));
+    EXPECT_TRUE(r.passed) << r.summary();
+    EXPECT_GT(r.max_abs_error, 0.0) << "the two programs should round differently";
+    EXPECT_NE(r.summary().find("K = 64"), std::string::npos) << r.summary();
+    EXPECT_NE(r.summary().find("eps = u sqrt(K) / 2"), std::string::npos) << r.summary();
+    // eps = u sqrt(64) / 2 = 4 u (f16's 0.00195 is above the f32 floor too).
+    double u = dt == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    EXPECT_DOUBLE_EQ(r.rtol, 4 * u);
+    EXPECT_DOUBLE_EQ(r.atol, 4 * u);
+  }
+  EndToEndOptions f32_floor;
+  f32_floor.from_precision = false;
+  EndToEndReport strict = check_end_to_end(Program(low_precision_product(DType::kBF16, false)),
+                                           Program(low_precision_product(DType::kBF16, true)), f32_floor);
+  EXPECT_FALSE(strict.passed) << strict.summary();
+}
+
+TEST(PlanCheck, SixteenBitToleranceStillCatchesAPlantedError) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Graph original = low_precision_product(dt, false), wrong = low_precision_product(dt, true, 1.25);
+    EndToEndReport r = check_end_to_end(Program(original), Program(wrong));
+    EXPECT_FALSE(r.passed) << dtype_name(dt) << ": " << r.summary();
+    EXPECT_GT(r.mismatches, 0);
+  }
+}
+
+// An f32 graph keeps the f32 tolerance (the floor), and says nothing more.
+TEST(PlanCheck, F32ToleranceIsUnchanged) {
+  EndToEndReport r = check_end_to_end(Program(embedding()), Program(embedding()));
+  EXPECT_EQ(r.rtol, 1e-3);
+  EXPECT_EQ(r.atol, 1e-4);
+  EXPECT_EQ(r.scale_rtol, 1e-5);
+  EXPECT_TRUE(r.tolerance_rule.empty()) << r.tolerance_rule;
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ namespace tessera::cli::detail {
 
 Graph binary_graph(OpKind kind, int64_t n);  // inputs a, b of n f32; node "op"
 Graph unary_graph(OpKind kind, int64_t n);
-// [m, k] input times a constant [k, n] (prepacked weights).
-Graph weight_matmul_graph(int64_t m, int64_t k, int64_t n);
+// [m, k] input times a constant [k, n] (prepacked weights), in `dtype`.
+Graph weight_matmul_graph(int64_t m, int64_t k, int64_t n, DType dtype = DType::kF32);
 Attrs conv_attrs(int64_t k);  // k x k, stride 1, same padding
 // A k x k convolution as in a ResNet stage (node "op"). consumed: a 1x1
 // convolution reads its result, so that "op" writes the blocked layout it

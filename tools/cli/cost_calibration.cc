@@ -56,11 +56,11 @@ Graph unary_graph(OpKind kind, int64_t n) {
   return g;
 }
 
-Graph weight_matmul_graph(int64_t m, int64_t k, int64_t n) {
+Graph weight_matmul_graph(int64_t m, int64_t k, int64_t n, DType dtype) {
   Graph g;
   g.name = "calibrate";
-  ValueId a = g.add_input("a", {DType::kF32, {m, k}});
-  ValueId b = g.add_constant("b", Tensor(DType::kF32, {k, n}));
+  ValueId a = g.add_input("a", {dtype, {m, k}});
+  ValueId b = g.add_constant("b", Tensor(dtype, {k, n}));
   g.set_outputs({g.add(OpKind::kMatMul, {a, b}, {}, "op")});
   return g;
 }
