@@ -51,7 +51,7 @@ def export(torch, net, x):
 
 def main(device="h100", budget=10.0, seed=0, verbose=True):
     """Returns (the exported ModelProto, the plan, max relative error of the plan against PyTorch)."""
-    import torch  # before tessera: both load NCCL, and torch needs its own build of it
+    import torch
     import tessera
 
     net = build_module(torch)

@@ -11,7 +11,10 @@ deb_packages=(cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler libz3
               # The sanitizer and fuzz tests (tests/sanitize): clang with
               # libFuzzer and the sanitizer runtimes, its OpenMP (libomp,
               # with the archer TSan tool), llvm-symbolizer for the stacks.
-              clang libomp-dev llvm)
+              clang libomp-dev llvm
+              # The report test (tests/tools/report_html_test.py) renders
+              # report.html in headless Chromium and looks at the picture.
+              chromium)
 command -v python3 >/dev/null 2>&1 || deb_packages+=(python3 python3-pip)
 # The package tests make a virtual environment (python3 -m venv, with pip).
 command -v python3 >/dev/null 2>&1 && ! python3 -c "import venv, ensurepip" >/dev/null 2>&1 &&

@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--threads", type=int, default=0, help="Tessera and torch threads (0: their defaults)")
     args = ap.parse_args()
-    import torch  # before tessera: both load NCCL, and torch needs its own build of it
+    import torch
     import tessera
 
     spec = importlib.util.spec_from_file_location("torch_optimize", EXAMPLE)

@@ -1,7 +1,6 @@
 """examples/torch_optimize.py: a PyTorch module exported, optimized in memory,
 run, and compared with PyTorch. Skipped where torch is not installed (CI
-does not require it). It runs in its own interpreter, which imports torch
-before tessera (both load NCCL; torch needs its own build of it)."""
+does not require it). It runs in its own interpreter."""
 import importlib.util
 import json
 import os

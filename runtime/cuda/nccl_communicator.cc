@@ -3,12 +3,13 @@
 #include "graph/error.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/nccl_device.h"
+#include "runtime/cuda/nccl_library.h"
 
 namespace tessera::runtime {
 namespace cuda {
 
 void throw_nccl(ncclResult_t r, const char* call) {
-  TESSERA_THROW(ErrorKind::kInternal, call << " failed: " << ncclGetErrorString(r));
+  TESSERA_THROW(ErrorKind::kInternal, call << " failed: " << nccl().GetErrorString(r));
 }
 
 bool nccl_type(DType dtype, ncclDataType_t& out) {
@@ -29,24 +30,25 @@ void enqueue_collective(OpKind kind, const NcclCommunicator& comm, int axis, ncc
                         const void* in, void* out, cudaStream_t stream) {
   ncclComm_t c = comm.comm(axis);
   switch (kind) {
-    case OpKind::kAllReduce: TESSERA_NCCL(ncclAllReduce(in, out, count, type, ncclSum, c, stream)); return;
-    case OpKind::kReduceScatter: TESSERA_NCCL(ncclReduceScatter(in, out, count, type, ncclSum, c, stream)); return;
-    case OpKind::kAllGather: TESSERA_NCCL(ncclAllGather(in, out, count, type, c, stream)); return;
+    case OpKind::kAllReduce: TESSERA_NCCL(nccl().AllReduce(in, out, count, type, ncclSum, c, stream)); return;
+    case OpKind::kReduceScatter: TESSERA_NCCL(nccl().ReduceScatter(in, out, count, type, ncclSum, c, stream)); return;
+    case OpKind::kAllGather: TESSERA_NCCL(nccl().AllGather(in, out, count, type, c, stream)); return;
     case OpKind::kAllToAll: {
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
-      TESSERA_NCCL(ncclAlltoAll(in, out, count, type, c, stream));
-#else
+      const NcclLibrary& lib = nccl();
+      if (lib.AlltoAll) {
+        TESSERA_NCCL(lib.AlltoAll(in, out, count, type, c, stream));
+        return;
+      }
       // Before 2.28 NCCL's all-to-all is its documented send/recv group.
       int n = 0;
-      TESSERA_NCCL(ncclCommCount(c, &n));
+      TESSERA_NCCL(lib.CommCount(c, &n));
       TESSERA_CHECK(type == ncclUint8, "all-to-all blocks are counted in bytes");
-      TESSERA_NCCL(ncclGroupStart());
+      TESSERA_NCCL(lib.GroupStart());
       for (int peer = 0; peer < n; ++peer) {
-        TESSERA_NCCL(ncclSend(static_cast<const uint8_t*>(in) + peer * count, count, type, peer, c, stream));
-        TESSERA_NCCL(ncclRecv(static_cast<uint8_t*>(out) + peer * count, count, type, peer, c, stream));
+        TESSERA_NCCL(lib.Send(static_cast<const uint8_t*>(in) + peer * count, count, type, peer, c, stream));
+        TESSERA_NCCL(lib.Recv(static_cast<uint8_t*>(out) + peer * count, count, type, peer, c, stream));
       }
-      TESSERA_NCCL(ncclGroupEnd());
-#endif
+      TESSERA_NCCL(lib.GroupEnd());
       return;
     }
     default: TESSERA_CHECK(false, "NCCL collective for " << op_name(kind));
@@ -91,7 +93,7 @@ NcclCommunicator::NcclCommunicator(DeviceMesh mesh, int64_t rank, int device, co
   ncclUniqueId uid;
   static_assert(sizeof uid.internal == sizeof id.bytes);
   std::memcpy(uid.internal, id.bytes.data(), sizeof uid.internal);
-  TESSERA_NCCL(ncclCommInitRank(&world_, static_cast<int>(mesh_.num_devices()), uid, static_cast<int>(rank_)));
+  TESSERA_NCCL(nccl().CommInitRank(&world_, static_cast<int>(mesh_.num_devices()), uid, static_cast<int>(rank_)));
   // One split per axis, in the same order on every rank (ncclCommSplit is
   // collective over the parent).
   std::vector<int64_t> coords = mesh_.coords(rank_);
@@ -99,7 +101,7 @@ NcclCommunicator::NcclCommunicator(DeviceMesh mesh, int64_t rank, int device, co
     std::vector<int64_t> others = coords;
     others[a] = 0;
     ncclComm_t c = nullptr;
-    TESSERA_NCCL(ncclCommSplit(world_, static_cast<int>(mesh_.rank_of(others)), static_cast<int>(coords[a]), &c, nullptr));
+    TESSERA_NCCL(nccl().CommSplit(world_, static_cast<int>(mesh_.rank_of(others)), static_cast<int>(coords[a]), &c, nullptr));
     axis_.push_back(c);
   }
   TESSERA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -109,8 +111,8 @@ NcclCommunicator::~NcclCommunicator() {
   cudaSetDevice(device_);
   if (staging_) cudaFree(staging_);
   if (stream_) cudaStreamDestroy(stream_);
-  for (ncclComm_t c : axis_) ncclCommDestroy(c);
-  if (world_) ncclCommDestroy(world_);
+  for (ncclComm_t c : axis_) nccl().CommDestroy(c);
+  if (world_) nccl().CommDestroy(world_);
 }
 
 uint8_t* NcclCommunicator::staging(int64_t bytes) {
@@ -191,6 +193,8 @@ void NcclCommunicator::all_to_all(int axis, const void* in, void* out, int64_t b
 std::string nccl_unavailable_reason() {
   int count = cuda_device_count();
   if (count == 0) return "no CUDA device (NCCL needs one per rank)";
+  std::string why;
+  if (!cuda::nccl_library(&why)) return why;
   return "";
 }
 
@@ -205,7 +209,7 @@ int cuda_device_count() {
 
 NcclId nccl_unique_id() {
   ncclUniqueId uid;
-  TESSERA_NCCL(ncclGetUniqueId(&uid));
+  TESSERA_NCCL(cuda::nccl().GetUniqueId(&uid));
   NcclId id;
   std::memcpy(id.bytes.data(), uid.internal, sizeof uid.internal);
   return id;

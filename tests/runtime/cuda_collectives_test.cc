@@ -5,6 +5,8 @@
 // process, and skips with a message where there are not two GPUs and NCCL.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <random>
 
@@ -159,6 +161,18 @@ std::string why_no_gpus() {
   if (int n = cuda_device_count(); n < 2)
     return "NCCL ranks need a GPU each and " + std::to_string(n) + " was found (two ranks on one GPU: NCCL refuses)";
   return "";
+}
+
+// NCCL is opened when a GPU plan first needs it, never at load time: a
+// process that also uses PyTorch must get torch's own NCCL (the first one
+// loaded is everyone's). This binary links tessera_runtime as the CLI and
+// the Python module do; every TEST is its own process.
+TEST(NcclOnDemand, NotLoadedUntilAGpuPlanAsks) {
+  EXPECT_EQ(dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD), nullptr) << "libnccl was loaded with the process";
+  if (nccl_unavailable_reason().empty()) {  // a GPU and NCCL: the first use loads it
+    nccl_unique_id();
+    EXPECT_NE(dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD), nullptr);
+  }
 }
 
 TEST(NcclMultiGpu, MeshPlansOverNcclMatchInterpretRanks) {

@@ -1,7 +1,7 @@
 """The rank files of a mesh plan are valid ONNX: `tessera optimize --mesh`
 on the bundled transformer (1-D and 2-D meshes), then onnx.checker on every
 rank<i>.onnx, and the tessera-domain nodes carry the documented attributes
-(docs/tessera_domain.md); each plan.json matches docs/plan.schema.json
+(docs/plans.md); each plan.json matches docs/plan.schema.json
 (check_plan_schema, the tests' schema validator)."""
 import os
 import subprocess

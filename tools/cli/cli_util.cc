@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "graph/error.h"
 #include "graph/memory_limit.h"
@@ -12,15 +13,44 @@
 
 namespace tessera::cli {
 
+namespace {
+
+// CLI11's formatter with each description broken into lines that end
+// before kHelpColumns (format_help indents every line after a newline to
+// the description column).
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    size_t width = kHelpColumns - get_column_width();
+    std::string out, line;
+    std::istringstream words(opt->get_description());
+    for (std::string word; words >> word;) {
+      if (!line.empty() && line.size() + 1 + word.size() > width) {
+        out += line + "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+    }
+    return out + line;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<CLI::Formatter> help_formatter() { return std::make_shared<HelpFormatter>(); }
+
+std::string guide_footer(const std::string& pages) {
+  return "The user guide, with examples: " + pages;
+}
+
 void add_load_flags(CLI::App* cmd, LoadFlags& flags) {
   cmd->add_option("--input-shape", flags.input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
   cmd->add_flag("--allow-unused-inputs", flags.allow_unused_inputs,
-                "Accept graph inputs that no node reads (kept as inputs the plan ignores)");
+                "Keep graph inputs that no node reads (the plan ignores them)");
   cmd->add_flag("--initializers-as-constants", flags.initializers_as_constants,
-                "Accept graph inputs that are also initializers, and fold them as constants");
+                "Fold graph inputs that are also initializers as constants");
   cmd->add_option("--memory-limit", flags.memory_limit,
-                  "Most memory to use at once, e.g. 8G, 512M (default: 3/4 of physical memory); work that "
-                  "would need more is refused with an error");
+                  "Refuse work over this much memory: 8G, 512M (default 3/4 of RAM)");
 }
 
 api::LoadOptions load_options(const LoadFlags& flags) {

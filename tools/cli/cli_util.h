@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,9 +10,22 @@
 
 namespace CLI {
 class App;
+class Formatter;
 }
 
 namespace tessera::cli {
+
+// Every verb's --help fits a terminal page: at most kHelpLines lines of at
+// most kHelpColumns columns (a terminal on half a laptop's screen), the
+// flags' descriptions wrapped under their column; the rest is in the user
+// guide, which each verb's footer names (tests/tools/cli_help_test.cc).
+inline constexpr int kHelpColumns = 120;
+inline constexpr int kHelpLines = 40;
+std::shared_ptr<CLI::Formatter> help_formatter();
+
+// The footer of a verb's --help: the pages of the user guide that say the
+// rest, e.g. "docs/cli.md#run, docs/sharding.md#running-the-ranks".
+std::string guide_footer(const std::string& pages);
 
 // The flags of every verb that loads a model.
 struct LoadFlags {

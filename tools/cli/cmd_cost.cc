@@ -46,6 +46,7 @@ struct CostFlags {
 Action add_cost_command(CLI::App& app) {
   auto flags = std::make_shared<CostFlags>();
   CLI::App* cmd = app.add_subcommand("cost", "Predict a model's run time per kernel with the cost model");
+  cmd->footer(guide_footer("docs/cli.md#cost, docs/cli.md#the-host-cpu-profile---device-cpu"));
   cmd->add_option("model", flags->model, "ONNX model file");
   cmd->add_option("--device", flags->device,
                   "cpu (this machine, calibrated profile if present), a100, h100, h200, or a profile .json; "

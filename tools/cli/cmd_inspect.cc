@@ -45,6 +45,7 @@ void print_text(const api::ModelSummary& s) {
 Action add_inspect_command(CLI::App& app) {
   auto flags = std::make_shared<InspectFlags>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: ops, inputs/outputs, parameters, FLOPs");
+  cmd->footer(guide_footer("docs/cli.md#inspect"));
   cmd->add_option("model", flags->model, "ONNX model file")->required();
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   add_load_flags(cmd, flags->load);

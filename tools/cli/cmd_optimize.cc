@@ -51,6 +51,7 @@ void draw_progress(double fraction) {
 Action add_optimize_command(CLI::App& app) {
   auto flags = std::make_shared<OptimizeFlags>();
   CLI::App* cmd = app.add_subcommand("optimize", "Search for a faster equivalent model and write it with its plan");
+  cmd->footer(guide_footer("docs/cli.md#optimize, docs/sharding.md (--mesh, --shard), docs/plans.md, docs/checks.md"));
   cmd->add_option("model", flags->model, "ONNX model file");
   cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx or rank<i>.onnx, plan.json, report.txt, report.json, report.html)");
   cmd->add_option("--device", flags->config.device, "cpu (default), a100, h100, h200, or a profile JSON file");

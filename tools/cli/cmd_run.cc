@@ -120,6 +120,7 @@ int run_mesh_plan(const RunFlags& flags) {
 Action add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model on given or seeded random inputs");
+  cmd->footer(guide_footer("docs/cli.md#run, docs/sharding.md#running-the-ranks (mesh plans, mpirun)"));
   cmd->add_option("model", flags->model, "ONNX model file, or a plan folder (for a mesh: every rank, or this process's under mpirun)")->required();
   cmd->add_option("--input", flags->inputs, "Input tensor: NAME=FILE.pb or FILE.pb (TensorProto; repeatable)");
   add_load_flags(cmd, flags->load);

@@ -79,8 +79,8 @@ int prove_rules(bool json) {
 Action add_verify_command(CLI::App& app) {
   auto flags = std::make_shared<VerifyFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "verify", "Check that a candidate model computes the same outputs as the original (exit 0 equivalent, "
-                "1 not equivalent, 3 unknown)");
+      "verify", "Check that a candidate model computes the original's outputs (exit 0 yes, 1 no, 3 unknown)");
+  cmd->footer(guide_footer("docs/cli.md#verify, docs/checks.md#tessera-verify (how it decides)"));
   cmd->add_option("original", flags->original, "Original ONNX model");
   cmd->add_option("candidate", flags->candidate, "Candidate ONNX model");
   cmd->add_flag("--prove-rules", flags->prove_rules,

@@ -7,11 +7,14 @@
 
 #include "graph/error.h"
 #include "tools/api/interrupt.h"
+#include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
 
 int main(int argc, char** argv) {
   tessera::api::install_interrupt_handlers();
   CLI::App app{"Tessera: a superoptimizer for ONNX models", "tessera"};
+  app.formatter(tessera::cli::help_formatter());  // the verbs inherit it
+  app.footer("Every verb takes --help. " + tessera::cli::guide_footer("README.md, docs/cli.md (the verbs)"));
   app.require_subcommand(1);
   std::map<std::string, tessera::cli::Action> actions = {
       {"inspect", tessera::cli::add_inspect_command(app)},
