@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <omp.h>
 
 #include <cstring>
 
@@ -38,23 +39,43 @@ void narrow_bf16(const float* s, uint16_t* d, int64_t n) {
 
 // F16C converts 8 values per instruction, IEEE round to nearest even, as
 // float_to_half does; the tail and hosts without F16C use the scalar form.
-__attribute__((target("avx2,f16c"))) void widen_f16_f16c(const uint16_t* s, float* d, int64_t n) {
-  int64_t blocks = n / 8;
-#pragma omp parallel for schedule(static) if (n > kConvertParallelMin)
+// The vector code sits in its own target("f16c") function that takes
+// pointers only: an OpenMP region is outlined into a function without the
+// target attribute, and clang refuses __m256 values crossing into it.
+__attribute__((target("avx2,f16c"))) void widen_f16_blocks(const uint16_t* s, float* d, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b * 8));
     _mm256_storeu_ps(d + b * 8, _mm256_cvtph_ps(h));
   }
-  for (int64_t i = blocks * 8; i < n; ++i) d[i] = half_to_float(s[i]);
 }
 
-__attribute__((target("avx2,f16c"))) void narrow_f16_f16c(const float* s, uint16_t* d, int64_t n) {
-  int64_t blocks = n / 8;
-#pragma omp parallel for schedule(static) if (n > kConvertParallelMin)
+__attribute__((target("avx2,f16c"))) void narrow_f16_blocks(const float* s, uint16_t* d, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b) {
     __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + b * 8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + b * 8), h);
   }
+}
+
+// Splits [0, blocks) into one contiguous range per thread.
+template <class Body>
+void over_blocks(int64_t blocks, int64_t n, Body body) {
+#pragma omp parallel if (n > kConvertParallelMin)
+  {
+    int threads = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t lo = blocks * t / threads, hi = blocks * (t + 1) / threads;
+    if (hi > lo) body(lo, hi);
+  }
+}
+
+void widen_f16_f16c(const uint16_t* s, float* d, int64_t n) {
+  int64_t blocks = n / 8;
+  over_blocks(blocks, n, [&](int64_t lo, int64_t hi) { widen_f16_blocks(s + lo * 8, d + lo * 8, hi - lo); });
+  for (int64_t i = blocks * 8; i < n; ++i) d[i] = half_to_float(s[i]);
+}
+
+void narrow_f16_f16c(const float* s, uint16_t* d, int64_t n) {
+  int64_t blocks = n / 8;
+  over_blocks(blocks, n, [&](int64_t lo, int64_t hi) { narrow_f16_blocks(s + lo * 8, d + lo * 8, hi - lo); });
   for (int64_t i = blocks * 8; i < n; ++i) d[i] = float_to_half(s[i]);
 }
 
