@@ -67,7 +67,7 @@ std::vector<Tile> gemm_tiles(const GemmProblem& p, const DeviceProfile& device) 
   return tiles;
 }
 
-double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const Tile& work_tile) {
+double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const Tile& work_tile, int64_t on_units) {
   auto pad = [](int64_t x, int64_t t) { return static_cast<double>(x) / static_cast<double>(ceil_div(x, t) * t); };
   // The register block that wastes least on padding: with few columns the
   // micro-kernel narrows its column block and lengthens its row block.
@@ -80,7 +80,7 @@ double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const
     rows *= 2;
   }
   double items = static_cast<double>(p.batch * ceil_div(p.m, work_tile.m) * ceil_div(p.n, work_tile.n));
-  double units = static_cast<double>(device.units);
+  double units = static_cast<double>(on_units > 0 ? on_units : device.units);
   double waves = std::ceil(items / units);
   return padding * (items / (waves * units));
 }

@@ -54,7 +54,8 @@ Tile tile_for_capacity(const GemmProblem& p, int64_t capacity_bytes, const Tile&
 std::vector<Tile> gemm_tiles(const GemmProblem& p, const DeviceProfile& device);
 
 // Share of the peak a GEMM of this shape can reach: register-tile padding of
-// M and N, and the last partial wave of work items over the device's units.
-double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const Tile& work_tile);
+// M and N, and the last partial wave of work items over `units` of the
+// device's units (0: all of them; 1: a kernel that runs on one core).
+double gemm_utilization(const GemmProblem& p, const DeviceProfile& device, const Tile& work_tile, int64_t units = 0);
 
 }  // namespace tessera::cost

@@ -72,6 +72,7 @@ struct Work {
   std::map<DType, int64_t> flops;
   std::map<DType, double> matrix_flops;  // run on the matrix units at `utilization`
   double utilization = 1.0;
+  double utilization_one_core = 1.0;  // the same GEMM run on one core
   bool conv = false;  // matrix work of a convolution (conv_efficiency)
   double conv_k = 0;  // its reduction length per group (conv_efficiency_at)
   double conv_calls = 0;  // micro-kernel calls (DeviceProfile::conv_call_s)
@@ -165,6 +166,7 @@ void gemm_work(const Graph& g, const DeviceProfile& d, const CostOptions& o, con
   w.matrix_flops[t] += static_cast<double>(flops);
   w.cold_bytes += f.cold;
   w.utilization = gemm_utilization(p, d, tiles.size() > 1 ? tiles[1] : tiles[0]);
+  w.utilization_one_core = gemm_utilization(p, d, tiles.size() > 1 ? tiles[1] : tiles[0], 1);
 }
 
 // MatMul: numpy matmul. A B without batch dims is shared by every batch
@@ -598,23 +600,27 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
     int64_t f = node_flops(g, n);
     if (f > 0) k.flops[t] += f;
   }
+  // A CPU kernel with little work runs on one core: a share 1/units of the
+  // compute peak and of the private levels' bandwidth, and what one core
+  // alone streams from the shared ones (DeviceProfile::core_bandwidth: an
+  // even share where not measured). Its GEMM's work items all go to that
+  // core: no partial wave over the others (tiny_cnn's 1.19 MFLOP
+  // convolutions were priced at 20.7 us for both, 11 us measured at 2
+  // threads and 11.7 us predicted at 1).
+  bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
+  bool one_thread = cpu && runs_on_one_thread(g, root, chain);
+  bool parallel = cpu && !one_thread;
   for (const auto& [t, f] : w.matrix_flops) {
     // A GEMM too thin to fill the matrix units' tiles (a matrix-vector
     // product) runs as a vector kernel instead, as libraries dispatch it.
     double efficiency = w.conv ? d.conv_efficiency_at(w.conv_k) : d.gemm_efficiency;
-    double matrix = f / (d.peak_flops(t, true) * efficiency * std::max(w.utilization, 1e-6));
+    double utilization = one_thread ? w.utilization_one_core : w.utilization;
+    double matrix = f / (d.peak_flops(t, true) * efficiency * std::max(utilization, 1e-6));
     double vector = f / (d.peak_flops(t, false) * d.vector_efficiency);
     k.compute_s += std::min(matrix, vector);
   }
   for (const auto& [t, ops] : w.vector_ops) k.compute_s += 2.0 * ops / (d.peak_flops(t, false) * d.vector_efficiency);
   k.level_bytes = w.level_bytes;
-  // A CPU kernel with little work runs on one core: a share 1/units of the
-  // compute peak and of the private levels' bandwidth, and what one core
-  // alone streams from the shared ones (DeviceProfile::core_bandwidth: an
-  // even share where not measured).
-  bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
-  bool one_thread = cpu && runs_on_one_thread(g, root, chain);
-  bool parallel = cpu && !one_thread;
   double share = one_thread ? static_cast<double>(d.units) : 1.0;
   k.compute_s *= share;
   // A CPU GEMM whose (prepacked) weights come from main memory does not

@@ -57,7 +57,7 @@ def predicted(args, work, models):
     rows = []
     for name in models:
         model = os.path.join(ROOT, "bench", "models", "cache", name, "model.onnx")
-        for device in ("cpu", "h100"):
+        for device in args.devices.split(","):
             base = optimize(args, model, os.path.join(work, f"{name}-{device}-none"), device, None)
             for mesh in ("tp=2", "tp=4"):
                 p = optimize(args, model, os.path.join(work, f"{name}-{device}-{mesh}"), device, mesh)
@@ -124,6 +124,7 @@ def main():
     ap.add_argument("--part", choices=["predicted", "measured", "both"], default="both")
     ap.add_argument("--only", default="", help="comma-separated suite models")
     ap.add_argument("--budget", type=float, default=30)
+    ap.add_argument("--devices", default="cpu,h100", help="comma-separated --device values for the predicted part")
     ap.add_argument("--work", default="", help="keep the plans in this folder (default: a temporary one)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
