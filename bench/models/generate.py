@@ -296,6 +296,7 @@ MODELS = {
     "llama_prefill_bf16": (lambda: build_llama_step("bfloat16", past=64, seq=64), "llama_prefill in bf16"),
     "resnet50_fp16": (_fp16(_torchvision("resnet50")), "ResNet-50, 224x224, fp16 (keep_io_types)"),
     "mobilenet_v2_fp16": (_fp16(_torchvision("mobilenet_v2")), "MobileNetV2, 224x224, fp16 (keep_io_types)"),
+    "convnext_tiny": (_torchvision("convnext_tiny"), "ConvNeXt-Tiny, 224x224 (f32, beside its fp16 form)"),
     "convnext_tiny_fp16": (_fp16(_torchvision("convnext_tiny")), "ConvNeXt-Tiny, 224x224, fp16 (keep_io_types)"),
 }
 

@@ -30,7 +30,7 @@ from bench_vs_ort import ORT_CHILD, Child, median  # noqa: E402
 CACHE = os.path.join(HERE, "..", "models", "cache")
 BF16_PAIRS = [("llama_step", "llama_step_bf16"), ("llama_prefill", "llama_prefill_bf16")]
 FP16_ROWS = [("resnet50_fp16", "resnet50"), ("mobilenet_v2_fp16", "mobilenet_v2"),
-             ("convnext_tiny_fp16", None)]
+             ("convnext_tiny_fp16", "convnext_tiny")]
 
 
 def tessera(bench_bin, d, threads, warmup):

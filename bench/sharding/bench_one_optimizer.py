@@ -126,12 +126,14 @@ def main():
     ap.add_argument("--budget", type=float, default=30)
     ap.add_argument("--devices", default="cpu,h100", help="comma-separated --device values for the predicted part")
     ap.add_argument("--work", default="", help="keep the plans in this folder (default: a temporary one)")
+    ap.add_argument("--reuse-plans", action="store_true",
+                    help="use the plans already in --work (from an earlier --part predicted) instead of optimizing")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     models = [m for m in args.only.split(",") if m] or SUITE
     models = [m for m in models if os.path.exists(os.path.join(ROOT, "bench", "models", "cache", m, "model.onnx"))]
-    args.reuse = False
+    args.reuse = args.reuse_plans
     with tempfile.TemporaryDirectory(prefix="tessera-one-optimizer-") as tmp:
         work = args.work or tmp
         os.makedirs(work, exist_ok=True)
