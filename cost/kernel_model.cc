@@ -410,7 +410,10 @@ double copy_runs(const Graph& g, const Node& n) {
 }
 
 // Data movement reads what it writes (Slice, Gather read only the
-// elements they keep), except kinds that read their whole input.
+// elements they keep), except kinds that read their whole input. A scatter
+// copies its data (read, written), then reads its indices and updates and
+// writes the updates again at their positions: a KV cache written at one
+// position moves the whole cache twice and the new entries twice.
 void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const CostOptions& o, bool cold, Work& w) {
   std::vector<ValueId> reads = n.inputs;
   Footprint f;
@@ -423,6 +426,11 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
       for (size_t i = 1; i < n.inputs.size(); ++i) f.warm += bytes_of(g, d, n.inputs[i]);
       break;
     }
+    case OpKind::kScatterND:
+    case OpKind::kScatterElements:
+      f = footprint(g, d, reads, n.outputs, cold);
+      f.warm += bytes_of(g, d, n.inputs[2]);
+      break;
     default:
       f = footprint(g, d, reads, n.outputs, cold);
       break;

@@ -177,6 +177,7 @@ class Exporter {
   }
 
   int64_t min_opset(const Node& n) const;
+  static int64_t scatter_reduction_opset(const Node& n);
   void write_node(const Node& n);
   void resize_operands(const Node& n, std::vector<std::string>& extra_inputs, std::unordered_set<std::string>& skip,
                        std::vector<std::pair<std::string, AttrValue>>& added);
@@ -280,17 +281,23 @@ bool Exporter::write_depth_space(NodeId first, std::vector<bool>& written) {
 
 // The oldest opset whose form of `n` the exporter writes, where that is
 // newer than 13: Resize with antialias or a keep_aspect_ratio_policy (18),
-// half_pixel_symmetric (19), ScatterND with a reduction (16, 18).
+// half_pixel_symmetric (19), ScatterND and ScatterElements with a reduction
+// (16, 18).
 int64_t Exporter::min_opset(const Node& n) const {
   if (n.kind == OpKind::kResize) {
     onnx_import::ResizeOnnxForm f = onnx_import::resize_onnx_form(n, g_.type(n.inputs[0]).shape, INT64_MAX);
     return f.unsupported.empty() ? f.min_opset : 0;  // no form at all: reported when written
   }
-  if (n.kind == OpKind::kScatterND) {
-    const std::string& r = n.attrs.s("reduction");
-    return r == "none" ? 0 : r == "add" || r == "mul" ? 16 : 18;
-  }
+  if (n.kind == OpKind::kScatterND || n.kind == OpKind::kScatterElements) return scatter_reduction_opset(n);
   return 0;
+}
+
+// The opset from which a scatter's reduction is an attribute: none is the
+// default of every version (and written as no attribute), add and mul came
+// in 16, max and min in 18.
+int64_t Exporter::scatter_reduction_opset(const Node& n) {
+  const std::string& r = n.attrs.s("reduction");
+  return r == "none" ? 0 : r == "add" || r == "mul" ? 16 : 18;
 }
 
 // Resize's roi, scales and sizes operands and its attributes in the ONNX
@@ -355,12 +362,12 @@ void Exporter::write_node(const Node& n) {
       skip.insert("k");
       break;
     case OpKind::kResize: resize_operands(n, extra_inputs, skip, added); break;
-    case OpKind::kScatterND: {
-      // reduction is an attribute from opset 16 (add, mul) and 18 (max, min).
+    case OpKind::kScatterND:
+    case OpKind::kScatterElements: {
       const std::string& r = n.attrs.s("reduction");
       skip.insert("reduction");
       if (r != "none") {
-        if (opset_ < ((r == "add" || r == "mul") ? 16 : 18)) unsupported(n, "ScatterND with reduction '" + r + "'");
+        if (opset_ < scatter_reduction_opset(n)) unsupported(n, type + " with reduction '" + r + "'");
         added.push_back({"reduction", r});
       }
       break;

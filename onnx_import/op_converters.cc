@@ -495,6 +495,13 @@ const std::unordered_map<std::string, Converter>& converters() {
     m["ConstantOfShape"] = convert_constant_of_shape;
     m["Range"] = convert_range;
     m["Transpose"] = convert_transpose;
+    // Scatter (opsets 9 and 10) is ScatterElements under its old name, with
+    // no reduction attribute.
+    m["Scatter"] = [](NodeImporter& n) {
+      Attrs a;
+      a.set("axis", n.attr_int("axis", 0));
+      n.emit_outputs(OpKind::kScatterElements, all_inputs(n), std::move(a));
+    };
     m["DepthToSpace"] = [](NodeImporter& n) { convert_depth_space(n, true); };
     m["SpaceToDepth"] = [](NodeImporter& n) { convert_depth_space(n, false); };
     return m;

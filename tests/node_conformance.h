@@ -104,10 +104,10 @@ inline const std::map<std::string, std::string>& expected_failures() {
 }
 
 // ONNX op types Tessera claims besides the IR's own kinds: the importer folds
-// Constant, drops Dropout, maps CastLike to Cast, and chains the variadic Sum
-// and Mean.
-inline const std::set<std::string> kImporterOps = {"Constant", "Dropout", "CastLike", "Sum", "Mean", "DepthToSpace",
-                                                  "SpaceToDepth"};
+// Constant, drops Dropout, maps CastLike to Cast and the old Scatter to
+// ScatterElements, and chains the variadic Sum and Mean.
+inline const std::set<std::string> kImporterOps = {"Constant", "Dropout",      "CastLike",     "Sum",
+                                                  "Mean",     "DepthToSpace", "SpaceToDepth", "Scatter"};
 
 // Inputs that Tessera's static-shape IR needs as constants (they become
 // attributes at import). Node tests feed them as graph inputs; the harness

@@ -27,6 +27,9 @@ bool moves_values(const Graph& g, const Node& n, size_t slot) {
     case OpKind::kGather:
     case OpKind::kGatherElements:
       return slot == 0;  // the data side: its values are looked up, not changed
+    case OpKind::kScatterElements:
+    case OpKind::kScatterND:
+      return (slot == 0 || slot == 2) && n.attrs.s("reduction") == "none";  // data and updates, copied
     case OpKind::kCast:
       return is_integer(g.type(n.outputs[0]).dtype) && g.type(n.outputs[0]).dtype != DType::kBool;
     default:
@@ -34,7 +37,14 @@ bool moves_values(const Graph& g, const Node& n, size_t slot) {
   }
 }
 
-// The number of entries the index input of a Gather node selects among.
+// Whether input `slot` of `n` indexes one axis of its data input (attribute
+// `axis`): Gather's and GatherElements' indices, ScatterElements' positions.
+bool indexes_axis(const Node& n, size_t slot) {
+  return slot == 1 &&
+         (n.kind == OpKind::kGather || n.kind == OpKind::kGatherElements || n.kind == OpKind::kScatterElements);
+}
+
+// The number of entries the index input of such a node selects among.
 int64_t indexed_entries(const Graph& g, const Node& n) {
   const TensorType& data = g.type(n.inputs[0]);
   int64_t axis = n.attrs.i("axis");
@@ -62,7 +72,7 @@ std::vector<IntRange> integer_input_ranges(const Graph& g) {
         const Node& n = g.node(user);
         for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
           if (n.inputs[slot] != v) continue;
-          if ((n.kind == OpKind::kGather || n.kind == OpKind::kGatherElements) && slot == 1) {
+          if (indexes_axis(n, slot)) {
             int64_t entries = indexed_entries(g, n);
             if (entries > 0 && entries < bound) {
               bound = entries;

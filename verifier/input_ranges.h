@@ -1,12 +1,14 @@
 // The values an integer graph input takes in the model's own use, so that a
 // check's random inputs exercise what the model reads: a token id over the
-// whole table a Gather indexes, a position over its table, and {0, 1} only
-// where nothing bounds the input more widely (masks, booleans, flags).
+// whole table a Gather indexes, a position over its table (or over the KV
+// cache a ScatterElements writes it into), and {0, 1} only where nothing
+// bounds the input more widely (masks, booleans, flags).
 //
 // An input's values are followed through the ops that move values without
 // changing them (Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand,
-// Tile, Slice, Split, Concat, Identity, integer Casts, and the data side of
-// a Gather) to the index input of Gather or GatherElements, whose axis size
+// Tile, Slice, Split, Concat, Identity, integer Casts, the data side of a
+// Gather, the data and updates of a scatter without reduction) to the index
+// input of Gather, GatherElements or ScatterElements, whose axis size
 // bounds them. Arithmetic on the way (a mask summed into positions) ends the
 // trail: the input counts as a mask there. Where several uses bound one
 // input, the smallest bound holds, so every index stays valid.

@@ -1,6 +1,7 @@
 // Proof obligations of the sharding strategies of ops whose dims map less
 // simply than a contraction's: Reshape carrying a shard, row-wise Softmax and
-// LayerNorm, the vocab-parallel Gather and the shardings of a convolution.
+// LayerNorm, the vocab-parallel Gather, ScatterElements split on a dim it
+// does not write, and the shardings of a convolution.
 // As in z3_sharding.cc, one side is the ranks' local programs plus the
 // collective, the other the global op, and a wrong twin keeps the axiom
 // instances of its correct twin that stay true.
@@ -185,6 +186,54 @@ z3::expr gather_vocab(Enc& e, int n, bool no_mask) {
   return z3::implies(e.in_range(id, e.num(n) * S) && e.in_range(d, D), reduced == W(id, d));
 }
 
+// ScatterElements along axis 1 of X [R, L] with K = 2 updates per row
+// (indices I and updates U [R, 2]; reduction none, so the later update of
+// a repeated index wins; an index i < 0 counts from the end, i + L):
+//   out[p, c] = I[p, 1] ~ c ? U[p, 1] : I[p, 0] ~ c ? U[p, 0] : X[p, c].
+// Rows split (R = n * S), the written axis whole: each rank scatters its
+// rows of X, I and U with the indices as they are (global columns):
+//   AllGather_0(ScatterElements_1(X_r, I_r, U_r)) = ScatterElements_1(X, I, U).
+// `written_axis`: X [L] split along the written axis instead (L = n * S),
+// I and U [2] whole on every rank, each rank scattering into its block with
+// the indices read as positions in the block (and counted from the end of
+// the block): an update lands in every rank's block at the index, not in
+// the one block that holds it.
+z3::expr scatter_elements(Enc& e, int n, bool written_axis) {
+  constexpr int kUpdates = 2;
+  z3::expr S = e.dim("S");
+  auto scatter = [&](const std::function<z3::expr(int)>& index, const std::function<z3::expr(int)>& update,
+                     const z3::expr& old, const z3::expr& size, const z3::expr& c) {
+    z3::expr out = old;
+    for (int k = 0; k < kUpdates; ++k) {
+      z3::expr i = index(k);
+      out = z3::ite(z3::ite(i < 0, i + size, i) == c, update(k), out);
+    }
+    return out;
+  };
+  z3::expr c = e.index("c");
+  if (!written_axis) {
+    z3::expr L = e.dim("L"), p = e.index("p");
+    z3::func_decl X = e.tensor("X", 2), U = e.tensor("U", 2);
+    z3::func_decl I = e.int_tensor("I", 2);
+    auto Xs = blocks(e, X, "X", 0, n, S), Us = blocks(e, U, "U", 0, n, S), Is = blocks(e, I, "I", 0, n, S);
+    z3::expr gathered = all_gather(e, n, S, p, [&](int r, const z3::expr& row) {
+      return scatter([&](int k) { return Is[r](row, e.num(k)); }, [&](int k) { return Us[r](row, e.num(k)); },
+                     Xs[r](row, c), L, c);
+    });
+    z3::expr global =
+        scatter([&](int k) { return I(p, e.num(k)); }, [&](int k) { return U(p, e.num(k)); }, X(p, c), L, c);
+    return z3::implies(e.in_range(p, e.num(n) * S) && e.in_range(c, L), gathered == global);
+  }
+  z3::func_decl X = e.tensor("X", 1), U = e.tensor("U", 1);
+  z3::func_decl I = e.int_tensor("I", 1);
+  auto Xs = blocks(e, X, "X", 0, n, S);
+  auto index = [&](int k) { return I(e.num(k)); };
+  auto update = [&](int k) { return U(e.num(k)); };
+  z3::expr gathered =
+      all_gather(e, n, S, c, [&](int r, const z3::expr& j) { return scatter(index, update, Xs[r](j), S, j); });
+  return z3::implies(e.in_range(c, e.num(n) * S), gathered == scatter(index, update, X(c), e.num(n) * S, c));
+}
+
 // Shardings of a 1-D convolution (kernel 3, pad 1; see conv3), symbolic sizes.
 enum class ConvShard { kBatch, kOutChannels, kInChannels, kGroups };
 
@@ -328,6 +377,10 @@ std::vector<Obligation> op_sharding_obligations() {
   add_per_rank_count(v, "shard-gather-vocab-parallel", 1,
                      "AllReduce(Where(mask_r, 0, Gather(W[block r, :], ids - r*S))) = Gather(W, ids)",
                      [](Enc& e, int n) { return gather_vocab(e, n, false); });
+  add_per_rank_count(v, "shard-scatter-elements-rows", 1,
+                     "AllGather_0(ScatterElements_1(X[block r, :], I[block r, :], U[block r, :])) = "
+                     "ScatterElements_1(X, I, U), 2 updates a row",
+                     [](Enc& e, int n) { return scatter_elements(e, n, false); });
   add_per_rank_count(v, "shard-conv-batch", 1, "AllGather_0(Conv(X[block r], W)) = Conv(X, W)",
                      [](Enc& e, int n) { return conv(e, n, ConvShard::kBatch, false); });
   add_per_rank_count(v, "shard-conv-out-channels", 1, "AllGather_0(Conv(X, W[block r]) + B[block r]) = Conv(X, W) + B",
@@ -355,6 +408,9 @@ std::vector<Obligation> wrong_op_sharding_obligations() {
             [](Enc& e) { return layer_norm(e, 2, true); }),
       wrong("wrong-gather-no-mask", "AllReduce(Gather(W[block r, :], clamp(ids - r*S))) = Gather(W, ids)",
             [](Enc& e) { return gather_vocab(e, 2, true); }),
+      wrong("wrong-scatter-elements-written-axis-local-indices",
+            "AllGather_0(ScatterElements_0(X[block r], I, U)) = ScatterElements_0(X, I, U), indices read as local",
+            [](Enc& e) { return scatter_elements(e, 2, true); }),
       wrong("wrong-conv-spatial-no-halo", "AllGather_1(Conv(X[:, block r], W)) = Conv(X, W) without halo",
             [](Enc& e) { return conv(e, 2, ConvShard::kBatch, true); }),
       wrong("wrong-conv-out-channels-bias-unsliced", "AllGather_0(Conv(X, W[block r]) + B[local]) = Conv(X, W) + B",

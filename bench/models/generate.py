@@ -177,6 +177,61 @@ def build_llama(layers=4, hidden=512, intermediate=1376, heads=8, vocab=32000, s
     return _TupleOutputs.wrap(model, [n for n, _ in inputs], 1), inputs, ["last_hidden_state"]
 
 
+def _rms_norm(hidden: int):
+    """Llama's RMSNorm (eps 1e-5), its scale random around 1."""
+    import torch
+    from torch import nn
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden) + 0.1 * torch.randn(hidden))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+    return RMSNorm()
+
+
+def _rotary_angles(positions, head_dim: int):
+    """Rotary angles [len(positions), head_dim] (base 10000, halves repeated)."""
+    import torch
+    inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    return torch.cat((torch.outer(positions, inv),) * 2, dim=-1)
+
+
+def _rotate(x, cos, sin, head_dim: int):
+    """Rotary embedding of x [..., head_dim]: x cos + rotate_half(x) sin."""
+    import torch
+    x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def _swiglu_block(x, norm, gate, up, down):
+    """x + down(silu(gate(norm(x))) * up(norm(x))): Llama's MLP sub-block."""
+    from torch import nn
+    h = norm(x)
+    return x + down(nn.functional.silu(gate(h)) * up(h))
+
+
+def _llama_trunk(module, vocab: int, hidden: int, layers: int, make_layer) -> None:
+    """Gives `module` Llama's token embedding, `layers` layers from
+    make_layer(), the final RMSNorm and the LM head, made in that order."""
+    from torch import nn
+    module.embed = nn.Embedding(vocab, hidden)
+    module.layers = nn.ModuleList(make_layer() for _ in range(layers))
+    module.norm = _rms_norm(hidden)
+    module.head = nn.Linear(hidden, vocab, bias=False)
+
+
+def _masked_attention(q, k, v, mask, head_dim: int):
+    """softmax(q k^T / sqrt(head_dim), where mask else -1e4) v."""
+    import torch
+    s = torch.matmul(q, k.transpose(2, 3)) / (head_dim ** 0.5)
+    s = torch.where(mask, s, torch.tensor(-1e4, dtype=s.dtype))
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
 def build_llama_step(dtype="float32", layers=8, hidden=1024, intermediate=2816, heads=16, vocab=32000,
                      past=127, seq=1):
     """A Llama-style decoder written out (no transformers cache classes, whose
@@ -189,23 +244,12 @@ def build_llama_step(dtype="float32", layers=8, hidden=1024, intermediate=2816, 
     from torch import nn
     dt = getattr(torch, dtype)
     head_dim = hidden // heads
-
-    class RMSNorm(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(hidden) + 0.1 * torch.randn(hidden))
-
-        def forward(self, x):
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
-
-    def rotate(x, cos, sin):
-        x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2:]
-        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+    rotate = lambda x, cos, sin: _rotate(x, cos, sin, head_dim)
 
     class Layer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.n1, self.n2 = RMSNorm(), RMSNorm()
+            self.n1, self.n2 = _rms_norm(hidden), _rms_norm(hidden)
             self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden, bias=False) for _ in range(4))
             self.gate = nn.Linear(hidden, intermediate, bias=False)
             self.up = nn.Linear(hidden, intermediate, bias=False)
@@ -216,23 +260,15 @@ def build_llama_step(dtype="float32", layers=8, hidden=1024, intermediate=2816, 
             split = lambda t: t.view(1, seq, heads, head_dim).transpose(1, 2)
             q, k, v = rotate(split(self.q(h)), cos, sin), rotate(split(self.k(h)), cos, sin), split(self.v(h))
             k, v = torch.cat((pk, k), dim=2), torch.cat((pv, v), dim=2)
-            s = torch.matmul(q, k.transpose(2, 3)) / (head_dim ** 0.5)
-            s = torch.where(mask, s, torch.tensor(-1e4, dtype=s.dtype))
-            a = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(1, seq, hidden)
+            a = _masked_attention(q, k, v, mask, head_dim).transpose(1, 2).reshape(1, seq, hidden)
             x = x + self.o(a)
-            h = self.n2(x)
-            return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h)), k, v
+            return _swiglu_block(x, self.n2, self.gate, self.up, self.down), k, v
 
     class Decoder(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(vocab, hidden)
-            self.layers = nn.ModuleList(Layer() for _ in range(layers))
-            self.norm = RMSNorm()
-            self.head = nn.Linear(hidden, vocab, bias=False)
-            pos = torch.arange(past, past + seq, dtype=torch.float32)
-            inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-            ang = torch.cat((torch.outer(pos, inv),) * 2, dim=-1)
+            _llama_trunk(self, vocab, hidden, layers, Layer)
+            ang = _rotary_angles(torch.arange(past, past + seq, dtype=torch.float32), head_dim)
             self.register_buffer("cos", ang.cos()[None, None])
             self.register_buffer("sin", ang.sin()[None, None])
             total = past + seq
@@ -253,6 +289,90 @@ def build_llama_step(dtype="float32", layers=8, hidden=1024, intermediate=2816, 
     inputs = [("input_ids", _token_ids(vocab, seq)), ("past_k", 0.5 * torch.randn(cache).to(dt)),
               ("past_v", 0.5 * torch.randn(cache).to(dt))]
     return model, inputs, ["logits", "present_k", "present_v"]
+
+
+def build_llama_static_step(layers=2, hidden=128, intermediate=344, heads=8, kv_heads=2, vocab=1000,
+                            max_len=64, position=37):
+    """One decode step of a Llama-style decoder over a static KV cache, as
+    compiled LLM servers keep one (transformers' StaticCache): per layer a key
+    and a value cache of fixed length max_len, [1, kv_heads, max_len,
+    head_dim], passed in as past_key_values.N.key/value, and a cache_position
+    input. The new key and value are written into the caches with
+    index_copy_ at cache_position (torch.onnx writes ScatterElements along
+    the sequence axis), attention runs over the whole fixed-length cache with
+    a mask of the positions written so far (<= cache_position), with grouped
+    query heads (heads // kv_heads query heads read each KV head, repeated as
+    transformers' repeat_kv does), and the updated caches are returned as
+    present.N.key/value. Rotary embeddings are looked up at cache_position.
+    The reference inputs hold `position` cached tokens, zeros after them."""
+    import torch
+    from torch import nn
+    head_dim = hidden // heads
+    group = heads // kv_heads
+    rotate = lambda x, cos, sin: _rotate(x, cos, sin, head_dim)
+
+    def repeat_kv(t):
+        t = t[:, :, None, :, :].expand(1, kv_heads, group, max_len, head_dim)
+        return t.reshape(1, heads, max_len, head_dim)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = _rms_norm(hidden), _rms_norm(hidden)
+            self.q = nn.Linear(hidden, heads * head_dim, bias=False)
+            self.k = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            self.v = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            self.o = nn.Linear(heads * head_dim, hidden, bias=False)
+            self.gate = nn.Linear(hidden, intermediate, bias=False)
+            self.up = nn.Linear(hidden, intermediate, bias=False)
+            self.down = nn.Linear(intermediate, hidden, bias=False)
+
+        def forward(self, x, cos, sin, mask, cache_position, k_cache, v_cache):
+            h = self.n1(x)
+            split = lambda t, n: t.view(1, 1, n, head_dim).transpose(1, 2)
+            q = rotate(split(self.q(h), heads), cos, sin)
+            k = rotate(split(self.k(h), kv_heads), cos, sin)
+            v = split(self.v(h), kv_heads)
+            # The caller's caches stay as they were (a cache passed in and
+            # returned, as the exported graph has it).
+            k_cache, v_cache = k_cache.clone(), v_cache.clone()
+            k_cache.index_copy_(2, cache_position, k)
+            v_cache.index_copy_(2, cache_position, v)
+            a = _masked_attention(q, repeat_kv(k_cache), repeat_kv(v_cache), mask, head_dim)
+            x = x + self.o(a.transpose(1, 2).reshape(1, 1, hidden))
+            return _swiglu_block(x, self.n2, self.gate, self.up, self.down), k_cache, v_cache
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            _llama_trunk(self, vocab, hidden, layers, Layer)
+            ang = _rotary_angles(torch.arange(max_len, dtype=torch.float32), head_dim)
+            self.register_buffer("cos", ang.cos())
+            self.register_buffer("sin", ang.sin())
+            self.register_buffer("positions", torch.arange(max_len))
+
+        def forward(self, input_ids, cache_position, *caches):
+            x = self.embed(input_ids)
+            cos = self.cos[cache_position][None, None]
+            sin = self.sin[cache_position][None, None]
+            mask = (self.positions <= cache_position)[None, None, None, :]
+            present = []
+            for i, layer in enumerate(self.layers):
+                x, k, v = layer(x, cos, sin, mask, cache_position, caches[2 * i], caches[2 * i + 1])
+                present += [k, v]
+            return (self.head(self.norm(x)), *present)
+
+    model = Decoder()
+    cache = torch.zeros(1, kv_heads, max_len, head_dim)
+    inputs = [("input_ids", _token_ids(vocab, 1)), ("cache_position", torch.tensor([position]))]
+    outputs = ["logits"]
+    for i in range(layers):
+        for kind in ("key", "value"):
+            c = cache.clone()
+            c[:, :, :position] = 0.5 * torch.randn(1, kv_heads, position, head_dim)
+            inputs.append((f"past_key_values.{i}.{kind}", c))
+            outputs.append(f"present.{i}.{kind}")
+    return model, inputs, outputs
 
 
 def _fp16(base):
@@ -294,6 +414,11 @@ MODELS = {
     "llama_prefill": (lambda: build_llama_step(past=64, seq=64), "llama_step's decoder: 64-token prefill after"
                       " 64 cached tokens, f32"),
     "llama_prefill_bf16": (lambda: build_llama_step("bfloat16", past=64, seq=64), "llama_prefill in bf16"),
+    # A static KV cache written in place (index_copy_ -> ScatterElements), with
+    # grouped-query attention: what compiled LLM servers run each step.
+    "llama_static_step": (build_llama_static_step, "Llama-style decoder step over a static KV cache (hidden 128,"
+                          " 2 layers, 8 query / 2 KV heads, 64 positions, vocab 1000): index_copy_ at"
+                          " cache_position 37, f32"),
     "resnet50_fp16": (_fp16(_torchvision("resnet50")), "ResNet-50, 224x224, fp16 (keep_io_types)"),
     "mobilenet_v2_fp16": (_fp16(_torchvision("mobilenet_v2")), "MobileNetV2, 224x224, fp16 (keep_io_types)"),
     "convnext_tiny": (_torchvision("convnext_tiny"), "ConvNeXt-Tiny, 224x224 (f32, beside its fp16 form)"),

@@ -13,8 +13,9 @@
 
 namespace tessera {
 
-// Defined in movement_index.cc and resize.cc.
+// Defined in movement_index.cc, scatter.cc and resize.cc.
 void register_movement_index_ops(std::vector<OpDef>& defs);
+void register_scatter_ops(std::vector<OpDef>& defs);
 void register_resize_ops(std::vector<OpDef>& defs);
 
 namespace {
@@ -463,6 +464,7 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(range, eval_range);
 
   register_movement_index_ops(defs);
+  register_scatter_ops(defs);
   register_resize_ops(defs);
 }
 

@@ -6,14 +6,12 @@
 //                   to [0, dim-1] and end to [-1, dim-1]
 //   Gather          out[o.., j.., i..] = data[o.., indices[j..], i..]
 //   GatherElements  out[i] = data[i with i[axis] = indices[i]]
-//   ScatterND       out = data; then for each index tuple u of
-//                   indices[..., :], out[indices[u]] (reduced with) updates[u]
 //   Pad             constant / reflect (mirror, edge not repeated) / edge
 //   Expand, Tile, Trilu
 //
 // Each kernel builds the map "output element -> input element" and hands it
-// to copy_by_map, which works for number and integer storage alike
-// (ScatterND, which combines two inputs, excepted).
+// to copy_by_map, which works for number and integer storage alike. The
+// scatters, which combine two inputs, are in scatter.cc.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -27,8 +25,10 @@
 namespace tessera {
 namespace {
 
+using ops::checked_index;
 using ops::linear_in_data;
 using ops::normalize_axis;
+using ops::require_indices;
 
 // The elements a Slice reads along one dim: start, start+step, ... (size of them).
 struct SliceDim {
@@ -95,19 +95,6 @@ void eval_slice(const EvalArgs<T>& a) {
   ops::copy_by_map(x, out, src);
 }
 
-void require_indices(const TensorType& t, const char* op) {
-  if (!is_integer(t.dtype) || t.dtype == DType::kBool)
-    TESSERA_SHAPE_ERROR(op << " indices must be integer, got " << type_str(t));
-}
-
-// An index read from data, negative counting from the end.
-int64_t checked_index(int64_t idx, int64_t dim, int64_t axis) {
-  int64_t i = idx < 0 ? idx + dim : idx;
-  if (i < 0 || i >= dim)
-    TESSERA_THROW(ErrorKind::kInvalidGraph, "index " << idx << " is out of range for axis " << axis << " of size " << dim);
-  return i;
-}
-
 std::vector<TensorType> infer_gather(const InferContext& c) {
   const TensorType &data = c.inputs[0], &indices = c.inputs[1];
   require_indices(indices, "Gather");
@@ -167,111 +154,6 @@ void eval_gather_elements(const EvalArgs<T>& a) {
     src[i] = ops::ravel(idx, strides);
   }
   ops::copy_by_map(data, out, src);
-}
-
-enum class ScatterReduction { kNone, kAdd, kMul, kMax, kMin };
-
-ScatterReduction scatter_reduction(const Node& node) {
-  const std::string& r = node.attrs.s("reduction");
-  if (r == "none") return ScatterReduction::kNone;
-  if (r == "add") return ScatterReduction::kAdd;
-  if (r == "mul") return ScatterReduction::kMul;
-  if (r == "max") return ScatterReduction::kMax;
-  if (r == "min") return ScatterReduction::kMin;
-  TESSERA_SHAPE_ERROR("ScatterND reduction '" << r << "' is not one of none, add, mul, max, min");
-}
-
-std::vector<TensorType> infer_scatter_nd(const InferContext& c) {
-  const TensorType &data = c.inputs[0], &indices = c.inputs[1], &updates = c.inputs[2];
-  require_indices(indices, "ScatterND");
-  scatter_reduction(c.node);
-  if (data.rank() == 0) TESSERA_SHAPE_ERROR("ScatterND data must have rank >= 1");
-  if (indices.rank() == 0) TESSERA_SHAPE_ERROR("ScatterND indices must have rank >= 1");
-  int64_t k = indices.shape.back();
-  if (k > data.rank())
-    TESSERA_SHAPE_ERROR("ScatterND indices " << shape_str(indices.shape) << " index " << k
-                                             << " dims, more than the rank of data " << shape_str(data.shape));
-  Shape want(indices.shape.begin(), indices.shape.end() - 1);
-  want.insert(want.end(), data.shape.begin() + k, data.shape.end());
-  if (updates.shape != want)
-    TESSERA_SHAPE_ERROR("ScatterND updates " << shape_str(updates.shape) << " must have shape " << shape_str(want)
-                                             << " (indices " << shape_str(indices.shape) << ", data "
-                                             << shape_str(data.shape) << ")");
-  if (updates.dtype != data.dtype)
-    TESSERA_SHAPE_ERROR("ScatterND updates " << type_str(updates) << " must have the dtype of data " << type_str(data));
-  return {data};
-}
-
-template <class T>
-bool scatter_isnan(T x) {
-  if constexpr (kIsZp<T>) return false;
-  else return std::isnan(x);
-}
-
-// a (reduced with) b, as numpy's +, *, maximum, minimum (NaN wins).
-template <class T>
-T scatter_combine(ScatterReduction r, T a, T b) {
-  switch (r) {
-    case ScatterReduction::kNone: return b;
-    case ScatterReduction::kAdd: return a + b;
-    case ScatterReduction::kMul: return a * b;
-    case ScatterReduction::kMax: return scatter_isnan(a) ? a : scatter_isnan(b) ? b : num_less(a, b) ? b : a;
-    case ScatterReduction::kMin: return scatter_isnan(a) ? a : scatter_isnan(b) ? b : num_less(b, a) ? b : a;
-  }
-  return b;
-}
-
-// Integer storage wraps on overflow (two's complement) instead of being UB.
-inline int64_t scatter_combine(ScatterReduction r, int64_t a, int64_t b) {
-  auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
-  switch (r) {
-    case ScatterReduction::kNone: return b;
-    case ScatterReduction::kAdd: return wrap(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    case ScatterReduction::kMul: return wrap(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-    case ScatterReduction::kMax: return std::max(a, b);
-    case ScatterReduction::kMin: return std::min(a, b);
-  }
-  return b;
-}
-
-// Applies the updates in index order, so that with reduction none a
-// repeated index keeps its last update (as ONNX's reference does).
-template <class V>
-void scatter_into(std::vector<V>& out, const std::vector<V>& updates, const std::vector<int64_t>& offsets,
-                  int64_t slice, ScatterReduction r) {
-  for (size_t u = 0; u < offsets.size(); ++u)
-    for (int64_t i = 0; i < slice; ++i) {
-      V& o = out[static_cast<size_t>(offsets[u] + i)];
-      o = scatter_combine(r, o, updates[u * static_cast<size_t>(slice) + static_cast<size_t>(i)]);
-    }
-}
-
-template <class T>
-void eval_scatter_nd(const EvalArgs<T>& a) {
-  const RefTensor<T>& data = *a.inputs[0];
-  const RefTensor<T>& indices = *a.inputs[1];
-  const RefTensor<T>& updates = *a.inputs[2];
-  RefTensor<T>& out = (*a.outputs)[0];
-  const Shape& shape = data.type.shape;
-  int64_t k = indices.type.shape.back();
-  int64_t tuples = shape_numel(Shape(indices.type.shape.begin(), indices.type.shape.end() - 1));
-  int64_t slice = shape_numel(Shape(shape.begin() + k, shape.end()));
-  std::vector<int64_t> strides = shape_strides(shape), offsets(static_cast<size_t>(tuples), 0);
-  for (int64_t u = 0; u < tuples; ++u)
-    for (int64_t j = 0; j < k; ++j)
-      offsets[u] += checked_index(indices.ints[static_cast<size_t>(u * k + j)], shape[j], j) * strides[j];
-  ScatterReduction r = scatter_reduction(a.node);
-  out.num = data.num;
-  out.ints = data.ints;
-  if (out.is_num()) scatter_into(out.num, updates.num, offsets, slice, r);
-  else scatter_into(out.ints, updates.ints, offsets, slice, r);
-}
-
-// Replacing or adding updates is linear in data and updates together;
-// products, maxima and minima are not.
-Linearity scatter_nd_linearity(const Node& n) {
-  ScatterReduction r = scatter_reduction(n);
-  return r == ScatterReduction::kNone || r == ScatterReduction::kAdd ? Linearity{0b101u, false} : Linearity{};
 }
 
 enum class PadMode { kConstant, kReflect, kEdge };
@@ -459,29 +341,6 @@ DimMap gather_elements_dim_map(const DimMapContext& c) {
   return m;
 }
 
-// out = data with updates[u.., s..] written (or combined) at data[indices[u..], s..]:
-// the k dims that indices address are written at gathered positions; the
-// slice dims s pass through; the update tuples u are contracted.
-DimMap scatter_nd_dim_map(const DimMapContext& c) {
-  const Shape &data = c.in[0], &idx = c.in[1];
-  size_t k = static_cast<size_t>(idx.back()), tuples = idx.size() - 1;
-  DimMap m;
-  std::vector<int> f;
-  for (int64_t s : data) f.push_back(dims::add_factor(m, s));
-  std::vector<int> u;
-  for (size_t d = 0; d < tuples; ++d) u.push_back(dims::add_factor(m, idx[d], FactorKind::kReduce));
-  int fk = dims::add_factor(m, idx.back(), FactorKind::kReduce);
-  Piece p;
-  for (size_t d = 0; d < data.size(); ++d)
-    p.dims.push_back(d < k ? dims::positional({f[d]}, DimForm::kGathered) : dims::factor(f[d]));
-  std::vector<DimExpr> ud = dims::factors(u), id = dims::factors(u);
-  for (size_t d = k; d < data.size(); ++d) ud.push_back(dims::factor(f[d]));
-  id.push_back(dims::factor(fk));
-  p.reads = {{0, dims::factors(f), false}, {1, id, false}, {2, ud, false}};
-  m.outputs.push_back({std::move(p)});
-  return m;
-}
-
 // Constant Pad: out[f..] = x[f - begin ..], the fill outside x. Reflect and
 // edge modes mirror or clamp: positional on the padded dims.
 DimMap pad_dim_map(const DimMapContext& c) {
@@ -630,12 +489,6 @@ void register_movement_index_ops(std::vector<OpDef>& defs) {
   gather_el.min_inputs = gather_el.max_inputs = 2;
   TESSERA_SET_KERNELS(gather_el, eval_gather_elements);
 
-  OpDef& scatter = def(OpKind::kScatterND, infer_scatter_nd,
-                       {{"reduction", AttrType::kString, AttrValue{std::string("none")}}});
-  scatter.min_inputs = scatter.max_inputs = 3;
-  scatter.linearity = scatter_nd_linearity;
-  TESSERA_SET_KERNELS(scatter, eval_scatter_nd);
-
   OpDef& pad = def(OpKind::kPad, infer_pad,
                    {ints("pads"), {"mode", AttrType::kString, AttrValue{std::string("constant")}},
                     {"value", AttrType::kFloat, AttrValue{0.0}}});
@@ -651,7 +504,6 @@ void register_movement_index_ops(std::vector<OpDef>& defs) {
   set(OpKind::kGather).dim_map = gather_dim_map;
   set(OpKind::kGather).explicit_strategies = gather_strategies;
   set(OpKind::kGatherElements).dim_map = gather_elements_dim_map;
-  set(OpKind::kScatterND).dim_map = scatter_nd_dim_map;
   set(OpKind::kPad).dim_map = pad_dim_map;
   set(OpKind::kExpand).dim_map = expand_dim_map;
   set(OpKind::kExpand).localize = localize_expand;

@@ -1,6 +1,7 @@
 // Helpers shared by the data-movement family files (movement.cc,
-// movement_index.cc): most of those ops are "output element i is input
-// element src[i]", so one copy loop serves both storages of RefTensor.
+// movement_index.cc, scatter.cc): most of those ops are "output element i is
+// input element src[i]", so one copy loop serves both storages of RefTensor;
+// the index ops check their indices alike.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "graph/number.h"
 #include "graph/op.h"
+#include "graph/ops/op_util.h"
 
 namespace tessera::ops {
 
@@ -24,6 +26,22 @@ void copy_by_map(const RefTensor<T>& in, RefTensor<T>& out, const std::vector<in
     int64_t f = static_cast<int64_t>(fill);
     for (size_t i = 0; i < src.size(); ++i) out.ints[i] = src[i] < 0 ? f : in.ints[src[i]];
   }
+}
+
+// The index input of Gather, GatherElements and the scatters: an integer dtype.
+inline void require_indices(const TensorType& t, const char* op) {
+  if (!is_integer(t.dtype) || t.dtype == DType::kBool)
+    TESSERA_SHAPE_ERROR(op << " indices must be integer, got " << type_str(t));
+}
+
+// An index read from data into an axis of size `dim`, negative counting from
+// the end (ONNX's [-dim, dim - 1]); anything else is an error.
+inline int64_t checked_index(int64_t idx, int64_t dim, int64_t axis) {
+  int64_t i = idx < 0 ? idx + dim : idx;
+  if (i < 0 || i >= dim)
+    TESSERA_THROW(ErrorKind::kInvalidGraph,
+                  "index " << idx << " is out of range for axis " << axis << " of size " << dim);
+  return i;
 }
 
 // Movement ops are linear in their data input (input 0).

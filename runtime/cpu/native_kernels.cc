@@ -243,9 +243,7 @@ class GatherKernel : public Kernel {
   std::string impl() const override { return "native"; }
 
  private:
-  int64_t index(const uint8_t* p, int64_t j) const {
-    return index_dtype == DType::kI64 ? reinterpret_cast<const int64_t*>(p)[j] : reinterpret_cast<const int32_t*>(p)[j];
-  }
+  int64_t index(const uint8_t* p, int64_t j) const { return read_index(p, index_dtype, j); }
 };
 
 std::unique_ptr<Kernel> make_gather(const Graph& g, const Node& n) {
@@ -480,6 +478,7 @@ std::unique_ptr<Kernel> make_native_kernel(const Graph& g, NodeId id) {
     case OpKind::kPad: return make_pad(g, n);
     case OpKind::kResize: return make_resize(g, n);
     case OpKind::kGather: return make_gather(g, n);
+    case OpKind::kScatterND: case OpKind::kScatterElements: return make_scatter_kernel(g, id);
     case OpKind::kWhere: return make_where(g, n);
     case OpKind::kErf: case OpKind::kHardSigmoid: case OpKind::kSin: case OpKind::kCos: case OpKind::kFloor:
     case OpKind::kCeil: case OpKind::kSign: case OpKind::kIdentity:

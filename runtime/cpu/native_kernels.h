@@ -33,6 +33,16 @@ std::unique_ptr<Kernel> make_native_kernel_as_f32(const Graph& g, NodeId node);
 // dtypes are not ones it handles.
 std::unique_ptr<Kernel> make_logic_kernel(const Graph& g, NodeId node);
 
+// Element i of an index tensor of dtype i64 or i32 (Gather, the scatters).
+inline int64_t read_index(const uint8_t* p, DType dtype, int64_t i) {
+  return dtype == DType::kI64 ? reinterpret_cast<const int64_t*>(p)[i] : reinterpret_cast<const int32_t*>(p)[i];
+}
+
+// ScatterElements and ScatterND without a reduction (native_scatter.cc), in
+// place where the plan lets the output take over data's buffer; nullptr for
+// a reduction or indices other than i32 / i64.
+std::unique_ptr<Kernel> make_scatter_kernel(const Graph& g, NodeId node);
+
 // A plain copy of `from` into `to` (same bytes), e.g. a reshape whose result
 // is a graph output.
 std::unique_ptr<Kernel> make_copy_kernel(ValueId from, ValueId to, int64_t bytes);

@@ -221,6 +221,34 @@ TEST(KernelModel, SoftmaxReadsOnceFromMainMemoryWhenRowsFit) {
   EXPECT_DOUBLE_EQ(c.level_bytes[0], 3 * io);
 }
 
+// A scatter is priced as the movement it is: the data copied (read and
+// written), the indices and updates read, the updates written again at their
+// positions. A KV cache [1, 8, 4096, 128] bf16 written at one position moves
+// the cache twice and the new entries twice; no arithmetic.
+TEST(KernelModel, ScattersCopyTheDataAndWriteTheUpdates) {
+  DeviceProfile d = builtin_profile("h100");
+  CostOptions cold;
+  cold.warm_cache = false;
+  Graph g;
+  ValueId cache = g.add_input("cache", {DType::kBF16, {1, 8, 4096, 128}});
+  ValueId at = g.add_input("at", {DType::kI64, {1, 8, 1, 128}});
+  ValueId kv = g.add_input("kv", {DType::kBF16, {1, 8, 1, 128}});
+  Attrs a;
+  a.set("axis", int64_t{2});
+  g.set_outputs({g.add(OpKind::kScatterElements, {cache, at, kv}, a, "write")});
+  KernelCost c = node_cost(g, 0, d, cold);
+  double data = 8.0 * 4096 * 128 * 2, entries = 8.0 * 128 * 2, indices = 8.0 * 128 * 8;
+  EXPECT_DOUBLE_EQ(c.level_bytes[level(d, "hbm")], 2 * data + indices + 2 * entries);
+  EXPECT_EQ(c.total_flops(), 0);
+  EXPECT_EQ(c.bound, "hbm");
+  // ScatterND of the same rows: the same bytes.
+  Graph nd;
+  ValueId rows = nd.add_input("rows", {DType::kI64, {1, 1}});
+  ValueId upd = nd.add_input("upd", {DType::kBF16, {1, 8, 4096, 128}});
+  nd.set_outputs({nd.add(OpKind::kScatterND, {nd.add_input("cache", {DType::kBF16, {1, 8, 4096, 128}}), rows, upd})});
+  EXPECT_DOUBLE_EQ(node_cost(nd, 0, d, cold).level_bytes[level(d, "hbm")], 4 * data + 8);
+}
+
 // Resize: one pass per resized axis, a multiply-add per tap of each pass's
 // output (2 taps linear, 4 cubic, none for nearest); the input is read once
 // from memory, every tap from the fastest level.

@@ -1,5 +1,6 @@
 // Tests of the data-movement op family (graph/ops/movement.cc,
-// graph/ops/movement_index.cc; Resize has resize_test.cc). Expected values
+// graph/ops/movement_index.cc, graph/ops/scatter.cc; Resize has
+// resize_test.cc). Expected values
 // were computed with numpy when the tests were written. Most value tests run
 // twice, on i64 data (integer storage of the interpreter) and on f32 data
 // (number storage).
@@ -214,16 +215,35 @@ TEST(GatherTest, Errors) {
   }
 }
 
-// ScatterND with data and updates in both storages (i64 and f32).
-void check_scatter(const Tensor& data, const Tensor& indices, const Tensor& updates, const std::string& reduction,
-                   const Ints& want) {
+// A scatter with data and updates in both storages (i64 and f32).
+void check_scatter_op(OpKind kind, const Tensor& data, const Tensor& indices, const Tensor& updates,
+                      const Attrs& attrs, const Ints& want) {
   for (DType dt : {DType::kI64, DType::kF32}) {
-    Tensor y = run_op(OpKind::kScatterND, {{data.cast(dt)}, {indices}, {updates.cast(dt)}},
-                      make_attrs({{"reduction", reduction}}));
+    Tensor y = run_op(kind, {{data.cast(dt)}, {indices}, {updates.cast(dt)}}, attrs);
     EXPECT_EQ(y.dtype(), dt);
     EXPECT_EQ(y.shape(), data.shape());
-    EXPECT_EQ(y.to_ints(), want) << reduction << " " << dtype_name(dt);
+    EXPECT_EQ(y.to_ints(), want) << op_name(kind) << " " << attrs.s("reduction") << " " << dtype_name(dt);
   }
+}
+
+// Replacing or adding updates is linear in data and updates jointly (not
+// in the indices); products, maxima and minima are not linear.
+void expect_scatter_linearity(OpKind kind, const std::vector<TensorType>& inputs) {
+  Graph g;
+  std::vector<ValueId> in;
+  for (const TensorType& t : inputs) in.push_back(g.add_input("in" + std::to_string(in.size()), t));
+  for (const char* r : {"none", "add", "mul", "max", "min"}) {
+    NodeId n = g.add_node(kind, in, make_attrs({{"reduction", std::string(r)}}));
+    Linearity lin = op_def(kind).linearity(g.node(n));
+    bool linear = std::string(r) == "none" || std::string(r) == "add";
+    EXPECT_EQ(lin.inputs_mask, linear ? 0b101u : 0u) << op_name(kind) << " " << r;
+    EXPECT_FALSE(lin.separately) << op_name(kind) << " " << r;
+  }
+}
+
+void check_scatter(const Tensor& data, const Tensor& indices, const Tensor& updates, const std::string& reduction,
+                   const Ints& want) {
+  check_scatter_op(OpKind::kScatterND, data, indices, updates, make_attrs({{"reduction", reduction}}), want);
 }
 
 TEST(ScatterNDTest, ElementsAndSlices) {
@@ -267,19 +287,95 @@ TEST(ScatterNDTest, ErrorsAndLinearity) {
     EXPECT_NE(std::string(e.what()).find("index 4 is out of range for axis 0 of size 4"), std::string::npos)
         << e.what();
   }
+  expect_scatter_linearity(OpKind::kScatterND, {data, {DType::kI64, {2, 1}}, {DType::kF32, {2, 3}}});
+}
+
+void check_scatter_elements(const Tensor& data, const Tensor& indices, const Tensor& updates, int64_t axis,
+                            const std::string& reduction, const Ints& want) {
+  check_scatter_op(OpKind::kScatterElements, data, indices, updates,
+                   make_attrs({{"axis", axis}, {"reduction", reduction}}), want);
+}
+
+TEST(ScatterElementsTest, WritesEachUpdateAtItsIndexAlongTheAxis) {
+  // ONNX's example 1 (axis 0) over data 10..18: updates[i][j] goes to row
+  // indices[i][j] of column j.
+  check_scatter_elements(iota_i64({3, 3}, 10), i64({2, 3}, {1, 0, 2, 0, 2, 1}), i64({2, 3}, {1, 3, 5, 2, 4, 6}), 0,
+                         "none", {2, 3, 12, 1, 14, 6, 16, 4, 5});
+  // Example 2 (axis 1) with a negative index counting from the end; the
+  // same with axis -1.
+  for (int64_t axis : {1, -1})
+    check_scatter_elements(iota_i64({1, 5}, 1), i64({1, 2}, {1, -2}), i64({1, 2}, {7, 8}), axis, "none",
+                           {1, 7, 3, 8, 5});
+  // Indices shorter than data off the axis: the rows past them keep data.
+  check_scatter_elements(iota_i64({3, 3}), i64({1, 1}, {2}), i64({1, 1}, {9}), 1, "none", {0, 1, 9, 3, 4, 5, 6, 7, 8});
+  // A KV cache [1, heads 2, len 4, dim 2] written at position 1 for every
+  // head and dim (torch's index_copy_ along len, as exported).
+  Tensor cache = iota_i64({1, 2, 4, 2}, 100);
+  check_scatter_elements(cache, i64({1, 2, 1, 2}, {1, 1, 1, 1}), i64({1, 2, 1, 2}, {-1, -2, -3, -4}), 2, "none",
+                         {100, 101, -1, -2, 104, 105, 106, 107, 108, 109, -3, -4, 112, 113, 114, 115});
+}
+
+TEST(ScatterElementsTest, ReductionsCombineRepeatedIndices) {
+  Tensor data = i64({1, 3}, {2, 5, 1});
+  Tensor idx = i64({1, 3}, {0, 0, 2});
+  Tensor upd = i64({1, 3}, {3, 4, 0});
+  check_scatter_elements(data, idx, upd, 1, "none", {4, 5, 0});  // the last update of a repeated index wins
+  check_scatter_elements(data, idx, upd, 1, "add", {9, 5, 1});
+  check_scatter_elements(data, idx, upd, 1, "mul", {24, 5, 0});
+  check_scatter_elements(data, idx, upd, 1, "max", {4, 5, 1});
+  check_scatter_elements(data, idx, upd, 1, "min", {2, 5, 0});
+}
+
+TEST(ScatterElementsTest, ErrorsAndLinearity) {
+  TensorType data{DType::kF32, {4, 3}};
+  TensorType idx{DType::kI64, {2, 3}}, upd{DType::kF32, {2, 3}};
+  expect_infer_error(OpKind::kScatterElements, {data, {DType::kI64, {2}}, {DType::kF32, {2}}}, {},
+                     "ScatterElements indices 2 must have the rank of data 4x3");
+  expect_infer_error(OpKind::kScatterElements, {data, idx, {DType::kF32, {3, 2}}}, {},
+                     "ScatterElements updates 3x2 must have the shape of indices 2x3");
+  expect_infer_error(OpKind::kScatterElements, {data, {DType::kI64, {2, 4}}, {DType::kF32, {2, 4}}}, {},
+                     "ScatterElements indices dim 1 (4) exceeds data dim 3");
+  expect_infer_error(OpKind::kScatterElements, {data, {DType::kF32, {2, 3}}, upd}, {},
+                     "ScatterElements indices must be integer, got f32[2x3]");
+  expect_infer_error(OpKind::kScatterElements, {data, idx, {DType::kI64, {2, 3}}}, {}, "must have the dtype of data");
+  expect_infer_error(OpKind::kScatterElements, {data, idx, upd}, make_attrs({{"reduction", std::string("sub")}}),
+                     "ScatterElements reduction 'sub' is not one of none, add, mul, max, min");
+  expect_infer_error(OpKind::kScatterElements, {data, idx, upd}, make_attrs({{"axis", int64_t{2}}}),
+                     "axis 2 is out of range for rank 2");
+  // An index outside [-3, 3) is a data error, reported when the graph runs,
+  // naming the node and the op.
+  for (int64_t bad : {3, -4}) {
+    Graph g;
+    ValueId d = g.add_input("d", {DType::kI64, {2, 3}});
+    ValueId i = g.add_constant("i", i64({1, 1}, {bad}));
+    ValueId u = g.add_input("u", {DType::kI64, {1, 1}});
+    g.set_outputs({g.add(OpKind::kScatterElements, {d, i, u}, make_attrs({{"axis", int64_t{1}}}), "cache_write")});
+    Error e = test::error_of([&] { evaluate(g, {iota_i64({2, 3}), i64({1, 1}, {0})}, Precision::kF64); });
+    std::string want = "index " + std::to_string(bad) + " is out of range for axis 1 of size 3";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ScatterElements"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  expect_scatter_linearity(OpKind::kScatterElements, {data, idx, upd});
+}
+
+// The axis written is read at gathered positions (no shard can carry it);
+// the other dims pass through data, indices and updates, guarded where
+// indices is shorter than data.
+TEST(ScatterElementsTest, DimMapWritesTheAxisAtGatheredPositions) {
   Graph g;
-  ValueId d = g.add_input("d", data);
-  ValueId i = g.add_input("i", {DType::kI64, {2, 1}});
-  ValueId u = g.add_input("u", {DType::kF32, {2, 3}});
-  auto lin = [&](const char* r) {
-    NodeId n = g.add_node(OpKind::kScatterND, {d, i, u}, make_attrs({{"reduction", std::string(r)}}));
-    return op_def(OpKind::kScatterND).linearity(g.node(n));
-  };
-  EXPECT_EQ(lin("none").inputs_mask, 0b101u);  // data and updates jointly, not indices
-  EXPECT_FALSE(lin("none").separately);
-  EXPECT_EQ(lin("add").inputs_mask, 0b101u);
-  EXPECT_FALSE(lin("mul").any());
-  EXPECT_FALSE(lin("max").any());
+  ValueId cache = g.add_input("cache", {DType::kF32, {1, 2, 4, 2}});
+  ValueId pos = g.add_input("pos", {DType::kI64, {1, 2, 1, 2}});
+  ValueId kv = g.add_input("kv", {DType::kF32, {1, 2, 1, 2}});
+  ValueId y = g.add(OpKind::kScatterElements, {cache, pos, kv}, make_attrs({{"axis", int64_t{2}}}));
+  EXPECT_EQ(dim_map_str(dim_map(g, g.node(g.value(y).producer))),
+            "a:1 b:2 c:4 d:2 e:1/reduce; out0[0, b, gather(c), d] <- in0[0, b, c, d] in1[0, b, 0, d] in2[0, b, 0, d]");
+  ValueId row = g.add_input("row", {DType::kI64, {1, 2}}), val = g.add_input("val", {DType::kF32, {1, 2}});
+  ValueId z = g.add(OpKind::kScatterElements, {g.add_input("m", {DType::kF32, {3, 3}}), row, val},
+                    make_attrs({{"axis", int64_t{1}}}));
+  EXPECT_EQ(dim_map_str(dim_map(g, g.node(g.value(z).producer))),
+            "a:3 b:3 c:2/reduce; out0[a, gather(b)] <- in0[a, b] in1[a?, c] in2[a?, c]");
 }
 
 Attrs pad_attrs(Ints pads, std::string mode, double value = 0) {

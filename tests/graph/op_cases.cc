@@ -380,6 +380,26 @@ void indexing(Rng& r, std::vector<OpCase>& out, const std::string& tag) {
     a.set("reduction", r.pick<std::string>({"none", "add", "max"}));
     out.push_back(c.done(OpKind::kScatterND, {data, idx, upd}, a));
   }
+  {
+    // Indices as large as data off the axis, or (one case in three) shorter
+    // there; negative indices; repeats along the axis.
+    Case c{"ScatterElements" + tag};
+    Shape s = r.shape(3);
+    int64_t axis = r.uniform(0, 2), dim = s[static_cast<size_t>(axis)];
+    Shape is = s;
+    if (r.uniform(0, 2) == 0)
+      for (int64_t& d : is) d = r.uniform(1, d);
+    is[static_cast<size_t>(axis)] = r.uniform(1, 3);
+    std::vector<int64_t> ids(static_cast<size_t>(shape_numel(is)));
+    for (int64_t& i : ids) i = r.uniform(-dim, dim - 1);
+    ValueId data = c.in(s);
+    ValueId idx = c.constant("ids", Tensor::from_ints(DType::kI64, is, ids));
+    ValueId upd = c.in(is);
+    Attrs a;
+    a.set("axis", axis - (r.coin() ? 3 : 0));
+    a.set("reduction", r.pick<std::string>({"none", "add", "mul", "max", "min"}));
+    out.push_back(c.done(OpKind::kScatterElements, {data, idx, upd}, a));
+  }
 }
 
 void generators(Rng& r, std::vector<OpCase>& out, const std::string& tag) {

@@ -211,6 +211,28 @@ TEST(Strategies, GatherIsVocabParallel) {
   EXPECT_TRUE(g.offers("tp=3", "[R] x [S(1)] -> [S(1)]")) << g.all("tp=3");  // index positions
 }
 
+// A KV cache [batch, heads, len, head_dim] written along len at one
+// position: a split of the heads (or of head_dim) passes through data,
+// indices and updates; len, which the indices address, is never split.
+TEST(Strategies, ScatterElementsKeepsASplitOfTheDimsItDoesNotWrite) {
+  Attrs a;
+  a.set("axis", int64_t{2});
+  OneNode kv = one(OpKind::kScatterElements, {f32({1, 2, 4, 2}), {DType::kI64, {1, 2, 1, 2}}, f32({1, 2, 1, 2})}, a);
+  EXPECT_TRUE(kv.offers("tp=2", "[S(1)] x [S(1)] x [S(1)] -> [S(1)]")) << kv.all("tp=2");  // KV heads
+  EXPECT_TRUE(kv.offers("tp=2", "[S(3)] x [S(3)] x [S(3)] -> [S(3)]")) << kv.all("tp=2");
+  EXPECT_TRUE(kv.offers("tp=2", "[P] x [R] x [P] -> [P]")) << kv.all("tp=2");  // linear in data and updates
+  for (const Strategy& s : kv.on("tp=2")) EXPECT_NE(s.inputs[0].placements[0], Placement::shard(2)) << s.str();
+  // Indices that cover the first head only: a split of the heads is no
+  // block split of the indices, so it is not offered.
+  OneNode part = one(OpKind::kScatterElements, {f32({1, 2, 4, 2}), {DType::kI64, {1, 1, 1, 2}}, f32({1, 1, 1, 2})}, a);
+  EXPECT_FALSE(part.offers("tp=2", "[S(1)]")) << part.all("tp=2");
+  // Max is not linear: no Partial.
+  a.set("reduction", std::string("max"));
+  OneNode mx = one(OpKind::kScatterElements, {f32({1, 2, 4, 2}), {DType::kI64, {1, 2, 1, 2}}, f32({1, 2, 1, 2})}, a);
+  EXPECT_FALSE(mx.offers("tp=2", "[P]")) << mx.all("tp=2");
+  EXPECT_TRUE(mx.offers("tp=2", "[S(1)] x [S(1)] x [S(1)] -> [S(1)]")) << mx.all("tp=2");
+}
+
 // The case that shards attention heads: [S, H*D] -> [S, H, D] carries a
 // split of the merged dim to H, and back; a split of D is not a split of
 // the merged dim.
@@ -351,6 +373,20 @@ TEST(Strategies, WrongStrategiesAreRejected) {
   OneNode gemm = one(OpKind::kGemm, {f32({4, 6}), f32({6, 8}), f32({8})});
   expect_rejected(gemm, by_hand(gemm, tp2, {"[S(1)]", "[S(0)]", "[R]"}, {"[P]"}), tp2,
                   "a bias added on every rank of a contraction");
+
+  // A KV cache split along the axis it is written on, each rank reading the
+  // indices as positions in its own block: every rank writes position 1 of
+  // its block, rank 1 at global 3 where nothing is written.
+  Attrs sa;
+  sa.set("axis", int64_t{2});
+  OneNode sc;
+  ValueId cache = sc.g.add_input("cache", f32({1, 2, 4, 2}));
+  ValueId pos = sc.g.add_constant("pos", Tensor::from_ints(DType::kI64, {1, 2, 1, 2}, {1, 1, 1, 1}));
+  ValueId kv = sc.g.add_input("kv", f32({1, 2, 1, 2}));
+  sc.node = sc.g.add_node(OpKind::kScatterElements, {cache, pos, kv}, sa, "cache_write");
+  sc.g.set_outputs(sc.g.node(sc.node).outputs);
+  expect_rejected(sc, by_hand(sc, tp2, {"[S(2)]", "[R]", "[R]"}, {"[S(2)]"}), tp2,
+                  "a ScatterElements split along its written axis with the indices read as local");
 
   OneNode exp = one(OpKind::kExp, {f32({4, 6})});
   expect_rejected(exp, by_hand(exp, tp2, {"[P]"}, {"[P]"}), tp2, "a non-linear op on a Partial input");

@@ -245,6 +245,36 @@ TEST(ImportErrors, BadAttributeType) {
   EXPECT_TRUE(has(e, "attribute 'perm' must be INTS")) << e.what();
 }
 
+// A scatter that ONNX's checker would refuse: one line naming the node and
+// the op, whether the shapes or the reduction are wrong.
+TEST(ImportErrors, ScatterElementsShapesAndReduction) {
+  ModelBuilder b(18);
+  b.input("cache", {1, 2, 4, 2}).input("idx", {1, 2, 1, 2}, onnx::TensorProto::INT64).input("kv", {1, 2, 2, 2});
+  b.output("y");
+  ModelBuilder::attr(b.node("ScatterElements", {"cache", "idx", "kv"}, {"y"}, "write"), "axis", int64_t{2});
+  Error e = import_error(b);
+  EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph);
+  EXPECT_EQ(e.context().node, "write");
+  EXPECT_EQ(e.context().op, "ScatterElements");
+  EXPECT_TRUE(has(e, "ScatterElements updates 1x2x2x2 must have the shape of indices 1x2x1x2")) << e.what();
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+
+  ModelBuilder r(18);
+  r.input("x", {2, 3}).input("i", {2, 3}, onnx::TensorProto::INT64).input("u", {2, 3}).output("y");
+  ModelBuilder::attr(r.node("ScatterElements", {"x", "i", "u"}, {"y"}, "s"), "reduction", std::string("sub"));
+  Error re = import_error(r);
+  EXPECT_EQ(re.context().node, "s");
+  EXPECT_TRUE(has(re, "ScatterElements reduction 'sub' is not one of none, add, mul, max, min")) << re.what();
+
+  // Scatter, the old name, has no reduction.
+  ModelBuilder old(10);
+  old.input("x", {2, 3}).input("i", {2, 3}, onnx::TensorProto::INT64).input("u", {2, 3}).output("y");
+  ModelBuilder::attr(old.node("Scatter", {"x", "i", "u"}, {"y"}, "old"), "reduction", std::string("add"));
+  Error oe = import_error(old);
+  EXPECT_EQ(oe.kind(), ErrorKind::kUnsupported);
+  EXPECT_TRUE(has(oe, "attribute 'reduction' of Scatter is not supported")) << oe.what();
+}
+
 TEST(ImportErrors, UnknownAttribute) {
   ModelBuilder b(17);
   b.input("x", {2, 3}).output("y");

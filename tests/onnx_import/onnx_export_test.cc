@@ -241,6 +241,28 @@ TEST(OnnxExport, ResizeOperandsAndTheOpsetTheyNeed) {
   onnx::ModelProto scatter = export_onnx(g);
   EXPECT_EQ(scatter.opset_import(0).version(), 18);
   EXPECT_EQ(find_attr(find_node(scatter, "ScatterND"), "reduction")->s(), "max");
+
+  // ScatterElements: reduction none is no attribute (any opset); mul and add
+  // raise the written opset to 16, max and min to 18.
+  struct Want {
+    std::string reduction;
+    int64_t from13, from17;
+  };
+  for (const Want& want : {Want{"none", 13, 17}, Want{"mul", 16, 17}, Want{"min", 18, 18}}) {
+    Graph e;
+    ValueId data = e.add_input("d", {DType::kF32, {2, 4}});
+    ValueId idx = e.add_constant("i", Tensor::from_ints(DType::kI64, {2, 1}, {3, -1}));
+    ValueId upd = e.add_input("u", {DType::kF32, {2, 1}});
+    e.set_outputs({e.add(OpKind::kScatterElements, {data, idx, upd},
+                         attrs({{"axis", int64_t{-1}}, {"reduction", want.reduction}}), "write")});
+    EXPECT_EQ(export_onnx(e, {13}).opset_import(0).version(), want.from13) << want.reduction;
+    onnx::ModelProto m = export_onnx(e);
+    EXPECT_EQ(m.opset_import(0).version(), want.from17) << want.reduction;
+    const onnx::NodeProto& w = find_node(m, "ScatterElements");
+    EXPECT_EQ(find_attr(w, "axis")->i(), -1) << want.reduction;
+    if (want.reduction == "none") EXPECT_EQ(find_attr(w, "reduction"), nullptr);
+    else EXPECT_EQ(find_attr(w, "reduction")->s(), want.reduction);
+  }
 }
 
 int run(const std::string& cmd, std::string* output) {
@@ -284,7 +306,7 @@ TEST_P(RoundTripTest, ExportedModelMatchesOriginalInOnnxRuntime) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
                          ::testing::Values("conv_pool", "attention", "movement", "opset13_forms", "gelu_opset20",
-                                           "depth_space", "resize_scatter", "resize_opset19"));
+                                           "depth_space", "resize_scatter", "resize_opset19", "static_cache"));
 
 }  // namespace
 }  // namespace tessera

@@ -420,6 +420,46 @@ TEST(OnnxImport, GraphOutputThatIsAnInputOrConstantStillWorks) {
   EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{7, 8}));
 }
 
+// torch.onnx's form of a static KV cache written with index_copy_: the
+// position expanded over the new entry's shape, ScatterElements along the
+// sequence axis (opset 17, reduction none: no attribute). The old name
+// Scatter (opset 10) is the same op.
+TEST(OnnxImport, ScatterElementsWritesAStaticKvCache) {
+  ModelBuilder b(17);
+  b.input("cache", {1, 2, 4, 2}).input("pos", {1}, onnx::TensorProto::INT64).input("kv", {1, 2, 1, 2});
+  b.output("present");
+  b.init_i64("one_shape", {1, 1, 1, 1});
+  b.init_i64("kv_shape", {1, 2, 1, 2});
+  b.node("Reshape", {"pos", "one_shape"}, {"pos4"});
+  b.node("Expand", {"pos4", "kv_shape"}, {"idx"});
+  ModelBuilder::attr(b.node("ScatterElements", {"cache", "idx", "kv"}, {"present"}, "write"), "axis", int64_t{2});
+  Graph g = import(b);
+  const Node& n = only(g, OpKind::kScatterElements);
+  EXPECT_EQ(n.name, "write");
+  EXPECT_EQ(n.attrs.i("axis"), 2);
+  EXPECT_EQ(n.attrs.s("reduction"), "none");
+  EXPECT_EQ(g.type(g.outputs()[0]), (TensorType{DType::kF32, {1, 2, 4, 2}}));
+  std::vector<double> cache(16);
+  for (size_t i = 0; i < cache.size(); ++i) cache[i] = static_cast<double>(i);
+  std::vector<Tensor> out = evaluate(g, {Tensor::from_doubles(DType::kF32, {1, 2, 4, 2}, cache),
+                                         Tensor::from_ints(DType::kI64, {1}, {-2}),
+                                         Tensor::from_doubles(DType::kF32, {1, 2, 1, 2}, {-1, -2, -3, -4})});
+  std::vector<double> want = cache;
+  for (int h = 0; h < 2; ++h)
+    for (int d = 0; d < 2; ++d) want[static_cast<size_t>(h * 8 + 2 * 2 + d)] = -(1 + 2 * h + d);  // position 4 - 2
+  EXPECT_EQ(out[0].to_doubles(), want);
+
+  ModelBuilder old(10);
+  old.input("x", {2, 3}).output("y");
+  old.init_i64("i", {2, 0}).add_dims(1);  // [2, 1]
+  old.init_f32("u", {2, 1}, {7, 8});
+  ModelBuilder::attr(old.node("Scatter", {"x", "i", "u"}, {"y"}, "old"), "axis", int64_t{1});
+  Graph g10 = import(old);
+  EXPECT_EQ(only(g10, OpKind::kScatterElements).attrs.i("axis"), 1);
+  out = evaluate(g10, {Tensor::from_doubles(DType::kF32, {2, 3}, {0, 1, 2, 3, 4, 5})});
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 1, 7, 8, 4, 5}));
+}
+
 // In inference Dropout is the identity and its mask keeps every element.
 TEST(OnnxImport, InferenceDropoutMaskIsAllTrue) {
   ModelBuilder b(13);

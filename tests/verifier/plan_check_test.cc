@@ -56,6 +56,40 @@ TEST(InputRanges, TokenIdsCoverTheTableAndMasksAreBoolean) {
   EXPECT_NE(d.find("attention_mask over {0, 1}"), std::string::npos) << d;
 }
 
+// A static KV cache: cache_position, expanded over the new entry, is the
+// index ScatterElements writes along the cache's 64 positions, so the check
+// draws it over [0, 64), not as a mask; a scatter without reduction passes
+// its data's and updates' values on (a bound further on still holds).
+TEST(InputRanges, CachePositionCoversTheCacheAScatterWrites) {
+  Graph g;
+  ValueId pos = g.add_input("cache_position", TensorType{DType::kI64, {1}});
+  ValueId cache = g.add_input("cache", TensorType{DType::kF32, {1, 2, 64, 4}});
+  ValueId kv = g.add_input("kv", TensorType{DType::kF32, {1, 2, 1, 4}});
+  ValueId ids = g.add_input("ids", TensorType{DType::kI64, {1, 3}});
+  ValueId table = g.add_input("table", TensorType{DType::kI64, {1, 3}});
+  Attrs shape, expand, axis2, axis1, axis0;
+  shape.set("shape", std::vector<int64_t>{1, 1, 1, 1});
+  expand.set("shape", std::vector<int64_t>{1, 2, 1, 4});
+  axis2.set("axis", int64_t{2});
+  axis1.set("axis", int64_t{1});
+  axis0.set("axis", int64_t{0});
+  ValueId at = g.add(OpKind::kExpand, {g.add(OpKind::kReshape, {pos}, shape)}, expand);
+  ValueId present = g.add(OpKind::kScatterElements, {cache, at, kv}, axis2, "write");
+  // ids written into `table` at columns 0..2, then looked up in 10 rows.
+  ValueId cols = g.add_constant("cols", Tensor::from_ints(DType::kI64, {1, 3}, {0, 1, 2}));
+  ValueId merged = g.add(OpKind::kScatterElements, {table, cols, ids}, axis1, "merge");
+  ValueId rows = g.add_constant("rows", Tensor::from_doubles(DType::kF32, {10, 2}, std::vector<double>(20, 1.0)));
+  ValueId looked_up = g.add(OpKind::kGather, {rows, merged}, axis0, "lookup");
+  g.set_outputs({present, looked_up});
+  std::vector<IntRange> r = integer_input_ranges(g);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].lo, 0);
+  EXPECT_EQ(r[0].hi, 64);
+  EXPECT_EQ(r[0].why, "indexes write (64 entries)");
+  EXPECT_EQ(r[3].hi, 10) << r[3].why;  // ids: through the scatter's updates
+  EXPECT_EQ(r[4].hi, 10) << r[4].why;  // table: through its data
+}
+
 TEST(PlanCheck, CatchesAWrongMutationOfEmbeddingRowsFromTwoOn) {
   Graph original = embedding(), wrong = embedding(/*shift_from_row=*/2);
   EndToEndReport r = check_end_to_end(Program(original), Program(wrong));

@@ -188,11 +188,30 @@ def resize_opset19():
                  [vi("a", [1, 3, 5, 4]), vi("b", [1, 3, 4, 3]), vi("c", [1, 3, 8, 6])], inits, 19)
 
 
+def static_cache():
+    # A static KV cache as torch.onnx writes index_copy_: the position
+    # (random in {0, 1, 2}) expanded over the new entry, ScatterElements along
+    # the sequence axis; then a ScatterElements max along the last axis with
+    # a negative index, over the first 3 of the 6 positions (opset 18).
+    n = helper.make_node
+    nodes = [
+        n("Reshape", ["pos", "one_shape"], ["pos4"]),
+        n("Expand", ["pos4", "kv_shape"], ["idx"]),
+        n("ScatterElements", ["cache", "idx", "kv"], ["present"], axis=2),
+        n("ScatterElements", ["present", "cols", "upd"], ["y"], axis=-1, reduction="max"),
+    ]
+    inits = [i64("one_shape", [1, 1, 1, 1]), i64("kv_shape", [1, 2, 1, 4]),
+             i64("cols", [[[[0, -1], [3, 3], [1, 2]]] * 2]), w("upd", 1, 2, 3, 2)]
+    return model("static_cache", nodes, [vi("cache", [1, 2, 6, 4]), vi("pos", [1], TensorProto.INT64),
+                                         vi("kv", [1, 2, 1, 4])],
+                 [vi("present", [1, 2, 6, 4]), vi("y", [1, 2, 6, 4])], inits, 18)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for make in (conv_pool, attention, movement, opset13_forms, gelu_opset20, depth_space, resize_scatter,
-                 resize_opset19):
+                 resize_opset19, static_cache):
         m = make()
         onnx.save(m, os.path.join(out, m.graph.name + ".onnx"))
 
