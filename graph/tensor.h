@@ -1,5 +1,8 @@
 // Tensor types (dtype + static shape) and tensors with data. Data is shared
-// between copies and copied on first write.
+// between copies and copied on first write; it is the tensor's own bytes or a
+// read-only view into memory another object keeps alive (a mapped
+// external-data file: weights are read where they are mapped, never copied
+// whole, so a model larger than memory can be imported).
 #pragma once
 
 #include <atomic>
@@ -38,6 +41,31 @@ std::string type_str(const TensorType& type);
 // Largest tensor Tessera allocates (bytes); larger requests raise kResource.
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB
 
+// The bytes of a tensor: owned, or a view of `size` bytes at `data` that
+// `owner` keeps valid (a mapped file). Never written once a Tensor shares it:
+// Tensor::mutable_data() copies a shared or viewed storage first.
+class TensorStorage {
+ public:
+  explicit TensorStorage(std::vector<uint8_t> bytes)
+      : owned_(std::move(bytes)), data_(owned_.data()), size_(owned_.size()) {}
+  TensorStorage(const uint8_t* data, size_t size, std::shared_ptr<const void> owner)
+      : data_(data), size_(size), owner_(std::move(owner)) {}
+  TensorStorage(const TensorStorage&) = delete;  // data_ may point into owned_
+  TensorStorage& operator=(const TensorStorage&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool is_view() const { return owner_ != nullptr; }
+  // Owned storage only.
+  uint8_t* owned_data() { return owned_.data(); }
+
+ private:
+  std::vector<uint8_t> owned_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::shared_ptr<const void> owner_;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -60,6 +88,9 @@ class Tensor {
   Tensor(DType dtype, Shape shape);
   // Takes ownership of raw little-endian bytes; size must match the type.
   static Tensor from_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes);
+  // A read-only view of the type's bytes at `data`, which `owner` keeps
+  // valid; `data` must be aligned for the element type.
+  static Tensor view(DType dtype, Shape shape, const uint8_t* data, std::shared_ptr<const void> owner);
   // Converts each value to `dtype` (rounding for f16/bf16, truncation for ints).
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
   static Tensor from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values);
@@ -77,9 +108,12 @@ class Tensor {
   bool defined() const { return data_ != nullptr; }
   // Whether another tensor holds this one's data too (a copy of it).
   bool data_shared() const { return data_ && data_.use_count() > 1; }
+  // Whether the data is a view into memory the tensor does not own (a
+  // mapped file); mutable_data() makes it the tensor's own.
+  bool is_view() const { return data_ && data_->is_view(); }
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
-  uint8_t* mutable_data();  // copies shared data first; forgets the cached hash
+  uint8_t* mutable_data();  // copies shared or viewed data first; forgets the cached hash
   template <class T>
   const T* data_as() const { return reinterpret_cast<const T*>(data()); }
   template <class T>
@@ -105,7 +139,7 @@ class Tensor {
 
  private:
   TensorType type_;
-  std::shared_ptr<std::vector<uint8_t>> data_;
+  std::shared_ptr<TensorStorage> data_;
   // The cached hash, 0 until computed (a hash that is 0 is recomputed):
   // atomic, since threads of the search hash shared constants.
   mutable std::atomic<uint64_t> hash_{0};
