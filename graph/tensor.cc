@@ -1,5 +1,8 @@
 #include "graph/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <new>
 
@@ -203,6 +206,39 @@ Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.type_.shape = std::move(shape);
   t.hash_.store(0, std::memory_order_relaxed);  // the shape is hashed
+  return t;
+}
+
+Tensor Tensor::mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile> file, int64_t offset) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  auto n = static_cast<uint64_t>(t.nbytes());
+  TESSERA_CHECK(file && file->data() && offset >= 0 && static_cast<uint64_t>(offset) <= file->size() &&
+                    n <= file->size() - static_cast<uint64_t>(offset) &&
+                    offset % static_cast<int64_t>(dtype_size(dtype)) == 0,
+                type_str(t.type_) << " at offset " << offset << " of " << (file ? file->path() : "no file"));
+  const uint8_t* at = file->data() + offset;
+  t.data_ = std::make_shared<TensorStorage>(at, static_cast<size_t>(n), std::move(file), true);
+  return t;
+}
+
+void TensorStorage::drop_pages() const {
+  if (!file_pages_ || size_ == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data_) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data_) + size_) / page * page;
+  // Only whole pages inside the view: a page shared with a neighbour is kept.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+Tensor Tensor::view_part(Shape shape, int64_t offset) const {
+  Tensor t;
+  t.type_ = {dtype(), std::move(shape)};
+  TESSERA_CHECK(data_ && offset >= 0 && offset + t.numel() <= numel(),
+                "a view of " << type_str(t.type_) << " at element " << offset << " of " << type_str(type_));
+  const uint8_t* at = data() + offset * static_cast<int64_t>(dtype_size(dtype()));
+  // A part of a mapped file's view is one too (its pages may be dropped).
+  t.data_ = std::make_shared<TensorStorage>(at, static_cast<size_t>(t.nbytes()), data_, data_->file_pages());
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/mapped_file.h"
 
 namespace tessera {
 
@@ -48,22 +49,30 @@ class TensorStorage {
  public:
   explicit TensorStorage(std::vector<uint8_t> bytes)
       : owned_(std::move(bytes)), data_(owned_.data()), size_(owned_.size()) {}
-  TensorStorage(const uint8_t* data, size_t size, std::shared_ptr<const void> owner)
-      : data_(data), size_(size), owner_(std::move(owner)) {}
+  // `file_pages`: the view is of a read-only file mapping, whose pages this
+  // process may drop and read again (drop_pages).
+  TensorStorage(const uint8_t* data, size_t size, std::shared_ptr<const void> owner, bool file_pages = false)
+      : data_(data), size_(size), owner_(std::move(owner)), file_pages_(file_pages) {}
   TensorStorage(const TensorStorage&) = delete;  // data_ may point into owned_
   TensorStorage& operator=(const TensorStorage&) = delete;
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   bool is_view() const { return owner_ != nullptr; }
+  bool file_pages() const { return file_pages_; }
   // Owned storage only.
   uint8_t* owned_data() { return owned_.data(); }
+  // For a view of a file mapping: the whole pages of [data, data + size)
+  // leave this process's resident memory (the kernel reads them again from
+  // the page cache or the file if they are read later). Nothing otherwise.
+  void drop_pages() const;
 
  private:
   std::vector<uint8_t> owned_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::shared_ptr<const void> owner_;
+  bool file_pages_ = false;
 };
 
 class Tensor {
@@ -91,6 +100,9 @@ class Tensor {
   // A read-only view of the type's bytes at `data`, which `owner` keeps
   // valid; `data` must be aligned for the element type.
   static Tensor view(DType dtype, Shape shape, const uint8_t* data, std::shared_ptr<const void> owner);
+  // A view of the type's bytes at byte `offset` of a mapped file (inside
+  // it, aligned for the element type).
+  static Tensor mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile> file, int64_t offset);
   // Converts each value to `dtype` (rounding for f16/bf16, truncation for ints).
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
   static Tensor from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values);
@@ -113,6 +125,12 @@ class Tensor {
   bool is_view() const { return data_ && data_->is_view(); }
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
+  // Where the data is a view of a mapped file: its pages leave the process's
+  // resident memory until read again. For a kernel that made its own packed
+  // copy, so that the copy replaces the mapped weight instead of adding to it.
+  void drop_mapped_pages() const {
+    if (data_) data_->drop_pages();
+  }
   uint8_t* mutable_data();  // copies shared or viewed data first; forgets the cached hash
   template <class T>
   const T* data_as() const { return reinterpret_cast<const T*>(data()); }
@@ -129,6 +147,9 @@ class Tensor {
 
   Tensor cast(DType dtype) const;
   Tensor reshaped(Shape shape) const;  // same data, new shape of equal numel
+  // A view of `shape` at element `offset` of this tensor's data, which it
+  // keeps alive (a contiguous block of a weight, without copying it).
+  Tensor view_part(Shape shape, int64_t offset) const;
 
   // Bitwise equality of type and data.
   bool identical(const Tensor& other) const;

@@ -98,8 +98,8 @@ Tensor read_external(const onnx::TensorProto& proto, ExternalData& external, con
     TESSERA_THROW(ErrorKind::kInvalidGraph, context << ": external data file '" << path.string() << "' is too short ("
                                                     << nbytes << " bytes needed at offset " << offset << ")");
   if (nbytes == 0) return Tensor(type.dtype, type.shape);
+  if (offset % static_cast<int64_t>(dtype_size(type.dtype)) == 0) return Tensor::mapped(type.dtype, type.shape, file, offset);
   const uint8_t* bytes = file->data() + offset;
-  if (offset % static_cast<int64_t>(dtype_size(type.dtype)) == 0) return Tensor::view(type.dtype, type.shape, bytes, file);
   check_memory(nbytes, std::to_string(nbytes) + " bytes of unaligned external data");
   return Tensor::from_bytes(type.dtype, type.shape, std::vector<uint8_t>(bytes, bytes + nbytes));
 }

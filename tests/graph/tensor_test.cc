@@ -120,5 +120,37 @@ TEST_F(MappedFileTest, MissingFileOrFolderIsAnIoErrorNamingIt) {
   }
 }
 
+// A mapped weight whose pages a kernel dropped (after packing its own copy)
+// still reads its values: they come back from the file. Dropping the pages
+// of a tensor that is not a file's view does nothing (an owned buffer, or a
+// part of one, would otherwise read back zeros).
+TEST_F(MappedFileTest, DroppedPagesReadBackFromTheFile) {
+  const size_t n = 3 * 4096 / sizeof(float);
+  std::vector<float> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = static_cast<float>(i) * 0.5f;
+  {
+    std::ofstream out(dir_ / "w.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  }
+  auto file = MappedFile::open((dir_ / "w.bin").string(), "initializer 'w'");
+  Tensor t = Tensor::mapped(DType::kF32, {static_cast<int64_t>(n)}, file, 0);
+  Tensor part = t.view_part({1024}, 1024);
+  EXPECT_EQ(part.get_double(0), 512);
+  t.drop_mapped_pages();
+  part.drop_mapped_pages();
+  for (size_t i = 0; i < n; i += 511) EXPECT_EQ(t.get_double(static_cast<int64_t>(i)), w[i]) << i;
+  EXPECT_EQ(part.get_double(1023), w[2047]);
+
+  Tensor owned = Tensor::from_doubles(DType::kF32, {static_cast<int64_t>(n)}, std::vector<double>(w.begin(), w.end()));
+  Tensor owned_part = owned.view_part({2048}, 1024);
+  owned.drop_mapped_pages();
+  owned_part.drop_mapped_pages();
+  EXPECT_EQ(owned.get_double(2000), w[2000]);
+  EXPECT_EQ(owned_part.get_double(2000), w[3024]);
+  // Out of the file's bounds or misaligned: an internal error, not a read.
+  EXPECT_THROW(Tensor::mapped(DType::kF32, {static_cast<int64_t>(n)}, file, 4), Error);
+  EXPECT_THROW(Tensor::mapped(DType::kF32, {4}, file, 2), Error);
+}
+
 }  // namespace
 }  // namespace tessera
