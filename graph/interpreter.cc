@@ -22,6 +22,7 @@ RefTensor<T> to_ref(const Tensor& t) {
       // get_double took most of its 80 s.
       if (t.dtype() == DType::kF32) {
         if (n > 0) std::memcpy(r.num.data(), t.data(), static_cast<size_t>(n) * sizeof(float));
+        t.drop_mapped_pages();
         return r;
       }
     }
@@ -29,6 +30,7 @@ RefTensor<T> to_ref(const Tensor& t) {
   } else {
     r.ints = t.to_ints();
   }
+  t.drop_mapped_pages();  // the converted copy is what is read now
   return r;
 }
 

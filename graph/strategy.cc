@@ -318,6 +318,7 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
       idx[d] = 0;
     }
   }
+  global.drop_mapped_pages();  // its strided rows read every page of a mapped weight
   return local;
 }
 

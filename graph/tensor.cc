@@ -261,6 +261,7 @@ uint64_t Tensor::hash() const {
   if (data_) {
     const uint8_t* p = data_->data();
     for (size_t i = 0; i < data_->size(); ++i) mix(p[i]);
+    data_->drop_pages();  // read once, from start to end: a mapped weight need not stay resident
   }
   hash_.store(h, std::memory_order_relaxed);
   return h;

@@ -126,8 +126,11 @@ class Tensor {
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
   // Where the data is a view of a mapped file: its pages leave the process's
-  // resident memory until read again. For a kernel that made its own packed
-  // copy, so that the copy replaces the mapped weight instead of adding to it.
+  // resident memory until read again (from the page cache, or the file). For
+  // a reader that has just streamed the whole tensor (hash, conversion for
+  // the interpreter, a file write) or packed its own copy of it (a kernel:
+  // the copy then replaces the mapped weight instead of adding to it), so
+  // that a model larger than memory is never resident whole.
   void drop_mapped_pages() const {
     if (data_) data_->drop_pages();
   }
@@ -154,7 +157,8 @@ class Tensor {
   // Bitwise equality of type and data.
   bool identical(const Tensor& other) const;
   // Of type and data; computed once and kept with the tensor (copies share
-  // it with the data) until mutable_data() is called. Write through a
+  // it with the data) until mutable_data() is called. Drops a mapped
+  // tensor's pages after reading them. Write through a
   // pointer from mutable_data() before hashing, not after.
   uint64_t hash() const;
 

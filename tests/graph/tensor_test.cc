@@ -10,7 +10,10 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "graph/interpreter.h"
 #include "graph/mapped_file.h"
+#include "graph/strategy.h"
+#include "tests/resident_bytes.h"
 
 namespace tessera {
 namespace {
@@ -150,6 +153,38 @@ TEST_F(MappedFileTest, DroppedPagesReadBackFromTheFile) {
   // Out of the file's bounds or misaligned: an internal error, not a read.
   EXPECT_THROW(Tensor::mapped(DType::kF32, {static_cast<int64_t>(n)}, file, 4), Error);
   EXPECT_THROW(Tensor::mapped(DType::kF32, {4}, file, 2), Error);
+}
+
+// Readers that stream a whole mapped weight once (its hash, its conversion
+// for the interpreter, a rank's strided block) leave none of its pages
+// resident: a model larger than memory is never resident whole. Reading it
+// element by element keeps them (the measurement can tell).
+TEST_F(MappedFileTest, WholeTensorReadersLeaveNoPagesResident) {
+  std::vector<float> w(64 * 256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 101);
+  std::string path = fs::canonical(dir_).string() + "/w.bin";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * 4));
+  }
+  Tensor t = Tensor::mapped(DType::kF32, {64, 256}, MappedFile::open(path, "w"), 0);
+  auto touch = [&] {
+    double sum = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) sum += t.get_double(i);
+    EXPECT_GT(testing::resident_bytes_of(path), 60 << 10);
+    return sum;
+  };
+  touch();
+  t.hash();
+  EXPECT_LE(testing::resident_bytes_of(path), 4 << 10);
+  touch();
+  RefTensor<float> r = to_ref<float>(t);
+  EXPECT_EQ(r.num[300], w[300]);
+  EXPECT_LE(testing::resident_bytes_of(path), 4 << 10);
+  touch();
+  Tensor block = shard_of(t, Sharding::parse("[S(1)]"), DeviceMesh::parse("tp=2"), 1);
+  EXPECT_EQ(block.get_double(0), w[128]);
+  EXPECT_LE(testing::resident_bytes_of(path), 4 << 10);
 }
 
 }  // namespace
