@@ -1,6 +1,7 @@
 #include "graph/interpreter.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "graph/error.h"
 #include "graph/memory_limit.h"
@@ -15,10 +16,21 @@ RefTensor<T> to_ref(const Tensor& t) {
   int64_t n = t.numel();
   if (r.is_num()) {
     r.num.resize(static_cast<size_t>(n));
+    if constexpr (std::is_same_v<T, float>) {
+      // The end-to-end check converts every weight of the model once per
+      // run: TinyLlama's 1.1G f32 values element by element through
+      // get_double took most of its 80 s.
+      if (t.dtype() == DType::kF32) {
+        if (n > 0) std::memcpy(r.num.data(), t.data(), static_cast<size_t>(n) * sizeof(float));
+        t.drop_mapped_pages();
+        return r;
+      }
+    }
     for (int64_t i = 0; i < n; ++i) r.num[i] = num_from_double<T>(t.get_double(i));
   } else {
     r.ints = t.to_ints();
   }
+  t.drop_mapped_pages();  // the converted copy is what is read now
   return r;
 }
 
@@ -63,7 +75,8 @@ void round_to_dtype(RefTensor<T>& t) {
 }
 
 // The per-rank state of one evaluation: every value's tensor, freed after its
-// last use.
+// last use. A constant is converted when its first reader runs (value_of),
+// not up front: a model's weights are never all converted at once.
 template <class T>
 struct Env {
   std::vector<RefTensor<T>> values;
@@ -87,11 +100,17 @@ void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>
     env.values[v] = inputs[i];
     env.ready[v] = true;
   }
-  for (ValueId v = 0; v < g.num_values(); ++v)
-    if (g.value(v).constant) {
-      env.values[v] = to_ref<T>(*g.value(v).constant);
-      env.ready[v] = true;
-    }
+}
+
+// Value `v` for a reader: computed already, or a constant converted now.
+template <class T>
+const RefTensor<T>& value_of(const Graph& g, ValueId v, Env<T>& env) {
+  if (!env.ready[v] && g.value(v).constant) {
+    env.values[v] = to_ref<T>(*g.value(v).constant);
+    env.ready[v] = true;
+  }
+  TESSERA_CHECK(env.ready[v], "value '" << g.value(v).name << "' read before it is computed");
+  return env.values[v];
 }
 
 // Index in `order` of each value's last reader (graph outputs live forever).
@@ -104,30 +123,39 @@ std::vector<int64_t> last_uses(const Graph& g, const std::vector<NodeId>& order)
   return last;
 }
 
-// Bytes the interpreter holds at its peak running `g` in `order`: every
-// constant (converted once), the inputs, and the largest set of values alive
-// at once (each is freed after its last reader). A number is T, an integer
-// an int64.
+// Bytes the interpreter holds at its peak running `g` in `order`: the inputs,
+// and the largest set of values alive at once (a constant from its first
+// reader, every value until its last; constant outputs at the end). A
+// number is T, an integer an int64.
 template <class T>
 int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& last) {
   auto bytes = [&](ValueId v) {
     const TensorType& t = g.type(v);
     return t.numel() * static_cast<int64_t>(is_float(t.dtype) ? sizeof(T) : sizeof(int64_t));
   };
-  int64_t fixed = 0, live = 0, peak = 0;
-  for (ValueId v = 0; v < g.num_values(); ++v)
-    if (g.value(v).constant) fixed += bytes(v);
-  for (ValueId v : g.inputs()) live += bytes(v);
+  std::vector<bool> alive(static_cast<size_t>(g.num_values()), false);
+  int64_t live = 0, peak = 0;
+  auto add = [&](ValueId v) {
+    if (v == kNoValue || alive[v]) return;
+    alive[v] = true;
+    live += bytes(v);
+  };
+  for (ValueId v : g.inputs()) add(v);
   peak = live;
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& node = g.node(order[k]);
-    for (ValueId o : node.outputs)
-      if (o != kNoValue) live += bytes(o);
+    for (ValueId in : node.inputs)
+      if (in != kNoValue && g.value(in).constant) add(in);
+    for (ValueId o : node.outputs) add(o);
     peak = std::max(peak, live);
     for (ValueId in : node.inputs)
-      if (in != kNoValue && last[in] == static_cast<int64_t>(k) && !g.value(in).constant) live -= bytes(in);
+      if (in != kNoValue && alive[in] && last[in] == static_cast<int64_t>(k)) {
+        alive[in] = false;
+        live -= bytes(in);
+      }
   }
-  return fixed + peak;
+  for (ValueId v : g.outputs()) add(v);
+  return std::max(peak, live);
 }
 
 template <class T>
@@ -138,8 +166,7 @@ void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalConte
       args.inputs.push_back(nullptr);
       continue;
     }
-    TESSERA_CHECK(env.ready[in], "value '" << g.value(in).name << "' read before it is computed");
-    args.inputs.push_back(&env.values[in]);
+    args.inputs.push_back(&value_of(g, in, env));
   }
   std::vector<RefTensor<T>> outs(node.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(node.outputs[i]);
@@ -164,9 +191,19 @@ void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalConte
 }
 
 template <class T>
-void release_dead(const Graph& g, const Node& node, int64_t k, const std::vector<int64_t>& last, Env<T>& env) {
+void release_dead(const Node& node, int64_t k, const std::vector<int64_t>& last, Env<T>& env) {
   for (ValueId in : node.inputs)
-    if (in != kNoValue && last[in] == k && !g.value(in).constant) env.values[in] = RefTensor<T>{};
+    if (in != kNoValue && last[in] == k) {
+      env.values[in] = RefTensor<T>{};
+      env.ready[in] = false;
+    }
+}
+
+template <class T>
+std::vector<RefTensor<T>> outputs_of(const Graph& g, Env<T>& env) {
+  std::vector<RefTensor<T>> outs;
+  for (ValueId v : g.outputs()) outs.push_back(value_of(g, v, env));
+  return outs;
 }
 
 }  // namespace
@@ -184,11 +221,9 @@ std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<
       throw Error(ErrorKind::kUsage, "collective op needs a device mesh: use interpret_on_mesh",
                   {"", node.name, op_name(node.kind)});
     run_node(g, node, env, nullptr);
-    release_dead(g, node, static_cast<int64_t>(k), last, env);
+    release_dead(node, static_cast<int64_t>(k), last, env);
   }
-  std::vector<RefTensor<T>> outs;
-  for (ValueId v : g.outputs()) outs.push_back(env.values[v]);
-  return outs;
+  return outputs_of(g, env);
 }
 
 template <class T>
@@ -231,7 +266,8 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
     } else {
       // Every rank reads its peers' inputs before any output is stored.
       std::vector<const void*> peers;
-      for (int64_t r = 0; r < ranks; ++r) peers.push_back(&envs[r].values[node_of(r, k).inputs[0]]);
+      for (int64_t r = 0; r < ranks; ++r)
+        peers.push_back(&value_of(*graphs[static_cast<size_t>(r)], node_of(r, k).inputs[0], envs[r]));
       std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
       for (int64_t r = 0; r < ranks; ++r) {
         const Graph& g = *graphs[static_cast<size_t>(r)];
@@ -257,11 +293,10 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
       }
     }
     for (int64_t r = 0; r < ranks; ++r)
-      release_dead(*graphs[static_cast<size_t>(r)], node_of(r, k), static_cast<int64_t>(k), last[r], envs[r]);
+      release_dead(node_of(r, k), static_cast<int64_t>(k), last[r], envs[r]);
   }
   std::vector<std::vector<RefTensor<T>>> outs(static_cast<size_t>(ranks));
-  for (int64_t r = 0; r < ranks; ++r)
-    for (ValueId v : graphs[static_cast<size_t>(r)]->outputs()) outs[r].push_back(envs[r].values[v]);
+  for (int64_t r = 0; r < ranks; ++r) outs[r] = outputs_of(*graphs[static_cast<size_t>(r)], envs[r]);
   return outs;
 }
 

@@ -283,12 +283,24 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
   std::vector<int64_t> off;
   Shape size;
   local_block(mesh, sharding, global.shape(), rank, off, size);
-  Tensor local(global.dtype(), size);
   std::vector<int64_t> c = mesh.coords(rank);
   for (size_t a = 0; a < sharding.placements.size(); ++a)
-    if (sharding.placements[a].kind == Placement::Kind::kPartial && c[a] != 0) return local;
+    if (sharding.placements[a].kind == Placement::Kind::kPartial && c[a] != 0) return Tensor(global.dtype(), size);
+  // A block that is the whole tensor, or one run of its elements (a split of
+  // the outermost dim that is not 1), shares the global tensor's storage: a
+  // rank's weights are then views of the model's, not copies.
+  size_t first = 0;
+  while (first < size.size() && size[first] == 1 && global.shape()[first] == 1) ++first;
+  bool run = true;
+  for (size_t d = first + 1; d < size.size(); ++d) run = run && size[d] == global.shape()[d];
+  if (size.empty() || (run && global.numel() > 0)) {
+    int64_t at = 0;
+    std::vector<int64_t> gs = shape_strides(global.shape());
+    for (size_t d = 0; d < size.size(); ++d) at += off[d] * gs[d];
+    return size == global.shape() ? global : global.view_part(size, at);
+  }
+  Tensor local(global.dtype(), size);
   if (local.numel() == 0) return local;
-  if (size.empty()) return global;
   // Copy rows of the innermost dim; an odometer walks the outer ones.
   auto elem = static_cast<int64_t>(dtype_size(global.dtype()));
   std::vector<int64_t> gs = shape_strides(global.shape());
@@ -306,6 +318,7 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
       idx[d] = 0;
     }
   }
+  global.drop_mapped_pages();  // its strided rows read every page of a mapped weight
   return local;
 }
 

@@ -1,5 +1,8 @@
 #include "graph/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <new>
 
@@ -52,13 +55,13 @@ std::string type_str(const TensorType& type) {
 }
 
 namespace {
-std::shared_ptr<std::vector<uint8_t>> allocate(const TensorType& type) {
+std::shared_ptr<TensorStorage> allocate(const TensorType& type) {
   int64_t n = type.numel();
   int64_t size = static_cast<int64_t>(dtype_size(type.dtype));
   if (n > kMaxTensorBytes / size)
     TESSERA_THROW(ErrorKind::kResource, "tensor " << type_str(type) << " is too large to allocate");
   try {
-    return std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * size));
+    return std::make_shared<TensorStorage>(std::vector<uint8_t>(static_cast<size_t>(n * size)));
   } catch (const std::bad_alloc&) {
     TESSERA_THROW(ErrorKind::kResource, "out of memory allocating tensor " << type_str(type));
   }
@@ -75,7 +78,16 @@ Tensor Tensor::from_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes) 
   if (static_cast<int64_t>(bytes.size()) != t.nbytes())
     TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor " << type_str(t.type_) << " needs " << t.nbytes()
                                                       << " bytes of data but has " << bytes.size());
-  t.data_ = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  t.data_ = std::make_shared<TensorStorage>(std::move(bytes));
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, Shape shape, const uint8_t* data, std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  TESSERA_CHECK(owner && data && reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0,
+                "a view of " << type_str(t.type_) << " needs an owner and aligned data");
+  t.data_ = std::make_shared<TensorStorage>(data, static_cast<size_t>(t.nbytes()), std::move(owner));
   return t;
 }
 
@@ -96,8 +108,11 @@ Tensor Tensor::from_ints(DType dtype, Shape shape, const std::vector<int64_t>& v
 uint8_t* Tensor::mutable_data() {
   hash_.store(0, std::memory_order_relaxed);
   if (!data_) return nullptr;
-  if (data_.use_count() > 1) data_ = std::make_shared<std::vector<uint8_t>>(*data_);
-  return data_->data();
+  if (data_.use_count() > 1 || data_->is_view()) {
+    const uint8_t* p = data_->data();
+    data_ = std::make_shared<TensorStorage>(std::vector<uint8_t>(p, p + data_->size()));
+  }
+  return data_->owned_data();
 }
 
 template <class T>
@@ -194,11 +209,46 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile> file, int64_t offset) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  auto n = static_cast<uint64_t>(t.nbytes());
+  TESSERA_CHECK(file && file->data() && offset >= 0 && static_cast<uint64_t>(offset) <= file->size() &&
+                    n <= file->size() - static_cast<uint64_t>(offset) &&
+                    offset % static_cast<int64_t>(dtype_size(dtype)) == 0,
+                type_str(t.type_) << " at offset " << offset << " of " << (file ? file->path() : "no file"));
+  const uint8_t* at = file->data() + offset;
+  t.data_ = std::make_shared<TensorStorage>(at, static_cast<size_t>(n), std::move(file), true);
+  return t;
+}
+
+void TensorStorage::drop_pages() const {
+  if (!file_pages_ || size_ == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data_) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data_) + size_) / page * page;
+  // Only whole pages inside the view: a page shared with a neighbour is kept.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+Tensor Tensor::view_part(Shape shape, int64_t offset) const {
+  Tensor t;
+  t.type_ = {dtype(), std::move(shape)};
+  TESSERA_CHECK(data_ && offset >= 0 && offset + t.numel() <= numel(),
+                "a view of " << type_str(t.type_) << " at element " << offset << " of " << type_str(type_));
+  const uint8_t* at = data() + offset * static_cast<int64_t>(dtype_size(dtype()));
+  // A part of a mapped file's view is one too (its pages may be dropped).
+  t.data_ = std::make_shared<TensorStorage>(at, static_cast<size_t>(t.nbytes()), data_, data_->file_pages());
+  return t;
+}
+
 bool Tensor::identical(const Tensor& other) const {
   if (type_ != other.type_) return false;
   if (data_ == other.data_) return true;
   if (!data_ || !other.data_) return false;
-  return *data_ == *other.data_;
+  if (data_->data() == other.data_->data()) return true;  // two views of the same bytes
+  return data_->size() == other.data_->size() &&
+         (data_->size() == 0 || std::memcmp(data_->data(), other.data_->data(), data_->size()) == 0);
 }
 
 uint64_t Tensor::hash() const {
@@ -208,8 +258,11 @@ uint64_t Tensor::hash() const {
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
   mix(static_cast<uint64_t>(dtype()));
   for (int64_t d : shape()) mix(static_cast<uint64_t>(d));
-  if (data_)
-    for (uint8_t b : *data_) mix(b);
+  if (data_) {
+    const uint8_t* p = data_->data();
+    for (size_t i = 0; i < data_->size(); ++i) mix(p[i]);
+    data_->drop_pages();  // read once, from start to end: a mapped weight need not stay resident
+  }
   hash_.store(h, std::memory_order_relaxed);
   return h;
 }

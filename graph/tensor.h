@@ -1,5 +1,8 @@
 // Tensor types (dtype + static shape) and tensors with data. Data is shared
-// between copies and copied on first write.
+// between copies and copied on first write; it is the tensor's own bytes or a
+// read-only view into memory another object keeps alive (a mapped
+// external-data file: weights are read where they are mapped, never copied
+// whole, so a model larger than memory can be imported).
 #pragma once
 
 #include <atomic>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/mapped_file.h"
 
 namespace tessera {
 
@@ -38,6 +42,39 @@ std::string type_str(const TensorType& type);
 // Largest tensor Tessera allocates (bytes); larger requests raise kResource.
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB
 
+// The bytes of a tensor: owned, or a view of `size` bytes at `data` that
+// `owner` keeps valid (a mapped file). Never written once a Tensor shares it:
+// Tensor::mutable_data() copies a shared or viewed storage first.
+class TensorStorage {
+ public:
+  explicit TensorStorage(std::vector<uint8_t> bytes)
+      : owned_(std::move(bytes)), data_(owned_.data()), size_(owned_.size()) {}
+  // `file_pages`: the view is of a read-only file mapping, whose pages this
+  // process may drop and read again (drop_pages).
+  TensorStorage(const uint8_t* data, size_t size, std::shared_ptr<const void> owner, bool file_pages = false)
+      : data_(data), size_(size), owner_(std::move(owner)), file_pages_(file_pages) {}
+  TensorStorage(const TensorStorage&) = delete;  // data_ may point into owned_
+  TensorStorage& operator=(const TensorStorage&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool is_view() const { return owner_ != nullptr; }
+  bool file_pages() const { return file_pages_; }
+  // Owned storage only.
+  uint8_t* owned_data() { return owned_.data(); }
+  // For a view of a file mapping: the whole pages of [data, data + size)
+  // leave this process's resident memory (the kernel reads them again from
+  // the page cache or the file if they are read later). Nothing otherwise.
+  void drop_pages() const;
+
+ private:
+  std::vector<uint8_t> owned_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::shared_ptr<const void> owner_;
+  bool file_pages_ = false;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -60,6 +97,12 @@ class Tensor {
   Tensor(DType dtype, Shape shape);
   // Takes ownership of raw little-endian bytes; size must match the type.
   static Tensor from_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes);
+  // A read-only view of the type's bytes at `data`, which `owner` keeps
+  // valid; `data` must be aligned for the element type.
+  static Tensor view(DType dtype, Shape shape, const uint8_t* data, std::shared_ptr<const void> owner);
+  // A view of the type's bytes at byte `offset` of a mapped file (inside
+  // it, aligned for the element type).
+  static Tensor mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile> file, int64_t offset);
   // Converts each value to `dtype` (rounding for f16/bf16, truncation for ints).
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
   static Tensor from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values);
@@ -77,9 +120,21 @@ class Tensor {
   bool defined() const { return data_ != nullptr; }
   // Whether another tensor holds this one's data too (a copy of it).
   bool data_shared() const { return data_ && data_.use_count() > 1; }
+  // Whether the data is a view into memory the tensor does not own (a
+  // mapped file); mutable_data() makes it the tensor's own.
+  bool is_view() const { return data_ && data_->is_view(); }
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
-  uint8_t* mutable_data();  // copies shared data first; forgets the cached hash
+  // Where the data is a view of a mapped file: its pages leave the process's
+  // resident memory until read again (from the page cache, or the file). For
+  // a reader that has just streamed the whole tensor (hash, conversion for
+  // the interpreter, a file write) or packed its own copy of it (a kernel:
+  // the copy then replaces the mapped weight instead of adding to it), so
+  // that a model larger than memory is never resident whole.
+  void drop_mapped_pages() const {
+    if (data_) data_->drop_pages();
+  }
+  uint8_t* mutable_data();  // copies shared or viewed data first; forgets the cached hash
   template <class T>
   const T* data_as() const { return reinterpret_cast<const T*>(data()); }
   template <class T>
@@ -95,17 +150,21 @@ class Tensor {
 
   Tensor cast(DType dtype) const;
   Tensor reshaped(Shape shape) const;  // same data, new shape of equal numel
+  // A view of `shape` at element `offset` of this tensor's data, which it
+  // keeps alive (a contiguous block of a weight, without copying it).
+  Tensor view_part(Shape shape, int64_t offset) const;
 
   // Bitwise equality of type and data.
   bool identical(const Tensor& other) const;
   // Of type and data; computed once and kept with the tensor (copies share
-  // it with the data) until mutable_data() is called. Write through a
+  // it with the data) until mutable_data() is called. Drops a mapped
+  // tensor's pages after reading them. Write through a
   // pointer from mutable_data() before hashing, not after.
   uint64_t hash() const;
 
  private:
   TensorType type_;
-  std::shared_ptr<std::vector<uint8_t>> data_;
+  std::shared_ptr<TensorStorage> data_;
   // The cached hash, 0 until computed (a hash that is 0 is recomputed):
   // atomic, since threads of the search hash shared constants.
   mutable std::atomic<uint64_t> hash_{0};

@@ -112,7 +112,7 @@ std::optional<std::vector<double>> NodeImporter::attr_floats(const std::string& 
 std::optional<Tensor> NodeImporter::attr_tensor(const std::string& name) {
   const auto* a = typed_attr(name, onnx::AttributeProto::TENSOR);
   if (!a) return std::nullopt;
-  return tensor_from_proto(a->t(), state_.model_dir, "attribute '" + name + "'");
+  return tensor_from_proto(a->t(), state_.external, "attribute '" + name + "'");
 }
 
 void NodeImporter::copy_schema_attrs(OpKind kind, Attrs& attrs) {

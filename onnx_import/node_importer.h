@@ -17,6 +17,7 @@
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "onnx/onnx_pb.h"
+#include "onnx_import/tensor_proto.h"
 
 namespace tessera::onnx_import {
 
@@ -28,7 +29,7 @@ inline constexpr int64_t kMaxFoldGrowthBytes = int64_t{64} << 20;
 struct ImportState {
   Graph& graph;
   int64_t opset = 0;
-  std::string model_dir;
+  ExternalData external;  // the model's folder and its mapped external-data files
   std::unordered_map<std::string, ValueId> values;    // ONNX value name -> IR value
   std::unordered_set<std::string> onnx_value_names;   // every name the model uses
   std::unordered_set<std::string> graph_outputs;      // ONNX graph output names

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <unordered_set>
 
@@ -97,9 +98,20 @@ void set_type(onnx::ValueInfoProto& vi, const std::string& name, const TensorTyp
   for (int64_t d : t.shape) shape->add_dim()->set_dim_value(d);
 }
 
+// An initializer left without its bytes (the model's `index`-th), to be
+// written from `tensor` by whoever writes the model: a large weight is never
+// copied into the proto.
+struct DeferredInitializer {
+  int index;
+  Tensor tensor;
+};
+
 class Exporter {
  public:
-  Exporter(const Graph& g, const ExportOptions& options) : g_(g), opset_(options.opset), users_(g.users()) {
+  // With `deferred`, initializers of kDeferMinBytes or more get no raw_data
+  // and are listed there instead.
+  Exporter(const Graph& g, const ExportOptions& options, std::vector<DeferredInitializer>* deferred = nullptr)
+      : g_(g), opset_(options.opset), users_(g.users()), deferred_(deferred) {
     model_.set_ir_version(ir_version_for(opset_));
     model_.set_producer_name(options.producer_name);
     gp_ = model_.mutable_graph();
@@ -122,7 +134,7 @@ class Exporter {
       for (ValueId in : g_.node(n).inputs)
         if (in != kNoValue) used[in] = true;
     for (ValueId v = 0; v < g_.num_values(); ++v)
-      if (g_.value(v).constant && used[v]) *gp_->add_initializer() = tensor_to_proto(*g_.value(v).constant, g_.value(v).name);
+      if (g_.value(v).constant && used[v]) add_initializer(*g_.value(v).constant, g_.value(v).name);
     std::vector<bool> written(static_cast<size_t>(g_.num_nodes()), false);
     for (NodeId n : g_.topo_order()) {
       if (written[static_cast<size_t>(n)]) continue;
@@ -141,6 +153,22 @@ class Exporter {
   }
 
  private:
+  // Below this an initializer stays in the proto's raw_data even when the
+  // model is written with external data (ONNX's own threshold).
+  static constexpr int64_t kDeferMinBytes = 1024;
+
+  void add_initializer(const Tensor& t, const std::string& name) {
+    if (!deferred_ || t.nbytes() < kDeferMinBytes) {
+      *gp_->add_initializer() = tensor_to_proto(t, name);
+      return;
+    }
+    onnx::TensorProto* p = gp_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(dtype_to_onnx(t.dtype()));
+    for (int64_t d : t.shape()) p->add_dims(d);
+    deferred_->push_back({gp_->initializer_size() - 1, t});
+  }
+
   std::string fresh(const std::string& base) {
     std::string name = base;
     for (int k = 0; names_.count(name); ++k) name = base + "_" + std::to_string(k);
@@ -150,7 +178,7 @@ class Exporter {
 
   std::string initializer(const Tensor& t, const std::string& base) {
     std::string name = fresh(base);
-    *gp_->add_initializer() = tensor_to_proto(t, name);
+    add_initializer(t, name);
     return name;
   }
 
@@ -192,6 +220,7 @@ class Exporter {
   onnx::GraphProto* gp_ = nullptr;
   std::unordered_set<std::string> names_, node_names_;
   bool uses_tessera_ = false;
+  std::vector<DeferredInitializer>* deferred_;
 };
 
 bool is_reduce(OpKind k) {
@@ -470,17 +499,15 @@ void Exporter::write_outputs(const std::vector<bool>& is_input) {
       if (!outs.count(g_.value(v).name)) set_type(*gp_->add_value_info(), g_.value(v).name, g_.type(v));
 }
 
-// Protobuf cannot serialize messages of 2 GiB or more: past a threshold the
-// large initializers go to one side file next to the model.
-constexpr int64_t kExternalThreshold = int64_t{1800} << 20;
-constexpr int64_t kExternalMinBytes = 1024;
-
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what) {
+// Writes what `write` puts out to a temporary file beside `path`, then renames it into place;
+// throws Error(kIo) naming `what`, leaving nothing behind.
+void write_file_atomic(const std::string& path, const std::string& what,
+                       const std::function<void(std::ofstream&)>& write) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) TESSERA_THROW(ErrorKind::kIo, path << ": cannot write " << what);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    write(out);
     out.flush();
     if (!out) {
       out.close();
@@ -496,25 +523,34 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   }
 }
 
-void externalize(onnx::ModelProto& model, const std::string& path) {
+// Streams the deferred initializers' bytes to `path`.data, one tensor at a
+// time straight from its storage (a mapped weight is read where it is
+// mapped), and points their protos at them.
+void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializer>& deferred,
+                    const std::string& path) {
   std::string data_name = fs::path(path).filename().string() + ".data";
-  std::string data;
-  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
-    if (static_cast<int64_t>(t.raw_data().size()) < kExternalMinBytes) continue;
-    while (data.size() % 64 != 0) data.push_back('\0');  // aligned for mmap
-    int64_t offset = static_cast<int64_t>(data.size());
-    data += t.raw_data();
-    t.clear_raw_data();
-    t.set_data_location(onnx::TensorProto::EXTERNAL);
-    for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
-                        {"offset", std::to_string(offset)},
-                        {"length", std::to_string(data.size() - offset)}}) {
-      auto* e = t.add_external_data();
-      e->set_key(k);
-      e->set_value(v);
+  write_file_atomic((fs::path(path).parent_path() / data_name).string(), "external data", [&](std::ofstream& out) {
+    int64_t offset = 0;
+    for (const DeferredInitializer& d : deferred) {
+      static const char kZeros[64] = {};
+      int64_t pad = -offset & 63;  // aligned for mmap
+      out.write(kZeros, static_cast<std::streamsize>(pad));
+      offset += pad;
+      int64_t n = d.tensor.nbytes();
+      out.write(reinterpret_cast<const char*>(d.tensor.data()), static_cast<std::streamsize>(n));
+      d.tensor.drop_mapped_pages();  // written: a mapped weight need not stay resident
+      onnx::TensorProto& t = *model.mutable_graph()->mutable_initializer(d.index);
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
+                          {"offset", std::to_string(offset)},
+                          {"length", std::to_string(n)}}) {
+        auto* e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      }
+      offset += n;
     }
-  }
-  write_file_atomic((fs::path(path).parent_path() / data_name).string(), data, "external data");
+  });
 }
 
 }  // namespace
@@ -522,11 +558,22 @@ void externalize(onnx::ModelProto& model, const std::string& path) {
 onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options) { return Exporter(g, options).run(); }
 
 void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions& options) {
-  onnx::ModelProto model = export_onnx(g, options);
-  if (static_cast<int64_t>(model.ByteSizeLong()) > kExternalThreshold) externalize(model, path);
-  std::string bytes;
-  if (!model.SerializeToString(&bytes)) TESSERA_THROW(ErrorKind::kInternal, path << ": cannot serialize the model");
-  write_file_atomic(path, bytes, "the model");
+  std::vector<DeferredInitializer> deferred;
+  onnx::ModelProto model = Exporter(g, options, &deferred).run();
+  int64_t bytes = static_cast<int64_t>(model.ByteSizeLong());
+  for (const DeferredInitializer& d : deferred) bytes += d.tensor.nbytes();
+  if (bytes > options.external_data_above) {
+    write_external(model, deferred, path);
+  } else {
+    for (const DeferredInitializer& d : deferred)
+      model.mutable_graph()->mutable_initializer(d.index)->set_raw_data(
+          reinterpret_cast<const char*>(d.tensor.data()), static_cast<size_t>(d.tensor.nbytes()));
+  }
+  std::string serialized;
+  if (!model.SerializeToString(&serialized)) TESSERA_THROW(ErrorKind::kInternal, path << ": cannot serialize the model");
+  write_file_atomic(path, "the model", [&](std::ofstream& out) {
+    out.write(serialized.data(), static_cast<std::streamsize>(serialized.size()));
+  });
 }
 
 }  // namespace tessera

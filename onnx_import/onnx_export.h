@@ -16,6 +16,10 @@ struct ExportOptions {
   // has every node where that is newer (Resize with antialias: 18).
   int64_t opset = 17;
   std::string producer_name = "tessera";
+  // save_onnx_file: a model of more bytes than this (protobuf refuses 2 GiB)
+  // is written with its initializers of 1 KiB or more in `PATH.data` beside
+  // it, streamed one tensor at a time from the graph's constants.
+  int64_t external_data_above = int64_t{1800} << 20;
 };
 
 onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options = {});

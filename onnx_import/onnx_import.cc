@@ -214,7 +214,7 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
   try {
     ImportState state{graph};
     state.opset = default_opset(model);
-    state.model_dir = model_dir;
+    state.external = ExternalData(model_dir);
     collect_names(g, state);
     for (const auto& [name, shape] : options.input_shapes) {
       bool found = false;
@@ -225,7 +225,7 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
       const onnx::TensorProto& t = g.initializer(i);
       if (state.values.count(t.name()))
         TESSERA_THROW(ErrorKind::kInvalidGraph, "initializer '" << t.name() << "' is defined twice");
-      state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, model_dir, "initializer '" + t.name() + "'"));
+      state.values[t.name()] = graph.add_constant(t.name(), tensor_from_proto(t, state.external, "initializer '" + t.name() + "'"));
       if (release) std::string().swap(*release->mutable_graph()->mutable_initializer(i)->mutable_raw_data());
     }
     for (const auto& vi : g.input())

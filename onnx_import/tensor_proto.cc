@@ -71,10 +71,13 @@ fs::path external_path(const std::string& location, const std::string& model_dir
   return fs::path(model_dir.empty() ? "." : model_dir) / rel;
 }
 
-std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::string& model_dir,
-                                   const std::string& context, int64_t nbytes) {
+// The tensor at the proto's external location: a view into the file's
+// mapping, or a copy where the offset is not aligned for the element type
+// (the mapping starts on a page, so the offset decides).
+Tensor read_external(const onnx::TensorProto& proto, ExternalData& external, const std::string& context,
+                     const TensorType& type) {
   std::string location;
-  int64_t offset = 0, length = -1;
+  int64_t offset = 0, length = -1, nbytes = type.nbytes();
   for (const auto& kv : proto.external_data()) {
     try {
       if (kv.key() == "location") location = kv.value();
@@ -84,27 +87,21 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::st
       TESSERA_THROW(ErrorKind::kParse, context << ": bad external data " << kv.key() << " '" << kv.value() << "'");
     }
   }
-  fs::path path = external_path(location, model_dir, context);
+  fs::path path = external_path(location, external.model_dir(), context);
   if (offset < 0) TESSERA_THROW(ErrorKind::kParse, context << ": negative external data offset");
   if (length >= 0 && length != nbytes)
     TESSERA_THROW(ErrorKind::kInvalidGraph,
                   context << ": external data length " << length << " does not match the " << nbytes << " bytes its type needs");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) TESSERA_THROW(ErrorKind::kIo, context << ": cannot open external data file '" << path.string() << "'");
-  // As for typed fields: the file must hold the bytes before they are allocated.
-  std::error_code ec;
-  uintmax_t file_bytes = fs::file_size(path, ec);
-  if (ec || file_bytes < static_cast<uintmax_t>(offset) || file_bytes - static_cast<uintmax_t>(offset) < static_cast<uintmax_t>(nbytes))
+  std::shared_ptr<const MappedFile> file = external.file(path.string(), context);
+  uint64_t file_bytes = file->size();
+  if (file_bytes < static_cast<uint64_t>(offset) || file_bytes - static_cast<uint64_t>(offset) < static_cast<uint64_t>(nbytes))
     TESSERA_THROW(ErrorKind::kInvalidGraph, context << ": external data file '" << path.string() << "' is too short ("
                                                     << nbytes << " bytes needed at offset " << offset << ")");
-  check_memory(nbytes, std::to_string(nbytes) + " bytes of external data");
-  std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
-  in.seekg(offset);
-  in.read(reinterpret_cast<char*>(bytes.data()), nbytes);
-  if (!in || in.gcount() != nbytes)
-    TESSERA_THROW(ErrorKind::kInvalidGraph, context << ": external data file '" << path.string() << "' is too short ("
-                                                    << nbytes << " bytes needed at offset " << offset << ")");
-  return bytes;
+  if (nbytes == 0) return Tensor(type.dtype, type.shape);
+  if (offset % static_cast<int64_t>(dtype_size(type.dtype)) == 0) return Tensor::mapped(type.dtype, type.shape, file, offset);
+  const uint8_t* bytes = file->data() + offset;
+  check_memory(nbytes, std::to_string(nbytes) + " bytes of unaligned external data");
+  return Tensor::from_bytes(type.dtype, type.shape, std::vector<uint8_t>(bytes, bytes + nbytes));
 }
 
 template <class Field>
@@ -154,7 +151,18 @@ Tensor from_typed_fields(const onnx::TensorProto& proto, DType dtype, const Shap
 
 }  // namespace
 
+std::shared_ptr<const MappedFile> ExternalData::file(const std::string& path, const std::string& context) {
+  auto it = files_.find(path);
+  if (it == files_.end()) it = files_.emplace(path, MappedFile::open(path, context)).first;
+  return it->second;
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& model_dir, const std::string& context) {
+  ExternalData external(model_dir);
+  return tensor_from_proto(proto, external, context);
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& proto, ExternalData& external, const std::string& context) {
   if (proto.has_segment()) TESSERA_THROW(ErrorKind::kUnsupported, context << ": segmented tensors are not supported");
   DType dtype;
   try {
@@ -177,7 +185,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& mode
   }
   try {
     if (proto.data_location() == onnx::TensorProto::EXTERNAL)
-      return Tensor::from_bytes(dtype, shape, read_external(proto, model_dir, context, nbytes));
+      return read_external(proto, external, context, type);
     if (proto.has_raw_data()) {
       const std::string& raw = proto.raw_data();
       if (static_cast<int64_t>(raw.size()) != nbytes)

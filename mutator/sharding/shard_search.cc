@@ -407,11 +407,12 @@ namespace {
 // A point's plan as it will be written: propagated from its pins, rank 0's
 // program partitioned (SPMD ranks run alike), priced on the ranks' critical
 // path, so that degrees and rewrites are compared on the number plan.json
-// reports. Propagation runs on `device`, as the plan is propagated; the
+// reports. Rank 0's program is not kept: its column-split weights are copies
+// (a third of a Llama's weights on tp=2), and only the winner's ranks are
+// built again. Propagation runs on `device`, as the plan is propagated; the
 // ranks' programs are priced on `rank_device`, each rank's share of its host.
 struct PricedPlan {
   ShardedGraph sharded;
-  Graph rank0;
   cost::PlanCost cost;
 };
 
@@ -426,8 +427,7 @@ PricedPlan price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost:
     return out;
   }
   out.sharded = propagate(g, mesh, pins, device);
-  out.rank0 = partition_rank(g, out.sharded, 0);
-  out.cost = cost::plan_cost(cost::spmd_rank_programs(out.rank0, mesh, rank_device));
+  out.cost = cost::plan_cost(cost::spmd_rank_programs(partition_rank(g, out.sharded, 0), mesh, rank_device));
   p.predicted_s = out.cost.time_s;
   p.compute_s = out.cost.compute_s[0];
   p.comm_s = out.cost.comm_s[0];
@@ -624,11 +624,10 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
   r.rewrites = variants[variant_of[pick]].rewrites;
   r.constraints = pins[pick];
   if (best.mesh.num_devices() > 1) {
-    // The winner as it was priced: its sharding, rank 0's program and the
-    // other ranks' (the same program over their blocks).
+    // The winner as it was priced: its sharding and every rank's program
+    // (the same program over their blocks).
     PricedPlan& w = priced.at(pick);
-    r.ranks.push_back(std::move(w.rank0));
-    for (int64_t k = 1; k < best.mesh.num_devices(); ++k) r.ranks.push_back(partition_rank(r.graph, w.sharded, k));
+    for (int64_t k = 0; k < best.mesh.num_devices(); ++k) r.ranks.push_back(partition_rank(r.graph, w.sharded, k));
     r.sharding = std::move(w.sharded);
     r.plan_cost = std::move(w.cost);
   }

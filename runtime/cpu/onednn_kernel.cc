@@ -123,7 +123,8 @@ bool OnednnKernel::adopt_one_thread_form(OnednnKernel& other) {
 
 void OnednnKernel::bind_fixed(size_t step, int arg, const dnnl::memory& mem) { steps_[step].args[arg] = mem; }
 
-dnnl::memory OnednnKernel::prepack(const void* data, const Md& from, const Md& to) {
+dnnl::memory OnednnKernel::prepack(const Tensor& t, const Md& from, const Md& to) {
+  const void* data = t.data();
   if (weights_from_)
     for (size_t i = 0; i < weights_from_->owned_.size(); ++i)
       if (weights_from_->owned_sources_[i] == data && weights_from_->owned_[i].get_desc() == to)
@@ -132,6 +133,7 @@ dnnl::memory OnednnKernel::prepack(const void* data, const Md& from, const Md& t
   dnnl::memory dst(to, dnn_->engine);
   dnnl::reorder(src, dst).execute(dnn_->stream, src, dst);
   dnn_->stream.wait();
+  t.drop_mapped_pages();
   owned_.push_back(dst);
   owned_sources_.push_back(data);
   weight_bytes_ += static_cast<int64_t>(to.get_size());

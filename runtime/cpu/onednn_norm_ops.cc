@@ -29,7 +29,7 @@ void bind_f32_vector(const BuildContext& c, OnednnKernel& k, size_t step, int ar
   if (t && t->dtype() != DType::kF32) {
     Md from = vec;
     from.data.data_type = static_cast<dnnl_data_type_t>(tensor_type(t->dtype()));
-    k.bind_fixed(step, arg, k.prepack(t->data(), from, vec));
+    k.bind_fixed(step, arg, k.prepack(*t, from, vec));
   } else {
     k.bind_value(step, arg, v, vec);
   }

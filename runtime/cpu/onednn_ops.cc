@@ -130,7 +130,7 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
                                     any_md(wdims, t), b_md, y_md, strides, dil, pl, pr);
   dnnl::convolution_forward::primitive_desc pd(d, make_attr(&post), c.dnn->engine);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  dnnl::memory wm = k->prepack(w->data(), plain_md(wdims, tensor_type(w->dtype())), pd.weights_desc());
+  dnnl::memory wm = k->prepack(*w, plain_md(wdims, tensor_type(w->dtype())), pd.weights_desc());
   if (sum_index >= 0) {
     ValueId res = grp.post[static_cast<size_t>(sum_index)].other;
     dnnl::reorder::primitive_desc rpd(c.dnn->engine, c.md_of(res), c.dnn->engine, pd.dst_desc());
@@ -146,7 +146,7 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   }
   size_t s = add_main(c, *k, dnnl::convolution_forward(pd), pd, n.inputs[0], x_have, pd.src_desc());
   k->bind_fixed(s, DNNL_ARG_WEIGHTS, wm);
-  if (b) k->bind_fixed(s, DNNL_ARG_BIAS, k->prepack(b->data(), plain_md({ws[0]}, tensor_type(b->dtype())), b_md));
+  if (b) k->bind_fixed(s, DNNL_ARG_BIAS, k->prepack(*b, plain_md({ws[0]}, tensor_type(b->dtype())), b_md));
   k->bind_value(s, DNNL_ARG_DST, grp.output(g), pd.dst_desc());
   bind_post_ops(*k, s, post);
   return {std::move(k), pd.dst_desc()};
@@ -278,7 +278,7 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
   size_t s = k->add_step(dnnl::matmul(pd), pd);
   k->bind_value(s, DNNL_ARG_SRC, n.inputs[0], a_md);
   if (bias != kNoValue) k->bind_value(s, DNNL_ARG_BIAS, bias, bias_md);
-  if (wconst) k->bind_fixed(s, DNNL_ARG_WEIGHTS, k->prepack(wconst->data(), b_md, pd.weights_desc()));
+  if (wconst) k->bind_fixed(s, DNNL_ARG_WEIGHTS, k->prepack(*wconst, b_md, pd.weights_desc()));
   else k->bind_value(s, DNNL_ARG_WEIGHTS, n.inputs[1], b_md);
   k->bind_value(s, DNNL_ARG_DST, grp.output(g), y_md);
   bind_post_ops(*k, s, post);
@@ -460,7 +460,7 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
     s = k->add_step(dnnl::binary(pd), pd);
     if (x_off) k->bind_scratch(s, DNNL_ARG_SRC_0, *x_off, x_md);
     else k->bind_value(s, DNNL_ARG_SRC_0, src0, x_md);
-    if (b_const) k->bind_fixed(s, DNNL_ARG_SRC_1, k->prepack(b_const->data(), src1_md, b_md));
+    if (b_const) k->bind_fixed(s, DNNL_ARG_SRC_1, k->prepack(*b_const, src1_md, b_md));
     else if (b_off) k->bind_scratch(s, DNNL_ARG_SRC_1, *b_off, b_md);
     else k->bind_value(s, DNNL_ARG_SRC_1, src1, b_md);
     if (x_md != src0_md) {

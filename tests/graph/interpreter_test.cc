@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "graph/number.h"
 #include "tests/graph/op_test_util.h"
 
@@ -153,6 +154,38 @@ TEST(InterpreterTest, ValuesReadByLaterNodesSurviveEarlyReaders) {
   std::vector<Tensor> out =
       evaluate(g, {Tensor::from_doubles(DType::kF64, {3}, {-2, 3, 0.5})}, Precision::kF64);
   EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{-4, 9, 0.25}));
+}
+
+// A weight is converted when its first reader runs and freed after its last:
+// a chain of layers needs one layer's weights at a time, not the model's (the
+// end-to-end check of a 4 GB model held them all, twice). The memory limit,
+// checked against the interpreter's own peak estimate, tells which.
+TEST(InterpreterTest, WeightsLiveFromTheirFirstReaderToTheirLast) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 256}});
+  std::vector<double> eye(256 * 256, 0.0);
+  for (int i = 0; i < 256; ++i) eye[static_cast<size_t>(i * 257)] = 1;
+  ValueId h = x;
+  for (int layer = 0; layer < 4; ++layer) {
+    Tensor w = Tensor::from_doubles(DType::kF32, {256, 256}, eye);
+    w.set_double(0, 2);  // each layer doubles element 0
+    h = g.add(OpKind::kMatMul, {h, g.add_constant("w" + std::to_string(layer), w)}, {}, "mm" + std::to_string(layer));
+  }
+  g.set_outputs({h});
+  std::vector<double> in(256, 1.0);
+  Tensor xt = Tensor::from_doubles(DType::kF32, {1, 256}, in);
+  int64_t before = memory_limit();
+  set_memory_limit(400 << 10);  // one weight (256 KiB) fits, four (1 MiB) do not
+  std::vector<Tensor> out;
+  try {
+    out = evaluate(g, {xt});
+  } catch (...) {
+    set_memory_limit(before);
+    throw;
+  }
+  set_memory_limit(before);
+  EXPECT_EQ(out[0].get_double(0), 16);
+  EXPECT_EQ(out[0].get_double(255), 1);
 }
 
 }  // namespace

@@ -455,5 +455,37 @@ TEST(Strategies, RmsNormPatternKeepsRowsSplit) {
   EXPECT_EQ(outputs(a, {Sharding::parse("[P]"), rep}), "none");
 }
 
+// A rank's block that is the whole tensor or one run of its elements shares
+// the global tensor's storage (a mapped weight stays mapped on every rank);
+// a block of strided rows is a copy. Either way it holds the block's values.
+TEST(ShardOf, ContiguousBlocksAreViewsOfTheGlobalTensor) {
+  std::vector<double> values(4 * 6);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
+  Tensor w = Tensor::from_doubles(DType::kF32, {4, 6}, values);
+  DeviceMesh tp2 = DeviceMesh::parse("tp=2");
+  Tensor rep = shard_of(w, Sharding::parse("[R]"), tp2, 1);
+  EXPECT_EQ(rep.data(), w.data());
+  Tensor rows = shard_of(w, Sharding::parse("[S(0)]"), tp2, 1);
+  EXPECT_TRUE(rows.is_view());
+  EXPECT_EQ(rows.data(), w.data() + 12 * 4);
+  EXPECT_EQ(rows.shape(), (Shape{2, 6}));
+  EXPECT_EQ(rows.get_double(0), 12);
+  Tensor cols = shard_of(w, Sharding::parse("[S(1)]"), tp2, 1);
+  EXPECT_FALSE(cols.is_view());
+  EXPECT_EQ(cols.to_doubles(), (std::vector<double>{3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23}));
+  // [1, 4, 6] split on its 4: after a dim of 1 the run still starts at the block.
+  Tensor w3 = w.reshaped({1, 4, 6});
+  Tensor inner = shard_of(w3, Sharding::parse("[S(1)]"), tp2, 1);
+  EXPECT_TRUE(inner.is_view());
+  EXPECT_TRUE(inner.identical(rows.reshaped({1, 2, 6})));
+  // A partial's other ranks hold zeros, never the data.
+  Tensor zeros = shard_of(w, Sharding::parse("[P]"), tp2, 1);
+  EXPECT_FALSE(zeros.is_view());
+  EXPECT_EQ(zeros.get_double(23), 0);
+  // Writing to a rank's view leaves the model's tensor as it was.
+  rows.set_double(0, -1);
+  EXPECT_EQ(w.get_double(12), 12);
+}
+
 }  // namespace
 }  // namespace tessera

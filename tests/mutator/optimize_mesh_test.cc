@@ -4,10 +4,13 @@
 // the ranks, and every flag means the same with and without a mesh.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "graph/mapped_file.h"
 #include "mutator/optimize.h"
 #include "report/report.h"
 #include "tests/mutator/mutator_test_util.h"
@@ -147,6 +150,64 @@ TEST(OptimizeMesh, FlagsMeanTheSameOnAMesh) {
   bad = mesh_options(kReferenceCpu, "tp=2");
   bad.disabled_rules = {"no-such-rule"};
   usage(bad, "unknown rule 'no-such-rule'");
+}
+
+// Weights mapped from a file stay views of it through the optimizer: the
+// plan's original and optimized graphs hold them as they were imported, and
+// a rank's block of a row-split weight is a view at its offset; only a
+// column-split weight's strided blocks are copies (a Megatron MLP on tp=2).
+TEST(OptimizeMesh, MappedWeightsStayViewsThroughThePlan) {
+  std::filesystem::path dir = std::filesystem::path(TESSERA_BINARY_DIR) / "optimize_mesh_mapped";
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::vector<float> bytes(2 * 64 * 256);
+  for (float& v : bytes) v = normal(rng);
+  std::string path = (dir / "w.bin").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size() * 4));
+  }
+  auto file = MappedFile::open(path, "test");
+  Tensor w1 = Tensor::mapped(DType::kF32, {64, 256}, file, 0);
+  Tensor w2 = Tensor::mapped(DType::kF32, {256, 64}, file, 64 * 256 * 4);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 64}});
+  ValueId h = g.add(OpKind::kRelu, {g.add(OpKind::kMatMul, {x, g.add_constant("fc1_w", w1)}, {}, "fc1")}, {}, "act");
+  g.set_outputs({g.add(OpKind::kMatMul, {h, g.add_constant("fc2_w", w2)}, {}, "fc2")});
+  OptimizeOptions o = mesh_options("h100", "tp=2");
+  o.specs = {"fc1_w=[S(1)]", "fc2_w=[S(0)]"};
+  o.shard_search = false;
+  Plan plan = optimize(g, o);
+  ASSERT_TRUE(plan.is_mesh());
+  ASSERT_TRUE(plan.check.passed) << plan.check.summary();
+  auto constants = [](const Graph& graph) {
+    std::vector<const Tensor*> out;
+    for (ValueId v = 0; v < graph.num_values(); ++v)
+      if (graph.value(v).constant && graph.value(v).constant->numel() >= 64 * 64) out.push_back(&*graph.value(v).constant);
+    return out;
+  };
+  for (const Graph* whole : {&plan.original, &plan.optimized}) {
+    std::vector<const Tensor*> ws = constants(*whole);
+    ASSERT_EQ(ws.size(), 2u);
+    for (const Tensor* t : ws) EXPECT_TRUE(t->data() == w1.data() || t->data() == w2.data());
+  }
+  for (int64_t r = 0; r < 2; ++r) {
+    int views = 0, copies = 0;
+    for (const Tensor* t : constants(plan.ranks[static_cast<size_t>(r)])) {
+      if (t->shape() == Shape{128, 64}) {
+        EXPECT_TRUE(t->is_view());
+        EXPECT_EQ(t->data(), w2.data() + r * 128 * 64 * 4);
+        ++views;
+      } else {
+        EXPECT_EQ(t->shape(), (Shape{64, 128}));
+        EXPECT_FALSE(t->is_view());
+        ++copies;
+      }
+    }
+    EXPECT_EQ(views, 1) << "rank " << r;
+    EXPECT_EQ(copies, 1) << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -390,6 +390,66 @@ TEST_F(ExternalDataTest, ReadsRelativeToTheModelFolder) {
   EXPECT_EQ(g.value(add.inputs[1]).constant->to_doubles(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
 }
 
+// The weights are views into one mapping of the file, at their offsets: the
+// import copies none of them.
+TEST_F(ExternalDataTest, WeightsViewOneMappingOfTheFile) {
+  ModelBuilder b = model("weights.bin");
+  auto* u = b.model().mutable_graph()->add_initializer();
+  *u = b.model().graph().initializer(0);
+  u->set_name("u");
+  u->clear_dims();
+  u->add_dims(4);
+  u->mutable_external_data(1)->set_value("12");  // offset: the last four floats
+  u->mutable_external_data(2)->set_value("16");
+  b.node("Identity", {"u"}, {"z"});
+  b.output("z");
+  Graph g = import_onnx_model(b.model(), {}, (dir_ / "model").string(), "m.onnx");
+  ASSERT_EQ(g.outputs().size(), 2u);
+  const auto& wc = g.value(only(g, OpKind::kAdd).inputs[1]).constant;
+  const auto& uc = g.value(g.outputs()[1]).constant;
+  const Tensor* w = wc ? &*wc : nullptr;
+  const Tensor* v = uc ? &*uc : nullptr;
+  ASSERT_TRUE(w && v);
+  EXPECT_TRUE(w->is_view());
+  EXPECT_TRUE(v->is_view());
+  EXPECT_EQ(v->data() - w->data(), 8);  // offsets 12 and 4 of the same mapping
+  EXPECT_EQ(v->to_doubles(), (std::vector<double>{3, 4, 5, 6}));
+}
+
+// An offset not aligned for the element type is read as a copy (a view of a
+// float at an odd address would be undefined behaviour for the kernels).
+TEST_F(ExternalDataTest, UnalignedOffsetIsCopied) {
+  {
+    std::vector<float> w = {1, 2, 3, 4, 5, 6};
+    std::ofstream out(dir_ / "model" / "odd.bin", std::ios::binary);
+    out.write("PA", 2);
+    out.write(reinterpret_cast<const char*>(w.data()), 24);
+  }
+  ModelBuilder b = model("odd.bin");
+  b.model().mutable_graph()->mutable_initializer(0)->mutable_external_data(1)->set_value("2");
+  Graph g = import_onnx_model(b.model(), {}, (dir_ / "model").string(), "m.onnx");
+  const Node& add = only(g, OpKind::kAdd);
+  const Tensor& w = *g.value(add.inputs[1]).constant;
+  EXPECT_FALSE(w.is_view());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data()) % alignof(float), 0u);
+  EXPECT_EQ(w.to_doubles(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+}
+
+// A file shorter than a tensor's bytes is refused in one line naming both.
+TEST_F(ExternalDataTest, TruncatedFileIsOneLineNamingTensorAndFile) {
+  fs::resize_file(dir_ / "model" / "weights.bin", 20);
+  try {
+    import_onnx_model(model("weights.bin").model(), {}, (dir_ / "model").string(), "m.onnx");
+    ADD_FAILURE() << "read 24 bytes at offset 4 of a 20-byte file";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidGraph) << what;
+    EXPECT_NE(what.find("initializer 'w'"), std::string::npos) << what;
+    EXPECT_NE(what.find("weights.bin' is too short"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 TEST_F(ExternalDataTest, RefusesPathsThatLeaveTheFolder) {
   fs::copy_file(dir_ / "model" / "weights.bin", dir_ / "outside.bin");
   for (std::string location : {std::string("../outside.bin"), std::string("sub/../../outside.bin"),

@@ -2,10 +2,15 @@
 // the memory planner's properties.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "graph/error.h"
+#include "graph/interpreter.h"
+#include "graph/mapped_file.h"
 #include "runtime/memory_planner.h"
+#include "tests/resident_bytes.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tessera::runtime {
@@ -302,6 +307,34 @@ TEST(CudaBackendTest, SkipsWithoutCuda) {
     GTEST_SKIP() << "CUDA backend unavailable: " << e.what();
   }
   FAIL() << "the CUDA backend is not part of this build yet, compile must say so";
+}
+
+// A weight read from a mapped file and packed by its kernel leaves the
+// process's memory: the packed copy replaces the mapped one (DESIGN.md,
+// runtime), and the plan computes what the interpreter does.
+TEST(PlanTest, PackedMappedWeightsLeaveTheProcessMemory) {
+  std::filesystem::path dir = std::filesystem::path(TESSERA_BINARY_DIR) / "plan_test_mapped_weights";
+  std::filesystem::create_directories(dir);
+  std::string path = std::filesystem::canonical(dir).string() + "/w.bin";
+  std::mt19937 rng(9);
+  Tensor w0 = random_tensor(DType::kF32, {256, 1024}, rng);  // 1 MiB
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w0.data()), w0.nbytes());
+  }
+  auto file = MappedFile::open(path, "w");
+  Tensor w = Tensor::mapped(DType::kF32, {256, 1024}, file, 0);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 256}});
+  g.set_outputs({g.add(OpKind::kMatMul, {x, g.add_constant("w", w)}, {}, "mm")});
+  EXPECT_TRUE(w.to_doubles() == w0.to_doubles());  // reads every page in
+  EXPECT_GT(tessera::testing::resident_bytes_of(path), 1000 << 10);
+  ExecutablePlan plan = ExecutablePlan::compile(g);
+  EXPECT_LE(tessera::testing::resident_bytes_of(path), 8 << 10);
+  Tensor in = random_tensor(DType::kF32, {1, 256}, rng);
+  Tensor got = plan.run({in})[0];
+  Tensor want = evaluate(g, {in})[0];
+  for (int64_t i = 0; i < want.numel(); ++i) EXPECT_NEAR(got.get_double(i), want.get_double(i), 1e-4) << i;
 }
 
 }  // namespace
