@@ -4,8 +4,10 @@
 #include "onnx_import/onnx_export.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -507,12 +509,14 @@ void write_file_atomic(const std::string& path, const std::string& what,
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) TESSERA_THROW(ErrorKind::kIo, path << ": cannot write " << what);
+    errno = 0;
     write(out);
     out.flush();
     if (!out) {
+      std::string why = errno ? std::string(": ") + std::strerror(errno) : std::string();
       out.close();
       std::remove(tmp.c_str());
-      TESSERA_THROW(ErrorKind::kIo, path << ": writing " << what << " failed");
+      TESSERA_THROW(ErrorKind::kIo, path << ": writing " << what << " failed" << why);
     }
   }
   std::error_code ec;

@@ -4,6 +4,7 @@
 #include "onnx_import/tensor_proto.h"
 
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -229,11 +230,13 @@ void write_tensor_file(const Tensor& t, const std::string& name, const std::stri
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) TESSERA_THROW(ErrorKind::kIo, path << ": cannot write");
+    errno = 0;
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out.flush()) {
+      std::string why = errno ? std::string(": ") + std::strerror(errno) : std::string();
       out.close();
       std::remove(tmp.c_str());
-      TESSERA_THROW(ErrorKind::kIo, path << ": write failed");
+      TESSERA_THROW(ErrorKind::kIo, path << ": write failed" << why);
     }
   }
   std::error_code ec;
