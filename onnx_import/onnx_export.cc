@@ -537,8 +537,9 @@ void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializ
       out.write(kZeros, static_cast<std::streamsize>(pad));
       offset += pad;
       int64_t n = d.tensor.nbytes();
-      out.write(reinterpret_cast<const char*>(d.tensor.data()), static_cast<std::streamsize>(n));
-      d.tensor.drop_mapped_pages();  // written: a mapped weight need not stay resident
+      // Read once: a mapped weight's pages, a rank's made block, leave memory once written.
+      d.tensor.read_once(
+          [&](const uint8_t* p) { out.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n)); });
       onnx::TensorProto& t = *model.mutable_graph()->mutable_initializer(d.index);
       t.set_data_location(onnx::TensorProto::EXTERNAL);
       for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
