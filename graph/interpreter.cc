@@ -36,6 +36,7 @@ RefTensor<T> to_ref(const Tensor& t) {
           auto* o = reinterpret_cast<uint32_t*>(out);
           for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint32_t>(h[i]) << 16;
         });
+        t.drop_mapped_pages();  // made bytes an earlier reader kept
         return r;
       }
     }
