@@ -2,6 +2,8 @@
 // lives: tensors view their bytes in it (Tensor::view, with the mapping as
 // owner) instead of copying them, and the kernel pages them in and out as
 // they are read, so weights larger than memory can be imported and planned.
+// A read past the end of a file that shrank while mapped (SIGBUS) ends the
+// process with a one-line error naming the file and exit status 1.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_;  // null for an empty file
   uint64_t size_;
+  int watch_slot_ = -1;  // where a SIGBUS handler finds the path (mapped_file.cc)
 };
 
 }  // namespace tessera

@@ -299,26 +299,32 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
     for (size_t d = 0; d < size.size(); ++d) at += off[d] * gs[d];
     return size == global.shape() ? global : global.view_part(size, at);
   }
-  Tensor local(global.dtype(), size);
-  if (local.numel() == 0) return local;
+  if (shape_numel(size) == 0) return Tensor(global.dtype(), size);
   // Copy rows of the innermost dim; an odometer walks the outer ones.
-  auto elem = static_cast<int64_t>(dtype_size(global.dtype()));
-  std::vector<int64_t> gs = shape_strides(global.shape());
-  size_t last = size.size() - 1;
-  int64_t row = size[last] * elem, rows = local.numel() / size[last];
-  std::vector<int64_t> idx(size.size(), 0);
-  uint8_t* dst = local.mutable_data();
-  const uint8_t* src = global.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at = 0;
-    for (size_t d = 0; d < size.size(); ++d) at += (off[d] + idx[d]) * gs[d];
-    std::memcpy(dst + r * row, src + at * elem, static_cast<size_t>(row));
-    for (size_t d = last; d-- > 0;) {
-      if (++idx[d] < size[d]) break;
-      idx[d] = 0;
-    }
-  }
-  global.drop_mapped_pages();  // its strided rows read every page of a mapped weight
+  auto copy_block = [global, off, size](uint8_t* dst) {
+    auto elem = static_cast<int64_t>(dtype_size(global.dtype()));
+    std::vector<int64_t> gs = shape_strides(global.shape());
+    size_t last = size.size() - 1;
+    int64_t row = size[last] * elem, rows = shape_numel(size) / size[last];
+    std::vector<int64_t> idx(size.size(), 0);
+    // Its strided rows read every page of a mapped weight: read once.
+    global.read_once([&](const uint8_t* src) {
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t at = 0;
+        for (size_t d = 0; d < size.size(); ++d) at += (off[d] + idx[d]) * gs[d];
+        std::memcpy(dst + r * row, src + at * elem, static_cast<size_t>(row));
+        for (size_t d = last; d-- > 0;) {
+          if (++idx[d] < size[d]) break;
+          idx[d] = 0;
+        }
+      }
+    });
+  };
+  // The block of a mapped weight is made when read, one at a time (the
+  // check, the rank file's write), not held for every rank at once.
+  if (global.is_view()) return Tensor::made(global.dtype(), size, copy_block);
+  Tensor local(global.dtype(), size);
+  copy_block(local.mutable_data());
   return local;
 }
 

@@ -102,7 +102,9 @@ void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& 
 
 // What `rank` holds of `global` under `sharding`: its block, or zeros on
 // ranks off coordinate 0 of a Partial axis (how a whole value is split into
-// partials that sum to it).
+// partials that sum to it). A whole block is `global` itself, one run of
+// its elements a view of it (Tensor::view_part), and a strided block of a
+// view (a column split of a mapped weight) is made when read (Tensor::made).
 Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh& mesh, int64_t rank);
 
 }  // namespace tessera

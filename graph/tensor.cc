@@ -222,7 +222,65 @@ Tensor Tensor::mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile
   return t;
 }
 
+Tensor Tensor::made(DType dtype, Shape shape, TensorStorage::Fill fill) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  if (t.nbytes() > kMaxTensorBytes)
+    TESSERA_THROW(ErrorKind::kResource, "tensor " << type_str(t.type_) << " is too large to allocate");
+  t.data_ = std::make_shared<TensorStorage>(static_cast<size_t>(t.nbytes()), std::move(fill));
+  return t;
+}
+
+const uint8_t* TensorStorage::made() const {
+  if (const uint8_t* p = made_data_.load(std::memory_order_acquire)) return p;
+  std::lock_guard<std::mutex> lock(made_mutex_);
+  if (const uint8_t* p = made_data_.load(std::memory_order_relaxed)) return p;
+  try {
+    made_bytes_.resize(size_);
+  } catch (const std::bad_alloc&) {
+    TESSERA_THROW(ErrorKind::kResource, "out of memory making a tensor of " << size_ << " bytes");
+  }
+  if (size_ > 0) fill_(made_bytes_.data());
+  // An empty vector's data() may be null; a made storage of 0 bytes still has data.
+  static const uint8_t kNothing = 0;
+  const uint8_t* p = size_ > 0 ? made_bytes_.data() : &kNothing;
+  made_data_.store(p, std::memory_order_release);
+  return p;
+}
+
+void TensorStorage::read_once(const std::function<void(const uint8_t*)>& read) const {
+  if (!fill_) {
+    read(data_);
+    drop_pages();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(made_mutex_);
+  if (const uint8_t* p = made_data_.load(std::memory_order_relaxed)) {
+    read(p);
+    return;
+  }
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(size_);
+  } catch (const std::bad_alloc&) {
+    TESSERA_THROW(ErrorKind::kResource, "out of memory making a tensor of " << size_ << " bytes");
+  }
+  if (size_ > 0) fill_(bytes.data());
+  read(bytes.data());
+}
+
+void Tensor::read_once(const std::function<void(const uint8_t*)>& read) const {
+  if (data_) data_->read_once(read);
+  else read(nullptr);
+}
+
 void TensorStorage::drop_pages() const {
+  if (fill_) {
+    std::lock_guard<std::mutex> lock(made_mutex_);
+    made_data_.store(nullptr, std::memory_order_release);
+    std::vector<uint8_t>().swap(made_bytes_);
+    return;
+  }
   if (!file_pages_ || size_ == 0) return;
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t begin = (reinterpret_cast<uintptr_t>(data_) + page - 1) / page * page;
@@ -236,7 +294,17 @@ Tensor Tensor::view_part(Shape shape, int64_t offset) const {
   t.type_ = {dtype(), std::move(shape)};
   TESSERA_CHECK(data_ && offset >= 0 && offset + t.numel() <= numel(),
                 "a view of " << type_str(t.type_) << " at element " << offset << " of " << type_str(type_));
-  const uint8_t* at = data() + offset * static_cast<int64_t>(dtype_size(dtype()));
+  int64_t at_byte = offset * static_cast<int64_t>(dtype_size(dtype()));
+  if (data_->is_made()) {
+    // A part of bytes made on demand is made on demand too, from them.
+    Tensor whole = *this;
+    auto n = static_cast<size_t>(t.nbytes());
+    t.data_ = std::make_shared<TensorStorage>(n, [whole, at_byte, n](uint8_t* dst) {
+      whole.read_once([&](const uint8_t* src) { std::memcpy(dst, src + at_byte, n); });
+    });
+    return t;
+  }
+  const uint8_t* at = data() + at_byte;
   // A part of a mapped file's view is one too (its pages may be dropped).
   t.data_ = std::make_shared<TensorStorage>(at, static_cast<size_t>(t.nbytes()), data_, data_->file_pages());
   return t;
@@ -253,18 +321,35 @@ bool Tensor::identical(const Tensor& other) const {
 
 uint64_t Tensor::hash() const {
   if (uint64_t cached = hash_.load(std::memory_order_relaxed)) return cached;
-  // FNV-1a over type and bytes.
+  // FNV-1a over type and a hash of the bytes.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
   mix(static_cast<uint64_t>(dtype()));
   for (int64_t d : shape()) mix(static_cast<uint64_t>(d));
-  if (data_) {
-    const uint8_t* p = data_->data();
-    for (size_t i = 0; i < data_->size(); ++i) mix(p[i]);
-    data_->drop_pages();  // read once, from start to end: a mapped weight need not stay resident
-  }
+  // Read once, from start to end: a mapped weight need not stay resident.
+  if (data_) data_->read_once([&](const uint8_t* p) { mix(hash_bytes(p, data_->size())); });
+  if (h == 0) h = 1;
   hash_.store(h, std::memory_order_relaxed);
   return h;
+}
+
+uint64_t hash_bytes(const uint8_t* p, size_t n) {
+  // Four independent lanes of 8-byte words, multiply and rotate, then the
+  // tail byte by byte: byte-by-byte FNV-1a waits on one multiply a byte.
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t lane[4] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull, 0x082EFA98EC4E6C89ull};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * k, 8);
+      uint64_t x = (lane[k] ^ w) * kMul;
+      lane[k] = (x << 31) | (x >> 33);
+    }
+  uint64_t h = n * kMul;
+  for (int k = 0; k < 4; ++k) h = (h ^ lane[k]) * 1099511628211ull;
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h ^ (h >> 32);
 }
 
 }  // namespace tessera

@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,43 +38,69 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+// A 64-bit hash of `n` bytes (not a cryptographic one: equal hashes are
+// confirmed by comparing the bytes).
+uint64_t hash_bytes(const uint8_t* p, size_t n);
+
 // "f32[1x3x224x224]"
 std::string type_str(const TensorType& type);
 
 // Largest tensor Tessera allocates (bytes); larger requests raise kResource.
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB
 
-// The bytes of a tensor: owned, or a view of `size` bytes at `data` that
-// `owner` keeps valid (a mapped file). Never written once a Tensor shares it:
-// Tensor::mutable_data() copies a shared or viewed storage first.
+// The bytes of a tensor: owned, a view of `size` bytes at `data` that
+// `owner` keeps valid (a mapped file), or made on demand from other
+// tensors' bytes (a rank's strided block of a mapped weight, a join of
+// mapped weights: see Tensor::made). Never written once a Tensor shares it:
+// Tensor::mutable_data() copies a shared, viewed or made storage first.
 class TensorStorage {
  public:
+  using Fill = std::function<void(uint8_t*)>;
   explicit TensorStorage(std::vector<uint8_t> bytes)
       : owned_(std::move(bytes)), data_(owned_.data()), size_(owned_.size()) {}
   // `file_pages`: the view is of a read-only file mapping, whose pages this
   // process may drop and read again (drop_pages).
   TensorStorage(const uint8_t* data, size_t size, std::shared_ptr<const void> owner, bool file_pages = false)
       : data_(data), size_(size), owner_(std::move(owner)), file_pages_(file_pages) {}
+  // Bytes that `fill` writes (all `size` of them) when first read, and that
+  // drop_pages() frees again.
+  TensorStorage(size_t size, Fill fill) : size_(size), fill_(std::move(fill)) {}
   TensorStorage(const TensorStorage&) = delete;  // data_ may point into owned_
   TensorStorage& operator=(const TensorStorage&) = delete;
 
-  const uint8_t* data() const { return data_; }
+  // A made storage makes its bytes here and keeps them until drop_pages().
+  const uint8_t* data() const { return fill_ ? made() : data_; }
   size_t size() const { return size_; }
-  bool is_view() const { return owner_ != nullptr; }
+  bool is_view() const { return owner_ != nullptr || fill_ != nullptr; }
+  bool is_made() const { return fill_ != nullptr; }
   bool file_pages() const { return file_pages_; }
   // Owned storage only.
   uint8_t* owned_data() { return owned_.data(); }
   // For a view of a file mapping: the whole pages of [data, data + size)
   // leave this process's resident memory (the kernel reads them again from
-  // the page cache or the file if they are read later). Nothing otherwise.
+  // the page cache or the file if they are read later). For a made
+  // storage: its bytes are freed (made again if read later); the caller
+  // holds the tensor alone (no other thread reads it). Nothing otherwise.
   void drop_pages() const;
+  // Calls `read` with the bytes, then drops a mapping's pages; a made
+  // storage's bytes are made for the call alone unless they already are,
+  // so a reader that streams the tensor once (a hash, a file write, the
+  // interpreter's conversion) never leaves it resident. Safe beside other
+  // threads' reads.
+  void read_once(const std::function<void(const uint8_t*)>& read) const;
 
  private:
+  const uint8_t* made() const;
+
   std::vector<uint8_t> owned_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::shared_ptr<const void> owner_;
   bool file_pages_ = false;
+  Fill fill_;
+  mutable std::mutex made_mutex_;
+  mutable std::vector<uint8_t> made_bytes_;
+  mutable std::atomic<const uint8_t*> made_data_{nullptr};
 };
 
 class Tensor {
@@ -103,6 +131,13 @@ class Tensor {
   // A view of the type's bytes at byte `offset` of a mapped file (inside
   // it, aligned for the element type).
   static Tensor mapped(DType dtype, Shape shape, std::shared_ptr<const MappedFile> file, int64_t offset);
+  // A tensor whose bytes `fill` writes from other tensors' (which it keeps
+  // alive) when first read; drop_mapped_pages() frees them again. A rank's
+  // block of a mapped weight that is not one run of it (a column split) is
+  // one: a copy of 27 GB of weights spread over the ranks of a plan would
+  // not fit in memory, one tensor at a time does (the check reads them and
+  // the rank files are written so).
+  static Tensor made(DType dtype, Shape shape, TensorStorage::Fill fill);
   // Converts each value to `dtype` (rounding for f16/bf16, truncation for ints).
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
   static Tensor from_ints(DType dtype, Shape shape, const std::vector<int64_t>& values);
@@ -123,10 +158,16 @@ class Tensor {
   // Whether the data is a view into memory the tensor does not own (a
   // mapped file); mutable_data() makes it the tensor's own.
   bool is_view() const { return data_ && data_->is_view(); }
+  // Whether the bytes are made on demand (Tensor::made).
+  bool is_made() const { return data_ && data_->is_made(); }
+  // Calls `read` with the bytes once (TensorStorage::read_once): what a
+  // reader that streams a tensor of a model larger than memory uses.
+  void read_once(const std::function<void(const uint8_t*)>& read) const;
 
   const uint8_t* data() const { return data_ ? data_->data() : nullptr; }
   // Where the data is a view of a mapped file: its pages leave the process's
-  // resident memory until read again (from the page cache, or the file). For
+  // resident memory until read again (from the page cache, or the file);
+  // where it is made (Tensor::made), it is freed until read again. For
   // a reader that has just streamed the whole tensor (hash, conversion for
   // the interpreter, a file write) or packed its own copy of it (a kernel:
   // the copy then replaces the mapped weight instead of adding to it), so

@@ -193,10 +193,18 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
   }
 }
 
+}  // namespace
+
+int check_trials(const Graph& original) {
+  return weight_bytes(original) > kFewerCheckTrialsAbove ? 1 : kCheckTrials;
+}
+
+namespace {
+
 verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
   verifier::EndToEndOptions check;
   check.seed = o.seed ^ 0x5eed;
-  check.trials = kCheckTrials;
+  check.trials = check_trials(p.original);
   check.given_inputs = o.check_inputs;
   if (p.is_mesh()) {
     verifier::ShardedProgram sp;
@@ -272,7 +280,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
   // most a quarter is set aside for it, and on the largest models (csrnet,
   // 41 GFLOP: ~4 s a set) it runs past --budget rather than leave the
   // search a fraction of a second; the report gives both times.
-  plan.reserved_check_s = std::min(estimated_check_seconds(g, kCheckTrials), 0.25 * options.budget_s);
+  plan.reserved_check_s = std::min(estimated_check_seconds(g, check_trials(g)), 0.25 * options.budget_s);
   const Budget budget(t0, options.budget_s * 0.95 - plan.reserved_check_s - options.reserve_s);
   const BudgetShares shares = divide_budget(on_mesh);
 

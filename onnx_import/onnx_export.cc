@@ -541,8 +541,10 @@ void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializ
       out.write(kZeros, static_cast<std::streamsize>(pad));
       offset += pad;
       int64_t n = d.tensor.nbytes();
-      out.write(reinterpret_cast<const char*>(d.tensor.data()), static_cast<std::streamsize>(n));
-      d.tensor.drop_mapped_pages();  // written: a mapped weight need not stay resident
+      // Read once: a mapped weight's pages, a rank's made block, leave memory once written.
+      d.tensor.read_once(
+          [&](const uint8_t* p) { out.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n)); });
+      d.tensor.drop_mapped_pages();  // made bytes an earlier reader kept
       onnx::TensorProto& t = *model.mutable_graph()->mutable_initializer(d.index);
       t.set_data_location(onnx::TensorProto::EXTERNAL);
       for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
@@ -569,9 +571,15 @@ void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions
   if (bytes > options.external_data_above) {
     write_external(model, deferred, path);
   } else {
-    for (const DeferredInitializer& d : deferred)
-      model.mutable_graph()->mutable_initializer(d.index)->set_raw_data(
-          reinterpret_cast<const char*>(d.tensor.data()), static_cast<size_t>(d.tensor.nbytes()));
+    // Read once: a rank's made block is not kept beside its copy in the
+    // proto (Llama-2-7B on tp=8: 1.7 GB rank files, inline, kept 9 GB).
+    for (const DeferredInitializer& d : deferred) {
+      d.tensor.read_once([&](const uint8_t* p) {
+        model.mutable_graph()->mutable_initializer(d.index)->set_raw_data(reinterpret_cast<const char*>(p),
+                                                                           static_cast<size_t>(d.tensor.nbytes()));
+      });
+      d.tensor.drop_mapped_pages();
+    }
   }
   std::string serialized;
   if (!model.SerializeToString(&serialized)) TESSERA_THROW(ErrorKind::kInternal, path << ": cannot serialize the model");

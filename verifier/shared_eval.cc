@@ -124,8 +124,8 @@ PairOutputs evaluate_pair_zp(const Graph& original, const Graph& candidate, cons
   std::vector<TensorPtr> shared_inputs;
   for (const RefTensor<Zp>& t : inputs) shared_inputs.push_back(std::make_shared<RefTensor<Zp>>(t));
   Classes classes;
-  GraphState a = bind(original, shared_inputs, classes);
-  GraphState b = bind(candidate, shared_inputs, classes);
+  GraphState a = verifier::bind(original, shared_inputs, classes);
+  GraphState b = verifier::bind(candidate, shared_inputs, classes);
 
   struct KeyHash {
     size_t operator()(const NodeKey& k) const { return k.hash(); }

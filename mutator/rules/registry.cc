@@ -87,27 +87,43 @@ bool same_operand(const Graph& before, ValueId bv, const Graph& replacement, Val
   return b == r && b < static_cast<long>(bi.size()) && r < static_cast<long>(ri.size());
 }
 
+namespace {
+
+// A constant of `type` that `fill` writes from `sources`: made when read
+// (Tensor::made) where one of them is a view (a mapped weight: a rule
+// merging Llama-2-7B's projections must not hold 9 GB of joined copies of
+// its weights), made now otherwise.
+Tensor made_from(const std::vector<Tensor>& sources, DType dtype, Shape shape, TensorStorage::Fill fill) {
+  for (const Tensor& s : sources)
+    if (s.is_view()) return Tensor::made(dtype, std::move(shape), std::move(fill));
+  Tensor out(dtype, std::move(shape));
+  fill(out.mutable_data());
+  return out;
+}
+
+}  // namespace
+
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
   TESSERA_CHECK(!parts.empty(), "concat of nothing");
   Shape shape = parts[0].shape();
   int64_t total = 0;
   for (const Tensor& p : parts) total += p.shape()[axis];
   shape[axis] = total;
-  Tensor out(parts[0].dtype(), shape);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  size_t elem = dtype_size(parts[0].dtype());
-  uint8_t* dst = out.mutable_data();
-  int64_t out_row = total * inner * static_cast<int64_t>(elem);
-  int64_t offset = 0;
-  for (const Tensor& p : parts) {
-    int64_t row = p.shape()[axis] * inner * static_cast<int64_t>(elem);
-    for (int64_t o = 0; o < outer; ++o)
-      std::copy(p.data() + o * row, p.data() + (o + 1) * row, dst + o * out_row + offset);
-    offset += row;
-  }
-  return out;
+  auto elem = static_cast<int64_t>(dtype_size(parts[0].dtype()));
+  return made_from(parts, parts[0].dtype(), shape, [parts, outer, inner, total, elem, axis](uint8_t* dst) {
+    int64_t out_row = total * inner * elem;
+    int64_t offset = 0;
+    for (const Tensor& p : parts) {
+      int64_t row = p.shape()[axis] * inner * elem;
+      p.read_once([&](const uint8_t* src) {
+        for (int64_t o = 0; o < outer; ++o) std::copy(src + o * row, src + (o + 1) * row, dst + o * out_row + offset);
+      });
+      offset += row;
+    }
+  });
 }
 
 Tensor slice_last_axis(const Tensor& t, int64_t begin, int64_t count) {
@@ -115,14 +131,14 @@ Tensor slice_last_axis(const Tensor& t, int64_t begin, int64_t count) {
   int64_t n = shape.back();
   TESSERA_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "slice out of range");
   shape.back() = count;
-  Tensor out(t.dtype(), shape);
-  size_t elem = dtype_size(t.dtype());
+  auto elem = static_cast<int64_t>(dtype_size(t.dtype()));
   int64_t rows = n == 0 ? 0 : t.numel() / n;
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy(t.data() + (r * n + begin) * static_cast<int64_t>(elem),
-              t.data() + (r * n + begin + count) * static_cast<int64_t>(elem),
-              out.mutable_data() + r * count * static_cast<int64_t>(elem));
-  return out;
+  return made_from({t}, t.dtype(), shape, [t, rows, n, begin, count, elem](uint8_t* dst) {
+    t.read_once([&](const uint8_t* src) {
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(src + (r * n + begin) * elem, src + (r * n + begin + count) * elem, dst + r * count * elem);
+    });
+  });
 }
 
 Tensor transpose_2d(const Tensor& t) {

@@ -487,5 +487,42 @@ TEST(ShardOf, ContiguousBlocksAreViewsOfTheGlobalTensor) {
   EXPECT_EQ(w.get_double(12), 12);
 }
 
+// A strided block of a view (a column split of a mapped weight) is made
+// when read and freed again when dropped, so that every rank's blocks of a
+// model larger than memory are never held at once; its values are the
+// block's, read once (made for the reader alone), kept, or made again.
+TEST(ShardOf, StridedBlocksOfAViewAreMadeWhenRead) {
+  auto values = std::make_shared<std::vector<float>>(4 * 6);
+  for (size_t i = 0; i < values->size(); ++i) (*values)[i] = static_cast<float>(i);
+  Tensor w = Tensor::view(DType::kF32, {4, 6}, reinterpret_cast<const uint8_t*>(values->data()), values);
+  DeviceMesh tp2 = DeviceMesh::parse("tp=2");
+  Tensor cols = shard_of(w, Sharding::parse("[S(1)]"), tp2, 1);
+  EXPECT_TRUE(cols.is_made());
+  const std::vector<double> want{3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23};
+  std::vector<float> once;
+  cols.read_once([&](const uint8_t* p) {
+    once.assign(reinterpret_cast<const float*>(p), reinterpret_cast<const float*>(p) + 12);
+  });
+  EXPECT_EQ(std::vector<double>(once.begin(), once.end()), want);
+  EXPECT_EQ(cols.to_doubles(), want);
+  const uint8_t* made = cols.data();
+  EXPECT_EQ(cols.data(), made);  // kept until dropped
+  Tensor copy = cols;
+  EXPECT_TRUE(copy.identical(cols));
+  cols.drop_mapped_pages();
+  EXPECT_EQ(copy.to_doubles(), want);  // made again
+  // The hash of a made block is the hash of the same bytes owned.
+  Tensor owned = Tensor::from_doubles(DType::kF32, {4, 3}, want);
+  EXPECT_EQ(cols.hash(), owned.hash());
+  EXPECT_TRUE(cols.identical(owned));
+  // A row split of a made block is made too, from it; writing copies it.
+  Tensor part = shard_of(cols, Sharding::parse("[S(0)]"), tp2, 1);
+  EXPECT_TRUE(part.is_made());
+  EXPECT_EQ(part.to_doubles(), (std::vector<double>{15, 16, 17, 21, 22, 23}));
+  part.set_double(0, -1);
+  EXPECT_FALSE(part.is_made());
+  EXPECT_EQ(cols.get_double(6), 15);
+}
+
 }  // namespace
 }  // namespace tessera

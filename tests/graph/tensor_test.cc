@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -185,6 +186,26 @@ TEST_F(MappedFileTest, WholeTensorReadersLeaveNoPagesResident) {
   Tensor block = shard_of(t, Sharding::parse("[S(1)]"), DeviceMesh::parse("tp=2"), 1);
   EXPECT_EQ(block.get_double(0), w[128]);
   EXPECT_LE(testing::resident_bytes_of(path), 4 << 10);
+}
+
+// A file that shrinks while it is mapped (rewritten by another process)
+// makes a read of its lost pages raise SIGBUS: the process ends with a
+// one-line error naming the file and exit status 1, not a crash.
+TEST_F(MappedFileTest, ReadPastATruncatedFileIsAOneLineErrorNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::string path = fs::canonical(dir_).string() + "/shrinks.bin";
+  std::vector<char> bytes(4 * 4096, 7);
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_EXIT(
+      {
+        auto f = MappedFile::open(path, "initializer 'w'");
+        fs::resize_file(path, 4096);
+        volatile uint8_t sum = 0;
+        for (uint64_t i = 0; i < f->size(); i += 4096) sum = sum + f->data()[i];
+        std::fprintf(stderr, "read %d\n", sum);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(1), "^tessera: error: " + path + ": external data file is shorter than when it was mapped [^\n]*\n$");
 }
 
 }  // namespace

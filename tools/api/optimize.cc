@@ -180,8 +180,12 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   }
   // What was spent before, and writing the files: the model is serialized
   // at about 150 MB/s here (vgg16's 667 MB: 4 s), and a rewrite may grow the
-  // weights (Winograd's transformed filters are (m+2)^2/9 times larger).
-  double export_s = 0.2 + 1.5 * static_cast<double>(g.parameter_bytes()) / 150e6;
+  // weights (Winograd's transformed filters are (m+2)^2/9 times larger). As
+  // with the check, at most a quarter of the budget is set aside for it:
+  // Llama-2-7B's 13.5 GB would take 135 s of a 30 s budget and leave the
+  // searches nothing (its sharding search priced 28 plans in 0.13 s and
+  // kept tp=2 of tp=4); the writing runs past --budget instead.
+  double export_s = std::min(0.2 + 1.5 * static_cast<double>(g.parameter_bytes()) / 150e6, 0.25 * config.budget_s);
   options.budget_s = config.budget_s - config.spent_s;
   options.reserve_s += export_s;
   if (!(options.budget_s > 0))
