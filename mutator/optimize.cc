@@ -202,8 +202,10 @@ verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
     verifier::ShardedProgram sp;
     sp.mesh = p.mesh;
     sp.per_rank = p.ranks;
-    sp.input_shardings.assign(p.original.inputs().size(), Sharding::replicated(p.mesh));
-    sp.output_shardings.assign(p.original.outputs().size(), Sharding::replicated(p.mesh));
+    // Fed and read as the plan's boundary says: a sharded input is
+    // scattered to the ranks' blocks, a sharded output gathered from them.
+    sp.input_shardings = p.sharding.inputs;
+    sp.output_shardings = p.sharding.outputs;
     return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(sp), check);
   }
   if (structurally_equal(p.original, p.optimized)) {

@@ -478,9 +478,10 @@ Graph static_cache_attention() {
 
 // Imported from ONNX, planned for tp=2 with the caches in and out split by
 // KV heads (propagation carries the split through the writes and the
-// attention; the outputs are gathered at the plan's boundary), run under
-// mpirun and as threads at position 5: the output and the updated caches
-// are the single-device run's.
+// attention; the caches cross the plan's boundary as each rank's block, and
+// `tessera run` cuts and assembles the global files at the edges), run
+// under mpirun and as threads at position 5: the output and the updated
+// caches are the single-device run's.
 TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   fs::path dir = scratch("static_cache");
   fs::create_directories(dir);
@@ -497,6 +498,27 @@ TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   EXPECT_EQ(j["mesh"], "tp=2");
   for (const char* t : {"past_k", "past_v", "present_k", "present_v"})
     EXPECT_EQ(j["sharding"]["tensors"][t], "[S(1)]") << t;
+  // The caches cross the plan's boundary as each rank's block: rank files
+  // take and give back half the KV heads, and nothing gathers them.
+  for (const char* t : {"past_k", "past_v"}) EXPECT_EQ(j["sharding"]["inputs"][t], "[S(1)]") << t;
+  for (const char* t : {"present_k", "present_v"}) EXPECT_EQ(j["sharding"]["outputs"][t], "[S(1)]") << t;
+  EXPECT_EQ(j["sharding"]["inputs"]["x"], "[R]");
+  EXPECT_EQ(j["sharding"]["outputs"]["y"], "[R]");
+  api::MeshPlan mp = api::read_mesh_plan(plan);
+  EXPECT_EQ(mp.input_shardings["past_k"], "[S(1)]");
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    Graph rg = api::load_rank(mp, rank);
+    for (ValueId v : rg.inputs())
+      if (rg.value(v).name.rfind("past_", 0) == 0) EXPECT_EQ(rg.type(v).shape, (Shape{1, 1, 8, 4})) << rg.value(v).name;
+    for (ValueId v : rg.outputs())
+      if (rg.value(v).name.rfind("present_", 0) == 0) EXPECT_EQ(rg.type(v).shape, (Shape{1, 1, 8, 4})) << rg.value(v).name;
+    for (NodeId n = 0; n < rg.num_nodes(); ++n) {  // no collective moves a cache's positions
+      const Node& node = rg.node(n);
+      if (!op_def(node.kind).is_collective()) continue;
+      const Shape& moved = rg.type(node.inputs[0]).shape;
+      EXPECT_FALSE(moved.size() == 4 && moved[2] == 8) << node.name << " moves " << type_str(rg.type(node.inputs[0]));
+    }
+  }
   for (const char* n : {"write_k", "write_v"}) {
     std::string strategy = j["sharding"]["nodes"][n];
     EXPECT_EQ(strategy.rfind("[S(1)] x [S(1)] x [S(1)] -> [S(1)] (shard", 0), 0u) << n << ": " << strategy;

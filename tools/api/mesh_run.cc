@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "graph/strategy.h"
 #include "mutator/plan_files.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/communicator.h"
@@ -53,6 +54,16 @@ MeshPlan read_mesh_plan(const std::string& dir) {
                 "mesh " + p.mesh + " has " + std::to_string(devices) + " ranks but the plan lists " +
                     std::to_string(p.ranks),
                 {path.string(), "", ""});
+  // The boundary (plans written before it had one cross whole).
+  if (j.contains("sharding") && j["sharding"].is_object())
+    for (auto [key, into] : {std::pair{"inputs", &p.input_shardings}, std::pair{"outputs", &p.output_shardings}})
+      if (j["sharding"].contains(key) && j["sharding"][key].is_object())
+        for (auto it = j["sharding"][key].begin(); it != j["sharding"][key].end(); ++it) {
+          if (!it.value().is_string())
+            throw Error(ErrorKind::kParse, std::string("sharding.") + key + "." + it.key() + " is not a sharding",
+                        {path.string(), "", ""});
+          (*into)[it.key()] = it.value().get<std::string>();
+        }
   return p;
 }
 
@@ -76,7 +87,64 @@ struct RankSource {
   std::string plan_name;  // "the plan in DIR", "the plan"
   std::function<Graph(int64_t)> load;
   std::function<std::string(int64_t)> where;
+  std::map<std::string, std::string> input_shardings, output_shardings;  // the boundary, by name
 };
+
+// A mesh plan's boundary on rank 0's program: how each input and output
+// crosses it, and the plan's inputs at their global types.
+struct Boundary {
+  DeviceMesh mesh;
+  std::vector<Sharding> in, out;
+  Graph global;  // the plan's inputs as the single-device model takes them; no nodes
+  std::vector<std::string> out_names;
+  std::vector<Shape> out_shapes;  // global
+
+  // Rank r's inputs: its block of each global input.
+  std::vector<Tensor> scatter(const std::vector<Tensor>& global_inputs, int64_t r) const {
+    if (global_inputs.size() != in.size())
+      TESSERA_THROW(ErrorKind::kUsage, "the plan takes " << in.size() << " inputs, " << global_inputs.size() << " given");
+    std::vector<Tensor> mine;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const TensorType& want = global.type(global.inputs()[i]);
+      if (global_inputs[i].type() != want)
+        TESSERA_THROW(ErrorKind::kUsage, "input '" << global.value(global.inputs()[i]).name << "' is "
+                                                   << type_str(want) << ", given " << type_str(global_inputs[i].type()));
+      mine.push_back(shard_of(global_inputs[i], in[i], mesh, r));
+    }
+    return mine;
+  }
+  bool sharded_output(size_t k) const { return out[k] != Sharding::replicated(mesh); }
+};
+
+Sharding boundary_sharding(const std::map<std::string, std::string>& listed, const std::string& name,
+                           const DeviceMesh& mesh, const std::string& plan_name) {
+  auto it = listed.find(name);
+  if (it == listed.end()) return Sharding::replicated(mesh);
+  try {
+    return Sharding::parse(it->second);
+  } catch (const Error& e) {
+    TESSERA_THROW(ErrorKind::kParse, plan_name << ": the boundary sharding of '" << name << "': " << e.what());
+  }
+}
+
+Boundary boundary_of(const RankSource& plan, const DeviceMesh& mesh, const Graph& rank0) {
+  Boundary b;
+  b.mesh = mesh;
+  for (ValueId v : rank0.inputs()) {
+    const std::string& name = rank0.value(v).name;
+    b.in.push_back(boundary_sharding(plan.input_shardings, name, mesh, plan.plan_name));
+    TensorType t = rank0.type(v);
+    t.shape = global_shape(b.in.back(), mesh, t.shape);
+    b.global.add_input(name, t);
+  }
+  for (ValueId v : rank0.outputs()) {
+    const std::string& name = rank0.value(v).name;
+    b.out.push_back(boundary_sharding(plan.output_shardings, name, mesh, plan.plan_name));
+    b.out_names.push_back(name);
+    b.out_shapes.push_back(global_shape(b.out.back(), mesh, rank0.type(v).shape));
+  }
+  return b;
+}
 
 // Threads per rank: the flag, or the cores shared among the ranks that run
 // on this machine (each rank's plan would otherwise run one thread per core,
@@ -129,6 +197,7 @@ struct MeshExecutable::State {
   std::unique_ptr<runtime::InProcessWorld> world;
   std::vector<std::unique_ptr<runtime::Communicator>> nccl;
   std::vector<std::optional<runtime::ExecutablePlan>> plans;
+  Boundary boundary;
   std::mutex mutex;  // one run at a time: the plans' buffers are shared by their runs
 };
 
@@ -148,6 +217,7 @@ void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
       throw Error(ErrorKind::kInvalidGraph, "its inputs are not rank0.onnx's (every rank takes the global inputs)",
                   {plan.where(r), "", ""});
   }
+  st.boundary = boundary_of(plan, st.mesh, graphs[0]);
   std::string sig = runtime::collective_signature(graphs[0]);
   for (int64_t r = 1; r < plan.ranks; ++r)
     if (std::string d = runtime::signature_difference(runtime::collective_signature(graphs[static_cast<size_t>(r)]), sig);
@@ -170,30 +240,54 @@ void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
   });
 }
 
-MeshRunResult run_compiled_threads(MeshExecutable::State& st, const std::vector<Tensor>& inputs,
-                                   const RunConfig& config) {
+// Every rank on its own inputs; rank 0's result, and every rank's outputs.
+MeshRunResult run_rank_threads(MeshExecutable::State& st, const std::vector<std::vector<Tensor>>& per_rank,
+                               const RunConfig& config, std::vector<std::vector<Tensor>>& outputs) {
   std::lock_guard<std::mutex> lock(st.mutex);
+  TESSERA_CHECK(per_rank.size() == st.plans.size(), per_rank.size() << " input sets for " << st.plans.size() << " ranks");
   std::vector<RunResult> results(st.plans.size());
   double comm_ms = 0;
   MeshRunResult m;
   st.world->run([&](int64_t r) {
     runtime::ExecutablePlan& p = *st.plans[static_cast<size_t>(r)];
-    results[static_cast<size_t>(r)] = detail::run_compiled(p, inputs, config);
+    results[static_cast<size_t>(r)] = detail::run_compiled(p, per_rank[static_cast<size_t>(r)], config);
     if (r == 0 && config.profile) comm_ms = collective_ms(p);
     if (r == 0) count_collectives(p, m);
   });
+  outputs.clear();
+  for (RunResult& r : results) outputs.push_back(std::move(r.outputs));
   static_cast<RunResult&>(m) = std::move(results[0]);
+  m.outputs = outputs[0];
   m.threads_per_rank = st.options.threads;
   m.collective_ms = comm_ms;
+  m.output_names = st.boundary.out_names;
+  return m;
+}
+
+// Global inputs scattered to the ranks' blocks, sharded outputs assembled.
+MeshRunResult run_compiled_threads(MeshExecutable::State& st, const std::vector<Tensor>& inputs,
+                                   const RunConfig& config) {
+  const Boundary& b = st.boundary;
+  std::vector<std::vector<Tensor>> per_rank, outs;
+  for (int64_t r = 0; r < static_cast<int64_t>(st.plans.size()); ++r) per_rank.push_back(b.scatter(inputs, r));
+  MeshRunResult m = run_rank_threads(st, per_rank, config, outs);
+  for (size_t k = 0; k < b.out.size(); ++k) {
+    if (!b.sharded_output(k)) continue;
+    std::vector<Tensor> blocks;
+    for (const std::vector<Tensor>& o : outs) blocks.push_back(o[k]);
+    m.outputs[k] = unshard(blocks, b.out[k], b.mesh, b.out_shapes[k]);
+  }
   return m;
 }
 
 // Every rank of the plan as a thread of this process, compiled for this run.
 MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
                           const RunConfig& config) {
-  MeshExecutable::State st{mesh, config, {}, {}, {}, {}, {}};
+  MeshExecutable::State st;
+  st.mesh = mesh;
+  st.config = config;
   compile_threads(st, plan);
-  return run_compiled_threads(st, inputs_of(plan.load(0)), config);
+  return run_compiled_threads(st, inputs_of(st.boundary.global), config);
 }
 
 // Under mpirun: every rank throws when one failed (Failure from
@@ -227,6 +321,25 @@ std::optional<Error> attempt(F&& f) {
   runtime::MpiSession::abort(1);
 }
 
+// The global tensor from every rank's block of it, on every rank: an
+// all-gather over each mesh axis, the last first, leaves every rank's block
+// in rank order (CPU ranks: the MPI communicator).
+Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Sharding& s, const DeviceMesh& mesh,
+                     const Shape& global) {
+  auto bytes = static_cast<int64_t>(mine.nbytes());
+  std::vector<uint8_t> have(mine.data(), mine.data() + bytes);
+  for (size_t a = mesh.axes().size(); a-- > 0;) {
+    std::vector<uint8_t> more(have.size() * static_cast<size_t>(mesh.axes()[a].size));
+    comm.all_gather(static_cast<int>(a), have.data(), more.data(), static_cast<int64_t>(have.size()));
+    have = std::move(more);
+  }
+  std::vector<Tensor> blocks;
+  for (int64_t r = 0; r < mesh.num_devices(); ++r)
+    blocks.push_back(Tensor::from_bytes(mine.dtype(), mine.shape(),
+                                        std::vector<uint8_t>(have.begin() + r * bytes, have.begin() + (r + 1) * bytes)));
+  return unshard(blocks, s, mesh, global);
+}
+
 // This process's rank of an mpirun job.
 MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
                       const RunConfig& config) {
@@ -246,10 +359,12 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
 
   std::optional<Graph> g;
   std::vector<Tensor> inputs;
+  Boundary boundary;
   agree(session, attempt([&] {
           require_nccl(options, session.local_size());
           g = plan.load(rank);
-          inputs = inputs_of(*g);
+          boundary = boundary_of(plan, mesh, *g);
+          inputs = boundary.scatter(inputs_of(boundary.global), rank);
         }));
   // Rank 0's collectives against this rank's (exactly, as text).
   std::string sig = runtime::collective_signature(*g), sig0 = sig;
@@ -284,6 +399,10 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
   MeshRunResult m;
   if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*compiled, inputs, config); }))
     fail_job(rank, e->what());
+  for (size_t k = 0; k < boundary.out.size(); ++k)
+    if (boundary.sharded_output(k))
+      m.outputs[k] = gather_blocks(mpi, m.outputs[k], boundary.out[k], mesh, boundary.out_shapes[k]);
+  m.output_names = boundary.out_names;
   m.mpi = true;
   m.rank = rank;
   m.threads_per_rank = options.threads;
@@ -303,7 +422,8 @@ MeshRunResult run_mesh_ranks(const RankSource& plan, const InputsFn& inputs, con
 MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunConfig& config, const LoadOptions& load) {
   RankSource source{plan.mesh, plan.ranks, "the plan in " + plan.dir,
                     [&](int64_t r) { return load_rank(plan, r, load); },
-                    [&](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); }};
+                    [&](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); },
+                    plan.input_shardings, plan.output_shardings};
   return run_mesh_ranks(source, inputs, config);
 }
 
@@ -312,7 +432,8 @@ namespace {
 RankSource memory_source(const Plan& plan) {
   return {plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
           [&plan](int64_t r) { return plan.ranks[static_cast<size_t>(r)]; },
-          [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }};
+          [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }, plan.input_shardings,
+          plan.output_shardings};
 }
 
 bool same_run_config(const RunConfig& a, const RunConfig& b) {
@@ -334,6 +455,17 @@ MeshExecutable::MeshExecutable(const Plan& plan, const RunConfig& config) {
 
 MeshRunResult MeshExecutable::run(const std::vector<Tensor>& inputs) const {
   return run_compiled_threads(*state_, inputs, state_->config);
+}
+
+std::vector<std::vector<Tensor>> MeshExecutable::run_blocks(const std::vector<std::vector<Tensor>>& per_rank) const {
+  if (per_rank.size() != state_->plans.size())
+    TESSERA_THROW(ErrorKind::kUsage, "the plan has " << state_->plans.size() << " ranks, " << per_rank.size()
+                                                     << " input sets given");
+  std::vector<std::vector<Tensor>> outs;
+  RunConfig once = state_->config;
+  once.repeat = 0;
+  run_rank_threads(*state_, per_rank, once, outs);
+  return outs;
 }
 
 const RunConfig& MeshExecutable::config() const { return state_->config; }

@@ -236,6 +236,11 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   if (plan.is_mesh()) {
     p.mesh = plan.mesh.str();
     p.ranks = std::move(plan.ranks);
+    const Graph& g = plan.optimized;
+    for (size_t k = 0; k < plan.sharding.inputs.size(); ++k)
+      p.input_shardings[g.value(g.inputs()[k]).name] = plan.sharding.inputs[k].str();
+    for (size_t k = 0; k < plan.sharding.outputs.size(); ++k)
+      p.output_shardings[g.value(g.outputs()[k]).name] = plan.sharding.outputs[k].str();
   } else {
     p.model = std::move(plan.optimized);
   }

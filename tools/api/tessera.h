@@ -235,6 +235,11 @@ struct Plan {
   std::string mesh;           // a mesh plan: the mesh it uses ("tp=2"); else empty
   Graph model;                // one device: the optimized model
   std::vector<Graph> ranks;   // a mesh plan: rank r's program (its weights, collectives)
+  // A mesh plan's boundary: how each graph input and output (by name)
+  // crosses it, "[R]" whole or e.g. "[S(1)]" as each rank's block (--shard
+  // on an input or output); rank programs take and give back their blocks.
+  // A name not listed crosses whole.
+  std::map<std::string, std::string> input_shardings, output_shardings;
   std::string plan_json;      // plan.json
   std::string report_json;    // report.json
   std::string report_text;    // report.txt
@@ -300,14 +305,17 @@ struct MeshPlan {
   std::string dir;
   std::string mesh;  // as plan.json gives it: "tp=2", "dp=2,tp=2"
   int64_t ranks = 0;
+  // plan.json's sharding.inputs and .outputs (Plan::input_shardings).
+  std::map<std::string, std::string> input_shardings, output_shardings;
 };
 
 // Reads the plan.json of a plan folder for a mesh. Throws Error(kUsage) for
 // a folder that is not one, Error(kParse) for a plan.json without a valid
 // mesh or with a rank list that is not the mesh's size.
 MeshPlan read_mesh_plan(const std::string& dir);
-// Rank r's program (rank<r>.onnx): it takes the global inputs whole, holds
-// its block of the weights and ends with the global outputs.
+// Rank r's program (rank<r>.onnx): it takes the global inputs whole (its
+// block of those with a boundary sharding), holds its block of the weights
+// and ends with the global outputs (its block of the sharded ones).
 Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options = {});
 
 // Whether this process was started by mpirun as one rank of a job (then
@@ -324,6 +332,7 @@ struct MeshRunResult : RunResult {
   // Rank 0's collectives, and how many of them run while other kernels do
   // (config.overlap; runtime::ExecutablePlan::collective_steps).
   int64_t collectives = 0, overlapped = 0;
+  std::vector<std::string> output_names;  // of `outputs`, the graph's
 };
 
 // A mesh plan's ranks compiled once, as threads of this process, to run
@@ -335,7 +344,12 @@ class MeshExecutable {
   // Throws what run_mesh throws before running (no GPU per rank, ranks
   // whose collectives differ), and Error(kUsage) under mpirun.
   MeshExecutable(const Plan& plan, const RunConfig& config);
+  // Global inputs in, global outputs out: inputs with a boundary sharding
+  // are cut into the ranks' blocks, sharded outputs assembled from them.
   MeshRunResult run(const std::vector<Tensor>& inputs) const;
+  // Every rank's own inputs in (per rank, its blocks), every rank's outputs
+  // out (its blocks): nothing is scattered or gathered.
+  std::vector<std::vector<Tensor>> run_blocks(const std::vector<std::vector<Tensor>>& per_rank) const;
   const RunConfig& config() const;
   // Rank programs this process has compiled to run as threads: a counter
   // for tests (a plan's second run compiles none).
@@ -351,7 +365,11 @@ class MeshExecutable {
 // config.threads is per rank; 0: the cores shared among the ranks on this
 // machine. Without mpirun the ranks are threads of this process; under
 // mpirun every process calls it and runs its own rank. inputs(g) gives the
-// global inputs for a rank's program. Errors name the rank that failed:
+// global inputs, for a graph that has the plan's inputs as the single-device
+// model takes them (global types; no nodes): a rank is fed its block of an
+// input with a boundary sharding, and sharded outputs are assembled from
+// the ranks' blocks (under mpirun by all-gathers between the processes).
+// Errors name the rank that failed:
 // under mpirun an mpirun -np that is not the plan's rank count is
 // Error(kResource) on every rank, a rank failing before the first run makes
 // every rank throw, and a rank failing during the runs prints its error and
