@@ -219,6 +219,41 @@ verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
   return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(p.optimized), check);
 }
 
+// fnmatch's escapes: a tensor named exactly, whatever its characters.
+std::string exact_glob(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\' || c == ':' || c == '=') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The annotations, with each carried pair's two ends crossing the boundary
+// alike: the state a step leaves on the ranks is what the next step takes.
+std::vector<std::string> specs_with_carry(const Graph& g, const OptimizeOptions& o, const std::vector<CarryPair>& carry) {
+  std::vector<std::string> specs = o.specs;
+  if (carry.empty() || o.mesh.num_devices() < 2) return specs;
+  std::vector<ShardConstraint> given = resolve_annotations(g, o.mesh, o.specs);
+  auto boundary_of = [&](const std::string& name) -> const ShardConstraint* {
+    for (const ShardConstraint& c : given)
+      if (c.boundary && g.value(c.value).name == name) return &c;
+    return nullptr;
+  };
+  for (const CarryPair& p : carry) {
+    const ShardConstraint* out = boundary_of(p.output);
+    const ShardConstraint* in = boundary_of(p.input);
+    if (out && in && out->sharding != in->sharding)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "carried tensor '" << p.output << "' is annotated " << out->sharding.str()
+                                                                 << " but its input '" << p.input << "' "
+                                                                 << in->sharding.str()
+                                                                 << ": both ends of carried state cross alike");
+    if (out && !in) specs.push_back(exact_glob(p.input) + "=" + out->sharding.str());
+    if (in && !out) specs.push_back(exact_glob(p.output) + "=" + in->sharding.str());
+  }
+  return specs;
+}
+
 }  // namespace
 
 double estimated_check_seconds(const Graph& original, int trials) {
@@ -240,8 +275,11 @@ BudgetShares divide_budget(bool mesh) {
   return {0.7, 0.67, 1.0};
 }
 
-Plan optimize(const Graph& g, const OptimizeOptions& options) {
+Plan optimize(const Graph& g, const OptimizeOptions& given) {
   auto t0 = Clock::now();
+  std::vector<CarryPair> carry = resolve_carry(g, given.carry);
+  OptimizeOptions options = given;
+  options.specs = specs_with_carry(g, given, carry);
   if (!(options.budget_s > 0))
     TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << options.budget_s);
   const bool on_mesh = options.mesh.num_devices() > 1;
@@ -255,6 +293,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
 
   Plan plan;
   plan.original = g;
+  plan.carry = std::move(carry);
   plan.device = device.name;
   plan.seed = options.seed;
   for (ValueId v : g.inputs()) plan.input_shapes[g.value(v).name] = g.type(v).shape;

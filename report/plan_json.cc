@@ -164,11 +164,14 @@ void add_mesh(json& j, const Plan& p) {
 std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
+  json carry = json::array();
+  for (const CarryPair& c : p.carry) carry.push_back({{"output", c.output}, {"input", c.input}});
   json j = {{"format_version", Plan::kFormatVersion},
             {"tessera_version", kTesseraVersion},
             {"device", p.device},
             {"seed", p.seed},
             {"input_shapes", shapes},
+            {"carry", carry},
             {"mutations", mutations_json(p)},
             {"predicted_cost",
              {{"before_s", p.cost_before_s},

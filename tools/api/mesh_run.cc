@@ -22,12 +22,14 @@
 #include "runtime/communicator.h"
 #include "runtime/cuda/nccl_communicator.h"
 #include "runtime/mpi_communicator.h"
+#include "tools/api/mesh_detail.h"
 #include "tools/api/run_detail.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::api {
 
 namespace fs = std::filesystem;
+using namespace detail;
 
 MeshPlan read_mesh_plan(const std::string& dir) {
   if (!is_sharded_plan_folder(dir))
@@ -54,6 +56,13 @@ MeshPlan read_mesh_plan(const std::string& dir) {
                 "mesh " + p.mesh + " has " + std::to_string(devices) + " ranks but the plan lists " +
                     std::to_string(p.ranks),
                 {path.string(), "", ""});
+  if (j.contains("carry") && j["carry"].is_array())
+    for (const nlohmann::json& c : j["carry"]) {
+      if (!c.is_object() || !c.contains("output") || !c.contains("input") || !c["output"].is_string() ||
+          !c["input"].is_string())
+        throw Error(ErrorKind::kParse, "carry: expected {\"output\": NAME, \"input\": NAME} pairs", {path.string(), "", ""});
+      p.carry.push_back({c["output"].get<std::string>(), c["input"].get<std::string>()});
+    }
   // The boundary (plans written before it had one cross whole).
   if (j.contains("sharding") && j["sharding"].is_object())
     for (auto [key, into] : {std::pair{"inputs", &p.input_shardings}, std::pair{"outputs", &p.output_shardings}})
@@ -75,46 +84,9 @@ Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options) 
 
 bool launched_by_mpi() { return runtime::MpiSession::launched(); }
 
-namespace {
+namespace detail {
 
 using InputsFn = std::function<std::vector<Tensor>(const Graph&)>;
-
-// Where a mesh plan's rank programs come from: a plan folder's files or a
-// Plan in memory. `where` names rank r's program in errors.
-struct RankSource {
-  std::string mesh;
-  int64_t ranks = 0;
-  std::string plan_name;  // "the plan in DIR", "the plan"
-  std::function<Graph(int64_t)> load;
-  std::function<std::string(int64_t)> where;
-  std::map<std::string, std::string> input_shardings, output_shardings;  // the boundary, by name
-};
-
-// A mesh plan's boundary on rank 0's program: how each input and output
-// crosses it, and the plan's inputs at their global types.
-struct Boundary {
-  DeviceMesh mesh;
-  std::vector<Sharding> in, out;
-  Graph global;  // the plan's inputs as the single-device model takes them; no nodes
-  std::vector<std::string> out_names;
-  std::vector<Shape> out_shapes;  // global
-
-  // Rank r's inputs: its block of each global input.
-  std::vector<Tensor> scatter(const std::vector<Tensor>& global_inputs, int64_t r) const {
-    if (global_inputs.size() != in.size())
-      TESSERA_THROW(ErrorKind::kUsage, "the plan takes " << in.size() << " inputs, " << global_inputs.size() << " given");
-    std::vector<Tensor> mine;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const TensorType& want = global.type(global.inputs()[i]);
-      if (global_inputs[i].type() != want)
-        TESSERA_THROW(ErrorKind::kUsage, "input '" << global.value(global.inputs()[i]).name << "' is "
-                                                   << type_str(want) << ", given " << type_str(global_inputs[i].type()));
-      mine.push_back(shard_of(global_inputs[i], in[i], mesh, r));
-    }
-    return mine;
-  }
-  bool sharded_output(size_t k) const { return out[k] != Sharding::replicated(mesh); }
-};
 
 Sharding boundary_sharding(const std::map<std::string, std::string>& listed, const std::string& name,
                            const DeviceMesh& mesh, const std::string& plan_name) {
@@ -185,23 +157,9 @@ void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
 
 std::atomic<int64_t> rank_compilations{0};
 
-}  // namespace
+}  // namespace detail
 
-// Every rank of a mesh plan as a thread of this process, compiled once: the
-// in-process world (CPU) or NCCL over one GPU per rank (CUDA), and each
-// rank's executable plan bound to its communicator.
-struct MeshExecutable::State {
-  DeviceMesh mesh;
-  RunConfig config;
-  runtime::RunOptions options;
-  std::unique_ptr<runtime::InProcessWorld> world;
-  std::vector<std::unique_ptr<runtime::Communicator>> nccl;
-  std::vector<std::optional<runtime::ExecutablePlan>> plans;
-  Boundary boundary;
-  std::mutex mutex;  // one run at a time: the plans' buffers are shared by their runs
-};
-
-namespace {
+namespace detail {
 
 void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
   st.options = detail::run_options(st.config);
@@ -340,12 +298,14 @@ Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Shar
   return unshard(blocks, s, mesh, global);
 }
 
-// This process's rank of an mpirun job.
-MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
-                      const RunConfig& config) {
-  runtime::RunOptions options = detail::run_options(config);  // the same check on every rank
+// This process's rank of an mpirun job, compiled with its communicator:
+// every rank throws when one fails (before any rank runs).
+std::unique_ptr<MpiRank> compile_mpi_rank(const RankSource& plan, const DeviceMesh& mesh, const RunConfig& config) {
+  auto me = std::make_unique<MpiRank>();
+  me->options = detail::run_options(config);  // the same check on every rank
   runtime::MpiSession& session = runtime::MpiSession::get();
   int64_t rank = session.rank();
+  me->rank = rank;
   // The process count is a resource the job was given, not a flag of this
   // command: the same error (exit 1) on every rank.
   if (session.size() != plan.ranks)
@@ -353,18 +313,16 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
                                                 << " processes but " << plan.plan_name << " is for mesh "
                                                 << plan.mesh << " of " << plan.ranks << " ranks: run it with mpirun -np "
                                                 << plan.ranks);
-  runtime::MpiCommunicator mpi(session, mesh);
+  me->mpi = std::make_unique<runtime::MpiCommunicator>(session, mesh);
+  runtime::RunOptions& options = me->options;
   options.threads = threads_per_rank(config, session.local_size());
   bool cuda = options.backend == runtime::Backend::kCuda;
 
   std::optional<Graph> g;
-  std::vector<Tensor> inputs;
-  Boundary boundary;
   agree(session, attempt([&] {
           require_nccl(options, session.local_size());
           g = plan.load(rank);
-          boundary = boundary_of(plan, mesh, *g);
-          inputs = boundary.scatter(inputs_of(boundary.global), rank);
+          me->boundary = boundary_of(plan, mesh, *g);
         }));
   // Rank 0's collectives against this rank's (exactly, as text).
   std::string sig = runtime::collective_signature(*g), sig0 = sig;
@@ -378,7 +336,6 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
                         "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
                         {plan.where(rank), "", ""});
         }));
-  std::unique_ptr<runtime::Communicator> nccl;
   if (cuda) {
     runtime::NcclId id;
     agree(session, attempt([&] {
@@ -387,27 +344,36 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
     session.broadcast(id.bytes.data(), static_cast<int64_t>(id.bytes.size()));
     // ncclCommInitRank waits for every rank: one that fails here ends the job.
     if (auto e = attempt([&] {
-          nccl = runtime::make_nccl_communicator(
+          me->nccl = runtime::make_nccl_communicator(
               mesh, rank, static_cast<int>(session.local_rank() % runtime::cuda_device_count()), id);
         }))
       fail_job(rank, e->what());
   }
-  options.communicator = cuda ? nccl.get() : &mpi;
-  std::optional<runtime::ExecutablePlan> compiled;
-  agree(session, attempt([&] { compiled.emplace(runtime::ExecutablePlan::compile(std::move(*g), options)); }));
+  options.communicator = cuda ? me->nccl.get() : me->mpi.get();
+  agree(session, attempt([&] { me->plan.emplace(runtime::ExecutablePlan::compile(std::move(*g), options)); }));
+  return me;
+}
 
+// This process's rank of an mpirun job.
+MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                      const RunConfig& config) {
+  std::unique_ptr<MpiRank> me = compile_mpi_rank(plan, mesh, config);
+  std::vector<Tensor> inputs;
+  agree(runtime::MpiSession::get(),
+        attempt([&] { inputs = me->boundary.scatter(inputs_of(me->boundary.global), me->rank); }));
   MeshRunResult m;
-  if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*compiled, inputs, config); }))
-    fail_job(rank, e->what());
+  if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*me->plan, inputs, config); }))
+    fail_job(me->rank, e->what());
+  const Boundary& boundary = me->boundary;
   for (size_t k = 0; k < boundary.out.size(); ++k)
     if (boundary.sharded_output(k))
-      m.outputs[k] = gather_blocks(mpi, m.outputs[k], boundary.out[k], mesh, boundary.out_shapes[k]);
+      m.outputs[k] = gather_blocks(*me->mpi, m.outputs[k], boundary.out[k], mesh, boundary.out_shapes[k]);
   m.output_names = boundary.out_names;
   m.mpi = true;
-  m.rank = rank;
-  m.threads_per_rank = options.threads;
-  if (config.profile) m.collective_ms = collective_ms(*compiled);
-  count_collectives(*compiled, m);
+  m.rank = me->rank;
+  m.threads_per_rank = me->options.threads;
+  if (config.profile) m.collective_ms = collective_ms(*me->plan);
+  count_collectives(*me->plan, m);
   return m;
 }
 
@@ -417,17 +383,20 @@ MeshRunResult run_mesh_ranks(const RankSource& plan, const InputsFn& inputs, con
   return run_threads(plan, mesh, inputs, config);
 }
 
-}  // namespace
+}  // namespace detail
 
 MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunConfig& config, const LoadOptions& load) {
-  RankSource source{plan.mesh, plan.ranks, "the plan in " + plan.dir,
-                    [&](int64_t r) { return load_rank(plan, r, load); },
-                    [&](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); },
-                    plan.input_shardings, plan.output_shardings};
-  return run_mesh_ranks(source, inputs, config);
+  return run_mesh_ranks(folder_source(plan, load), inputs, config);
 }
 
-namespace {
+namespace detail {
+
+RankSource folder_source(const MeshPlan& plan, const LoadOptions& load) {
+  return {plan.mesh, plan.ranks, "the plan in " + plan.dir,
+          [plan, load](int64_t r) { return load_rank(plan, r, load); },
+          [plan](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); },
+          plan.input_shardings, plan.output_shardings};
+}
 
 RankSource memory_source(const Plan& plan) {
   return {plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
@@ -441,7 +410,7 @@ bool same_run_config(const RunConfig& a, const RunConfig& b) {
          a.profile == b.profile;
 }
 
-}  // namespace
+}  // namespace detail
 
 MeshExecutable::MeshExecutable(const Plan& plan, const RunConfig& config) {
   if (!plan.is_mesh()) TESSERA_THROW(ErrorKind::kUsage, "a mesh executable needs a plan for a device mesh (optimize with a mesh)");

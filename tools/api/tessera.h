@@ -200,6 +200,16 @@ struct OptimizeConfig {
   // The model's own input sets (one tensor per graph input, in order): the
   // end-to-end check runs them after its seeded random sets.
   std::vector<std::vector<Tensor>> check_inputs;
+  // --carry OUT=IN (repeatable; glob pairs such as present.*=past_key_values.*):
+  // outputs that feed inputs at the next step (a KV cache). plan.json records
+  // them for sessions; on a mesh both ends of a pair cross the boundary alike
+  // (an annotation on one end is given to the other).
+  std::vector<std::string> carry;
+};
+
+// An output that feeds an input at the next step of a session.
+struct CarryPair {
+  std::string output, input;
 };
 
 struct OptimizeSummary {
@@ -240,6 +250,7 @@ struct Plan {
   // on an input or output); rank programs take and give back their blocks.
   // A name not listed crosses whole.
   std::map<std::string, std::string> input_shardings, output_shardings;
+  std::vector<CarryPair> carry;  // OptimizeConfig::carry, resolved (plan.json's carry)
   std::string plan_json;      // plan.json
   std::string report_json;    // report.json
   std::string report_text;    // report.txt
@@ -307,6 +318,7 @@ struct MeshPlan {
   int64_t ranks = 0;
   // plan.json's sharding.inputs and .outputs (Plan::input_shardings).
   std::map<std::string, std::string> input_shardings, output_shardings;
+  std::vector<CarryPair> carry;  // plan.json's carry
 };
 
 // Reads the plan.json of a plan folder for a mesh. Throws Error(kUsage) for
@@ -383,5 +395,54 @@ MeshRunResult run_mesh(const Plan& plan, const std::vector<Tensor>& inputs, cons
 // Runs a plan in memory on its inputs: the optimized model on one device,
 // or every rank of a mesh plan (run_mesh) with rank 0's outputs.
 RunResult run(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config = {});
+
+// --- Sessions: a plan run step after step, its carried state kept ---
+
+struct SessionOptions {
+  RunConfig run;
+  // Carried pairs besides the plan's own (plan.json's carry): --carry specs.
+  std::vector<std::string> carry;
+};
+
+// A plan compiled once and run step after step (a decoder's prefill, then
+// its decode steps). A carried input (CarryPair) is fed the previous step's
+// output where that step left it: on a mesh each rank keeps its block of it
+// in its own memory (nothing passes through rank 0 or is gathered), so a KV
+// cache split by heads stays split between steps. A mesh plan runs its
+// ranks as threads of this process, or under mpirun this process's rank
+// (every process makes the same steps; every process gets the outputs).
+class Session {
+ public:
+  // A plan in memory (one device or a mesh).
+  explicit Session(const Plan& plan, const SessionOptions& options = {});
+  // A model file or a plan folder (one device or a mesh).
+  static Session open(const std::string& path, const SessionOptions& options = {}, const LoadOptions& load = {});
+
+  // One step. `feeds` by input name, global tensors: every input that is
+  // not carried; a carried one only to set its state (before the first
+  // step, whose carried inputs are otherwise zeros). Returns the outputs
+  // that are not carried, by name, global. Throws Error(kUsage) naming the
+  // input for a missing feed, an unknown name or a tensor of the wrong type.
+  std::map<std::string, Tensor> step(const std::map<std::string, Tensor>& feeds);
+  // A carried input's state as the next step takes it, global (gathered
+  // from the ranks; for inspection, not on the step's path).
+  Tensor state(const std::string& input) const;
+  // Every rank's block of a carried input's state, by rank (threads and one
+  // device only; under mpirun this process's).
+  std::vector<Tensor> state_blocks(const std::string& input) const;
+  const std::vector<CarryPair>& carried() const;
+  std::vector<std::string> input_names() const;
+  int64_t steps() const;
+  bool mpi() const;       // this process runs one rank of an mpirun job
+  int64_t rank() const;   // under mpirun; else 0
+  int64_t ranks() const;  // the plan's
+  int threads_per_rank() const;
+
+  struct State;
+
+ private:
+  explicit Session(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace tessera::api

@@ -77,6 +77,9 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--shard", flags->config.shards,
                   "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
+  cmd->add_option("--carry", flags->config.carry,
+                  "Carried state: OUTPUT=INPUT, an output that feeds an input at the next step, or glob pairs "
+                  "such as 'present.*=past_key_values.*' (repeatable; recorded for sessions and tessera generate)");
   cmd->add_flag("--no-shard-search", flags->no_shard_search,
                 "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
   cmd->add_option("--shard-rewrite", flags->config.shard_rewrite,
