@@ -544,5 +544,66 @@ TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   fs::remove_all(dir);
 }
 
+// A session over the static-cache step planned for tp=2 with the caches
+// carried and split by KV heads: step after step its outputs are one
+// device's session's, each rank holds its half of the caches (its blocks,
+// kept between steps), and the state assembled is one device's.
+TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
+  Graph g = static_cache_attention();
+  api::OptimizeConfig c;
+  c.budget_s = 5;
+  c.measure = false;
+  c.mesh = "tp=2";
+  c.shards = {"past_*=[S(1)]"};
+  c.carry = {"present_*=past_*"};
+  api::Plan mesh = api::optimize(g, c);
+  ASSERT_TRUE(mesh.is_mesh());
+  ASSERT_EQ(mesh.carry.size(), 2u);
+  EXPECT_EQ(mesh.output_shardings["present_k"], "[S(1)]") << "the carry gives the output its input's sharding";
+  api::OptimizeConfig one_c = c;
+  one_c.mesh = "";
+  one_c.shards.clear();
+  api::Plan one = api::optimize(g, one_c);
+  ASSERT_FALSE(one.is_mesh());
+  api::SessionOptions so;
+  so.run.threads = 1;
+  api::Session split(mesh, so), whole(one, so);
+  EXPECT_EQ(split.carried().size(), 2u);
+  for (int64_t pos = 0; pos < 4; ++pos) {
+    std::map<std::string, Tensor> feeds{
+        {"x", Tensor::from_doubles(DType::kF32, {1, 1, 16}, std::vector<double>(16, 0.1 * static_cast<double>(pos + 1)))},
+        {"cache_position", Tensor::vector_i64({pos})}};
+    std::map<std::string, Tensor> a = split.step(feeds), b = whole.step(feeds);
+    ASSERT_EQ(a.size(), 1u) << "only y: the caches are carried, not returned";
+    for (int64_t i = 0; i < 16; ++i) EXPECT_NEAR(a["y"].get_double(i), b["y"].get_double(i), 1e-5) << pos;
+  }
+  EXPECT_EQ(split.steps(), 4);
+  for (const char* name : {"past_k", "past_v"}) {
+    std::vector<Tensor> blocks = split.state_blocks(name);
+    ASSERT_EQ(blocks.size(), 2u);
+    for (const Tensor& b : blocks) EXPECT_EQ(b.shape(), (Shape{1, 1, 8, 4})) << name << ": half the KV heads";
+    Tensor s = split.state(name), w = whole.state(name);
+    ASSERT_EQ(s.shape(), (Shape{1, 2, 8, 4}));
+    int64_t written = 0;
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      EXPECT_NEAR(s.get_double(i), w.get_double(i), 1e-5) << name << " " << i;
+      written += s.get_double(i) != 0.0;
+    }
+    EXPECT_GT(written, 0) << name << ": the steps wrote the cache";
+  }
+  // A carried input fed with the wrong shape: one line naming it.
+  try {
+    split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}, {"cache_position", Tensor::vector_i64({0})},
+                {"past_k", Tensor(DType::kF32, {1, 2, 4, 4})}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("carried tensor 'past_k'"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  // An input neither fed nor carried.
+  EXPECT_THROW(split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}}), Error);
+}
+
 }  // namespace
 }  // namespace tessera
