@@ -9,6 +9,8 @@ carried and sharded by KV heads:
 - each step moves no KV bytes: the rank files' only collectives are the
   formula's 2 AllReduces of the hidden size per layer;
 - each rank's cache inputs and outputs are 1/tp of the cache;
+- with the head split by vocabulary columns (a vocab-parallel argmax of
+  (max, index) pairs), the ids are the same and no logits are gathered;
 - a carried tensor of the wrong shape is a one-line error naming it."""
 import os
 import shutil
@@ -50,6 +52,12 @@ class Generate(unittest.TestCase):
                 "--shard", "past_key_values.*=[S(1)]", "--carry", CARRY]
         for s in MEGATRON:
             args += ["--shard", s]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        # The head split by vocabulary columns, the logits left on the ranks.
+        cls.vocab_plan = os.path.join(cls.dir, "vocab")
+        args[args.index(cls.plan)] = cls.vocab_plan
+        args += ["--shard", "*/head/MatMul:in1=[S(1)]", "--shard", "logits=[S(2)]"]
         r = subprocess.run(args, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
 
@@ -105,6 +113,16 @@ class Generate(unittest.TestCase):
         self.assertEqual(self.generate([], self.plan), one)
         mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
         self.assertEqual(self.generate(mpi, self.plan), one)
+        # Vocab-parallel: the ranks' (max, index) pairs pick the same ids.
+        self.assertEqual(self.generate([], self.vocab_plan), one)
+        self.assertEqual(self.generate(mpi, self.vocab_plan), one)
+
+    def test_a_vocab_parallel_head_gathers_no_logits(self):
+        model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.vocab_plan, "rank0.onnx")))
+        kinds = [n.op_type for n in model.graph.node if n.domain == "tessera"]
+        self.assertEqual(kinds, ["AllReduce"] * (2 * LAYERS))
+        logits = [o for o in model.graph.output if o.name == "logits"][0]
+        self.assertEqual([d.dim_value for d in logits.type.tensor_type.shape.dim], [1, 1, 500])
 
     def test_each_step_moves_exactly_the_formula_bytes(self):
         for r in range(2):

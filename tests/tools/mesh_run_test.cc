@@ -605,5 +605,38 @@ TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
   EXPECT_THROW(split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}}), Error);
 }
 
+// A vocab-parallel argmax: y split over its last dim at the boundary, each
+// rank's (max, index) pair picked and combined as one device's argmax does,
+// the lowest index on ties (across ranks and within one).
+TEST(SessionTest, VocabParallelArgmaxBreaksTiesAsOneDevice) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 2, 8}});
+  NodeId n = g.add_node(OpKind::kMul, {x, g.add_constant("two", Tensor::from_doubles(DType::kF32, {}, {2.0}))}, {},
+                        "scale", {"logits"});
+  g.set_outputs({g.node(n).outputs[0]});
+  api::OptimizeConfig c;
+  c.budget_s = 3;
+  c.measure = false;
+  c.mesh = "tp=2";
+  c.shard_search = false;
+  c.shards = {"x=[S(2)]", "logits=[S(2)]"};
+  api::Plan split_plan = api::optimize(g, c);
+  ASSERT_TRUE(split_plan.is_mesh());
+  EXPECT_EQ(split_plan.output_shardings["logits"], "[S(2)]");
+  api::Session split(split_plan);
+  // The last row is read; the first row's larger values are not.
+  for (auto [row, want] : std::vector<std::pair<std::vector<double>, int64_t>>{
+           {{0, 1, 5, 0, 0, 1, 5, 0}, 2},  // tie across the ranks: rank 0's
+           {{0, 1, 2, 0, 0, 7, 7, 0}, 5},  // tie within rank 1
+           {{0, 1, 2, 0, 0, 1, 2, 9}, 7},  // rank 1's last column
+           {{3, 3, 3, 3, 3, 3, 3, 3}, 0}}) {
+    std::vector<double> v(8, 100.0);
+    v.insert(v.end(), row.begin(), row.end());
+    int64_t got = split.step_argmax({{"x", Tensor::from_doubles(DType::kF32, {1, 2, 8}, v)}}, "logits");
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_EQ(split.output_names(), std::vector<std::string>{"logits"});
+}
+
 }  // namespace
 }  // namespace tessera

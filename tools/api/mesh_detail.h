@@ -68,6 +68,10 @@ RankSource memory_source(const Plan& plan);
 Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Sharding& s, const DeviceMesh& mesh,
                      const Shape& global);
 
+// Every rank's `mine` (the same size on every rank), concatenated in rank
+// order, on every rank.
+Tensor gather_pairs(runtime::Communicator& comm, const Tensor& mine, const DeviceMesh& mesh);
+
 // A rank that fails once the ranks run cannot tell its peers, which wait in
 // a collective: it says why and ends the job.
 [[noreturn]] void fail_job(int64_t rank, const std::string& why);

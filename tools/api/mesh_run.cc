@@ -282,15 +282,22 @@ std::optional<Error> attempt(F&& f) {
 // The global tensor from every rank's block of it, on every rank: an
 // all-gather over each mesh axis, the last first, leaves every rank's block
 // in rank order (CPU ranks: the MPI communicator).
-Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Sharding& s, const DeviceMesh& mesh,
-                     const Shape& global) {
-  auto bytes = static_cast<int64_t>(mine.nbytes());
-  std::vector<uint8_t> have(mine.data(), mine.data() + bytes);
+Tensor gather_pairs(runtime::Communicator& comm, const Tensor& mine, const DeviceMesh& mesh) {
+  std::vector<uint8_t> have(mine.data(), mine.data() + mine.nbytes());
   for (size_t a = mesh.axes().size(); a-- > 0;) {
     std::vector<uint8_t> more(have.size() * static_cast<size_t>(mesh.axes()[a].size));
     comm.all_gather(static_cast<int>(a), have.data(), more.data(), static_cast<int64_t>(have.size()));
     have = std::move(more);
   }
+  auto n = static_cast<int64_t>(have.size());
+  return Tensor::from_bytes(DType::kU8, {n}, std::move(have));
+}
+
+Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Sharding& s, const DeviceMesh& mesh,
+                     const Shape& global) {
+  auto bytes = static_cast<int64_t>(mine.nbytes());
+  Tensor all = gather_pairs(comm, mine, mesh);
+  std::vector<uint8_t> have(all.data(), all.data() + all.nbytes());
   std::vector<Tensor> blocks;
   for (int64_t r = 0; r < mesh.num_devices(); ++r)
     blocks.push_back(Tensor::from_bytes(mine.dtype(), mine.shape(),

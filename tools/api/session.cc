@@ -4,6 +4,7 @@
 // A carried output's blocks are handed to the next step as its inputs on the
 // rank that made them; only the outputs that are not carried are gathered.
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -148,8 +149,12 @@ Session Session::open(const std::string& path, const SessionOptions& options, co
   return Session(one_state(api::load(path, load), options, folder_carry(path)));
 }
 
-std::map<std::string, Tensor> Session::step(const std::map<std::string, Tensor>& feeds) {
-  State& st = *state_;
+namespace {
+
+// One step on every rank run here: its outputs, per rank (blocks), with
+// the carried ones kept for the next step.
+std::vector<std::vector<Tensor>> run_step(Session::State& st, const std::map<std::string, Tensor>& feeds) {
+  using State = Session::State;
   const detail::Boundary& b = st.boundary;
   const Graph& g = b.global;
   std::vector<const Tensor*> fed(g.inputs().size(), nullptr);
@@ -206,6 +211,35 @@ std::map<std::string, Tensor> Session::step(const std::map<std::string, Tensor>&
         st.state[static_cast<size_t>(k)][i] = outs[static_cast<size_t>(k)][static_cast<size_t>(st.carried_from[i])];
       st.has_state[i] = true;
     }
+  return outs;
+}
+
+// The largest value of a block's last row and its column (the lowest
+// among equal maxima), as one device's argmax picks.
+std::pair<double, int64_t> last_row_argmax(const Tensor& t) {
+  if (t.shape().empty() || t.numel() == 0)
+    TESSERA_THROW(ErrorKind::kUsage, "an output of type " << type_str(t.type()) << " has no last dim to pick from");
+  int64_t n = t.shape().back(), base = t.numel() - n, best = 0;
+  double top = t.get_double(base);
+  for (int64_t i = 1; i < n; ++i)
+    if (double v = t.get_double(base + i); v > top) {
+      top = v;
+      best = i;
+    }
+  return {top, best};
+}
+
+// (max, index) pairs combined: the larger value, the lower index on ties.
+bool better_pair(const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> Session::step(const std::map<std::string, Tensor>& feeds) {
+  State& st = *state_;
+  const detail::Boundary& b = st.boundary;
+  std::vector<std::vector<Tensor>> outs = run_step(st, feeds);
   std::map<std::string, Tensor> result;
   for (size_t o = 0; o < b.out_names.size(); ++o) {
     if (st.carried_out[o]) continue;
@@ -220,6 +254,68 @@ std::map<std::string, Tensor> Session::step(const std::map<std::string, Tensor>&
     }
   }
   return result;
+}
+
+int64_t Session::step_argmax(const std::map<std::string, Tensor>& feeds, const std::string& output) {
+  State& st = *state_;
+  const detail::Boundary& b = st.boundary;
+  size_t o = 0;
+  while (o < b.out_names.size() && b.out_names[o] != output) ++o;
+  if (o == b.out_names.size() || st.carried_out[o])
+    TESSERA_THROW(ErrorKind::kUsage, "the plan has no output '" << output << "' that is not carried");
+  std::vector<std::vector<Tensor>> outs = run_step(st, feeds);
+  const Sharding& s = b.out[o];
+  const size_t last = b.out_shapes[o].size() - 1;
+  bool only_last = true;  // split on the last dim alone: each rank's block holds its columns of every row
+  for (const Placement& p : s.placements) only_last = only_last && (!p.is_shard() || static_cast<size_t>(p.dim) == last);
+  if (!b.sharded_output(o) || !only_last) {
+    Tensor whole = outs[0][o];
+    if (b.sharded_output(o)) {
+      if (st.mode == State::Mode::kMpi) {
+        whole = detail::gather_blocks(*st.mpi->mpi, outs[0][o], s, b.mesh, b.out_shapes[o]);
+      } else {
+        std::vector<Tensor> blocks;
+        for (const std::vector<Tensor>& r : outs) blocks.push_back(r[o]);
+        whole = unshard(blocks, s, b.mesh, b.out_shapes[o]);
+      }
+    }
+    return last_row_argmax(whole).second;
+  }
+  // Vocab-parallel: each rank's (max, index) over its columns, the global
+  // index from its block's offset; the pairs combined, never the logits.
+  struct Pair {
+    double value;
+    int64_t index;
+  };
+  auto mine = [&](int64_t k) {
+    auto [v, i] = last_row_argmax(outs[static_cast<size_t>(k)][o]);
+    std::vector<int64_t> offset;
+    Shape size;
+    local_block(b.mesh, s, b.out_shapes[o], st.mesh_rank(k), offset, size);
+    return Pair{v, offset[last] + i};
+  };
+  std::vector<Pair> pairs;
+  if (st.mode == State::Mode::kMpi) {
+    Pair p = mine(0);
+    const auto* raw = reinterpret_cast<const uint8_t*>(&p);
+    Tensor one = Tensor::from_bytes(DType::kU8, {static_cast<int64_t>(sizeof p)}, std::vector<uint8_t>(raw, raw + sizeof p));
+    Tensor all = detail::gather_pairs(*st.mpi->mpi, one, b.mesh);  // 16 bytes a rank, in rank order
+    pairs.resize(static_cast<size_t>(b.mesh.num_devices()));
+    std::memcpy(pairs.data(), all.data(), pairs.size() * sizeof p);
+  } else {
+    for (int64_t k = 0; k < st.local_ranks(); ++k) pairs.push_back(mine(k));
+  }
+  Pair best = pairs[0];
+  for (const Pair& p : pairs)
+    if (better_pair({p.value, p.index}, {best.value, best.index})) best = p;
+  return best.index;
+}
+
+std::vector<std::string> Session::output_names() const {
+  std::vector<std::string> names;
+  for (size_t o = 0; o < state_->boundary.out_names.size(); ++o)
+    if (!state_->carried_out[o]) names.push_back(state_->boundary.out_names[o]);
+  return names;
 }
 
 std::vector<Tensor> Session::state_blocks(const std::string& input) const {

@@ -424,6 +424,14 @@ class Session {
   // that are not carried, by name, global. Throws Error(kUsage) naming the
   // input for a missing feed, an unknown name or a tensor of the wrong type.
   std::map<std::string, Tensor> step(const std::map<std::string, Tensor>& feeds);
+  // One step, and the index of the largest value in the last row of
+  // `output` (the next token of a decoder's logits; the lowest index on
+  // ties, as one device's argmax). Split over the last dim at the boundary
+  // (a vocab-parallel head: --shard logits=[S(2)]), each rank picks its
+  // (max, index) pair and only the pairs are exchanged, never the logits.
+  // The step's other outputs are not gathered.
+  int64_t step_argmax(const std::map<std::string, Tensor>& feeds, const std::string& output);
+  std::vector<std::string> output_names() const;  // those step returns: the outputs not carried
   // A carried input's state as the next step takes it, global (gathered
   // from the ranks; for inspection, not on the step's path).
   Tensor state(const std::string& input) const;

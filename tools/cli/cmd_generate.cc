@@ -3,7 +3,8 @@
 // Greedy decoding of token ids (no tokenizer) over a decoder step's session:
 // the prompt is fed one token a step (the prefill, which fills the cache),
 // then each step feeds the argmax of the last logits (lowest id on ties,
-// as numpy's argmax). A mesh plan runs its ranks as threads here, or one
+// as numpy's argmax; over a vocab-parallel head, from the ranks' (max,
+// index) pairs: Session::step_argmax). A mesh plan runs its ranks as threads here, or one
 // rank per process under mpirun (every process decodes; rank 0 prints).
 //
 // The step it drives takes `input_ids` [1, 1] and a position (a
@@ -50,22 +51,6 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-// The id of the largest of the last `vocab` values (the last position's
-// logits); the lowest id among equal maxima.
-int64_t argmax_last(const Tensor& logits) {
-  const Shape& s = logits.shape();
-  if (s.empty() || logits.numel() == 0)
-    TESSERA_THROW(ErrorKind::kUsage, "the logits output is " << type_str(logits.type()) << ": no vocabulary to pick from");
-  int64_t vocab = s.back(), base = logits.numel() - vocab, best = 0;
-  double top = logits.get_double(base);
-  for (int64_t i = 1; i < vocab; ++i)
-    if (double v = logits.get_double(base + i); v > top) {
-      top = v;
-      best = i;
-    }
-  return best;
-}
-
 // What the step is fed: the token and its position, by the step's input names.
 struct StepInputs {
   std::string ids, position;
@@ -104,15 +89,16 @@ int generate(const GenerateFlags& flags) {
   options.carry = flags.carry;
   api::Session session = api::Session::open(flags.model, options, load_options(flags.load));
   StepInputs in = step_inputs(session);
-  std::string logits_name;
+  std::vector<std::string> outs = session.output_names();
+  if (outs.empty()) TESSERA_THROW(ErrorKind::kUsage, "every output of the step is carried: none gives the logits");
+  std::string logits = std::find(outs.begin(), outs.end(), "logits") != outs.end() ? "logits" : outs[0];
   using Clock = std::chrono::steady_clock;
   auto step = [&](int64_t token, int64_t position) {
     std::map<std::string, Tensor> feeds;
     feeds[in.ids] = Tensor::from_ints(DType::kI64, {1, 1}, {token});
     if (!in.position.empty()) feeds[in.position] = Tensor::from_ints(DType::kI64, in.position_shape, {position});
-    std::map<std::string, Tensor> out = session.step(feeds);
-    if (logits_name.empty()) logits_name = out.count("logits") ? "logits" : out.begin()->first;
-    return argmax_last(out.at(logits_name));
+    // A vocab-parallel head: only the ranks' (max, index) pairs meet.
+    return session.step_argmax(feeds, logits);
   };
   auto t0 = Clock::now();
   int64_t next = 0;
