@@ -9,6 +9,8 @@ carried and sharded by KV heads:
 - each step moves no KV bytes: the rank files' only collectives are the
   formula's 2 AllReduces of the hidden size per layer;
 - each rank's cache inputs and outputs are 1/tp of the cache;
+- with no annotation on the caches, the plan chooses to keep them split
+  by KV heads across its boundary (by predicted time);
 - with the head split by vocabulary columns (a vocab-parallel argmax of
   (max, index) pairs), the ids are the same and no logits are gathered;
 - a carried tensor of the wrong shape is a one-line error naming it."""
@@ -58,6 +60,15 @@ class Generate(unittest.TestCase):
         cls.vocab_plan = os.path.join(cls.dir, "vocab")
         args[args.index(cls.plan)] = cls.vocab_plan
         args += ["--shard", "*/head/MatMul:in1=[S(1)]", "--shard", "logits=[S(2)]"]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        # No annotation on the caches: the plan chooses how carried state
+        # crosses its boundary (by predicted time), from the weights' split.
+        cls.chosen_plan = os.path.join(cls.dir, "chosen")
+        args = [TESSERA, "optimize", cls.model, "-o", cls.chosen_plan, "--mesh", "tp=2", "--no-calibrate",
+                "--budget", "10", "--no-shard-search", "--carry", CARRY]
+        for s in MEGATRON:
+            args += ["--shard", s]
         r = subprocess.run(args, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
 
@@ -116,6 +127,17 @@ class Generate(unittest.TestCase):
         # Vocab-parallel: the ranks' (max, index) pairs pick the same ids.
         self.assertEqual(self.generate([], self.vocab_plan), one)
         self.assertEqual(self.generate(mpi, self.vocab_plan), one)
+
+    def test_the_plan_chooses_to_keep_unannotated_carried_state_split(self):
+        import json
+        with open(os.path.join(self.chosen_plan, "plan.json")) as f:
+            j = json.load(f)
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
+                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        self.assertEqual([c["kind"] for c in j["collectives"]], ["AllReduce"] * (2 * LAYERS))
+        self.assertEqual(self.generate([], self.chosen_plan), self.generate([], self.model, "--carry", CARRY))
 
     def test_a_vocab_parallel_head_gathers_no_logits(self):
         model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.vocab_plan, "rank0.onnx")))
