@@ -179,6 +179,16 @@ class Generate(unittest.TestCase):
                 held = sum(4 * int(np.prod([d.dim_value for d in v.type.tensor_type.shape.dim])) for v in mine)
                 self.assertEqual(2 * held, cache_bytes)
 
+    def test_a_step_that_fails_mid_generation_ends_the_job(self):
+        # The 62nd decode step writes position 64 of a 64-position cache:
+        # every rank fails there and mpirun ends (bounded by the timeout).
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+        r = subprocess.run(mpi + [TESSERA, "generate", self.plan, "--input-ids", "1,2,3", "--steps", "70"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("out of range", r.stderr)
+        self.assertNotIn("generated:", r.stdout)
+
     def test_carried_tensor_of_the_wrong_shape_is_a_one_line_error(self):
         r = subprocess.run([TESSERA, "generate", self.model, "--input-ids", "1", "--steps", "2", "--carry",
                             "logits=past_key_values.0.key"], capture_output=True, text=True, timeout=60)
