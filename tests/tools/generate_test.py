@@ -5,7 +5,8 @@ at cache_position), planned for tp=2 with Megatron's split and the caches
 carried and sharded by KV heads:
 
 - the ids equal one device's and ONNX Runtime's greedy loop, as threads and
-  under a real mpirun (time-bounded);
+  under a real mpirun (time-bounded), on 2 ranks and on 4 (more ranks than
+  KV heads: the cache is then whole on every rank);
 - each step moves no KV bytes: the rank files' only collectives are the
   formula's 2 AllReduces of the hidden size per layer;
 - each rank's cache inputs and outputs are 1/tp of the cache;
@@ -69,6 +70,14 @@ class Generate(unittest.TestCase):
                 "--budget", "10", "--no-shard-search", "--carry", CARRY]
         for s in MEGATRON:
             args += ["--shard", s]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+        # tp=4 over 2 KV heads: more ranks than KV heads, the cache whole
+        # on every rank (the new token's K and V gathered).
+        cls.tp4_plan = os.path.join(cls.dir, "tp4")
+        args[args.index(cls.chosen_plan)] = cls.tp4_plan
+        args[args.index("tp=2")] = "tp=4"
         r = subprocess.run(args, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
 
@@ -138,6 +147,12 @@ class Generate(unittest.TestCase):
                 self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
         self.assertEqual([c["kind"] for c in j["collectives"]], ["AllReduce"] * (2 * LAYERS))
         self.assertEqual(self.generate([], self.chosen_plan), self.generate([], self.model, "--carry", CARRY))
+
+    def test_ids_equal_on_four_ranks(self):
+        one = self.generate([], self.model, "--carry", CARRY)
+        self.assertEqual(self.generate([], self.tp4_plan), one)
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+        self.assertEqual(self.generate(mpi, self.tp4_plan), one)
 
     def test_a_vocab_parallel_head_gathers_no_logits(self):
         model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.vocab_plan, "rank0.onnx")))
