@@ -328,6 +328,60 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
   return local;
 }
 
+Tensor unshard(const std::vector<Tensor>& blocks, const Sharding& sharding, const DeviceMesh& mesh, const Shape& global) {
+  TESSERA_CHECK(static_cast<int64_t>(blocks.size()) == mesh.num_devices(),
+                blocks.size() << " blocks for the " << mesh.num_devices() << " ranks of " << mesh.str());
+  for (const Placement& p : sharding.placements)
+    if (p.kind == Placement::Kind::kPartial)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "a tensor sharded " << sharding.str() << " has no blocks to place: "
+                                                                  << "its ranks hold partial sums");
+  Tensor out(blocks[0].dtype(), global);
+  if (out.numel() == 0) return out;
+  auto elem = static_cast<int64_t>(dtype_size(out.dtype()));
+  std::vector<int64_t> gs = shape_strides(global);
+  uint8_t* dst = out.mutable_data();
+  for (int64_t rank = 0; rank < mesh.num_devices(); ++rank) {
+    std::vector<int64_t> c = mesh.coords(rank);
+    bool replica = false;  // another rank at coordinate 0 holds the same block
+    for (size_t a = 0; a < sharding.placements.size(); ++a) replica |= !sharding.placements[a].is_shard() && c[a] != 0;
+    if (replica) continue;
+    std::vector<int64_t> off;
+    Shape size;
+    local_block(mesh, sharding, global, rank, off, size);
+    const Tensor& b = blocks[static_cast<size_t>(rank)];
+    if (b.dtype() != out.dtype() || b.shape() != size)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "rank " << rank << "'s block is " << type_str(b.type()) << ", not "
+                                                      << type_str(TensorType{out.dtype(), size}) << " (its block of "
+                                                      << type_str(out.type()) << " sharded " << sharding.str() << ")");
+    if (size.empty()) {
+      std::memcpy(dst, b.data(), static_cast<size_t>(elem));
+      continue;
+    }
+    // Rows of the innermost dim; an odometer walks the outer ones.
+    size_t last = size.size() - 1;
+    int64_t row = size[last] * elem, rows = b.numel() / std::max<int64_t>(1, size[last]);
+    std::vector<int64_t> idx(size.size(), 0);
+    const uint8_t* src = b.data();
+    for (int64_t r = 0; r < rows && size[last] > 0; ++r) {
+      int64_t at = 0;
+      for (size_t d = 0; d < size.size(); ++d) at += (off[d] + idx[d]) * gs[d];
+      std::memcpy(dst + at * elem, src + r * row, static_cast<size_t>(row));
+      for (size_t d = last; d-- > 0;) {
+        if (++idx[d] < size[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  return out;
+}
+
+Shape global_shape(const Sharding& sharding, const DeviceMesh& mesh, const Shape& local) {
+  Shape g = local;
+  for (size_t a = 0; a < sharding.placements.size(); ++a)
+    if (sharding.placements[a].is_shard()) g[static_cast<size_t>(sharding.placements[a].dim)] *= mesh.axes()[a].size;
+  return g;
+}
+
 std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s, const DeviceMesh& mesh,
                                 int64_t rank, Graph& local, const std::vector<ValueId>& local_inputs) {
   TESSERA_CHECK(local_inputs.size() == n.inputs.size(), n.name << ": " << local_inputs.size() << " local inputs for "

@@ -107,4 +107,13 @@ void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& 
 // view (a column split of a mapped weight) is made when read (Tensor::made).
 Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh& mesh, int64_t rank);
 
+// The inverse of shard_of for Shard and Replicate placements: the global
+// tensor of shape `global` from every rank's block (by rank; a replicated
+// axis is read at coordinate 0). Throws Error(kInvalidGraph) for a Partial
+// placement or blocks of the wrong type.
+Tensor unshard(const std::vector<Tensor>& blocks, const Sharding& sharding, const DeviceMesh& mesh, const Shape& global);
+
+// The global shape of a tensor whose block is `local` under `sharding`.
+Shape global_shape(const Sharding& sharding, const DeviceMesh& mesh, const Shape& local);
+
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "cost/collective_model.h"
@@ -133,6 +134,76 @@ std::vector<ShardConstraint> annotations_on(Plan& p, const Graph& canonical, con
   }
 }
 
+// Carried pairs that no annotation places: the boundary sharding both ends
+// cross with is chosen here, among whole ([R]) and each sharding that a
+// reader of the carried input can take it in (its strategies, graph/
+// strategy.h), by the predicted time of the partitioned plan, the one
+// already made first on ties. A cache split by heads then stays split from
+// one step to the next instead of being gathered at the output and cut
+// again at the input every step. Returns whether it re-partitioned.
+bool choose_carried_boundary(Plan& p, const DeviceMesh& mesh, const cost::DeviceProfile& device,
+                             const cost::DeviceProfile& rank_device, cost::PlanCost& priced) {
+  auto annotated = [&](ValueId v) {
+    return std::any_of(p.constraints.begin(), p.constraints.end(),
+                       [&](const ShardConstraint& c) { return c.value == v && c.boundary; });
+  };
+  std::vector<std::pair<ValueId, ValueId>> open;  // (output, input)
+  for (const CarryPair& c : p.carry) {
+    std::optional<ValueId> out = p.optimized.find_value(c.output), in = p.optimized.find_value(c.input);
+    if (out && in && !annotated(*out) && !annotated(*in)) open.emplace_back(*out, *in);
+  }
+  if (open.empty()) return false;
+  std::vector<Sharding> options;
+  std::vector<std::vector<NodeId>> users = p.optimized.users();
+  for (const auto& [out, in] : open)
+    for (NodeId u : users[static_cast<size_t>(in)]) {
+      const Node& node = p.optimized.node(u);
+      for (const Strategy& st : strategies(p.optimized, node, mesh))
+        for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+          if (node.inputs[slot] != in) continue;
+          const Sharding& s = st.inputs[slot];
+          bool split = false, partial = false;
+          for (const Placement& pl : s.placements) {
+            split |= pl.is_shard();
+            partial |= pl.kind == Placement::Kind::kPartial;
+          }
+          if (split && !partial && std::find(options.begin(), options.end(), s) == options.end()) options.push_back(s);
+        }
+    }
+  struct Choice {
+    std::vector<ShardConstraint> constraints;
+    ShardedGraph sharding;
+    std::vector<Graph> ranks;
+    cost::PlanCost cost;
+  };
+  std::optional<Choice> best;
+  for (const Sharding& s : options) {
+    Choice c{p.constraints, {}, {}, {}};
+    for (const auto& [out, in] : open) {
+      try {
+        s.validate(mesh, p.optimized.type(in));
+      } catch (const Error&) {
+        continue;  // a pair this split does not fit stays whole
+      }
+      std::string origin = "carry: " + p.optimized.value(out).name + "=" + p.optimized.value(in).name + " crosses " +
+                           s.str() + " (chosen by predicted time)";
+      c.constraints.push_back({out, s, origin, true});
+      c.constraints.push_back({in, s, origin, true});
+    }
+    if (c.constraints.size() == p.constraints.size()) continue;
+    c.sharding = propagate(p.optimized, mesh, c.constraints, device);
+    c.ranks = partition(p.optimized, c.sharding).ranks;
+    c.cost = cost::plan_cost(cost::spmd_rank_programs(c.ranks[0], mesh, rank_device));
+    if (c.cost.time_s < (best ? best->cost.time_s : priced.time_s) * (1 - 1e-9)) best = std::move(c);
+  }
+  if (!best) return false;
+  p.constraints = std::move(best->constraints);
+  p.sharding = std::move(best->sharding);
+  p.ranks = std::move(best->ranks);
+  priced = std::move(best->cost);
+  return true;
+}
+
 // The mesh stage: the sharding search over the rewritten graph (or the
 // annotations alone), partitioning, the rewrite search on the ranks, and
 // what the reports list of them.
@@ -170,6 +241,7 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
   // Each rank on its share of the host where ranks share one (CPUs).
   const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
   if (!o.shard_search) priced = cost::plan_cost(cost::spmd_rank_programs(p.ranks[0], mesh, rank_device));
+  choose_carried_boundary(p, mesh, device, rank_device, priced);
   rank_so.device = rank_device;
   rank_so.budget_s = budget.take(shares.rank_rewrite);
   rewrite_ranks(p, rank_so, rank_device, priced);
@@ -210,8 +282,10 @@ verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
     verifier::ShardedProgram sp;
     sp.mesh = p.mesh;
     sp.per_rank = p.ranks;
-    sp.input_shardings.assign(p.original.inputs().size(), Sharding::replicated(p.mesh));
-    sp.output_shardings.assign(p.original.outputs().size(), Sharding::replicated(p.mesh));
+    // Fed and read as the plan's boundary says: a sharded input is
+    // scattered to the ranks' blocks, a sharded output gathered from them.
+    sp.input_shardings = p.sharding.inputs;
+    sp.output_shardings = p.sharding.outputs;
     return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(sp), check);
   }
   if (structurally_equal(p.original, p.optimized)) {
@@ -223,6 +297,41 @@ verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
     return r;
   }
   return verifier::check_end_to_end(verifier::Program(p.original), verifier::Program(p.optimized), check);
+}
+
+// fnmatch's escapes: a tensor named exactly, whatever its characters.
+std::string exact_glob(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\' || c == ':' || c == '=') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The annotations, with each carried pair's two ends crossing the boundary
+// alike: the state a step leaves on the ranks is what the next step takes.
+std::vector<std::string> specs_with_carry(const Graph& g, const OptimizeOptions& o, const std::vector<CarryPair>& carry) {
+  std::vector<std::string> specs = o.specs;
+  if (carry.empty() || o.mesh.num_devices() < 2) return specs;
+  std::vector<ShardConstraint> given = resolve_annotations(g, o.mesh, o.specs);
+  auto boundary_of = [&](const std::string& name) -> const ShardConstraint* {
+    for (const ShardConstraint& c : given)
+      if (c.boundary && g.value(c.value).name == name) return &c;
+    return nullptr;
+  };
+  for (const CarryPair& p : carry) {
+    const ShardConstraint* out = boundary_of(p.output);
+    const ShardConstraint* in = boundary_of(p.input);
+    if (out && in && out->sharding != in->sharding)
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "carried tensor '" << p.output << "' is annotated " << out->sharding.str()
+                                                                 << " but its input '" << p.input << "' "
+                                                                 << in->sharding.str()
+                                                                 << ": both ends of carried state cross alike");
+    if (out && !in) specs.push_back(exact_glob(p.input) + "=" + out->sharding.str());
+    if (in && !out) specs.push_back(exact_glob(p.output) + "=" + in->sharding.str());
+  }
+  return specs;
 }
 
 }  // namespace
@@ -246,8 +355,11 @@ BudgetShares divide_budget(bool mesh) {
   return {0.7, 0.67, 1.0};
 }
 
-Plan optimize(const Graph& g, const OptimizeOptions& options) {
+Plan optimize(const Graph& g, const OptimizeOptions& given) {
   auto t0 = Clock::now();
+  std::vector<CarryPair> carry = resolve_carry(g, given.carry);
+  OptimizeOptions options = given;
+  options.specs = specs_with_carry(g, given, carry);
   if (!(options.budget_s > 0))
     TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << options.budget_s);
   const bool on_mesh = options.mesh.num_devices() > 1;
@@ -261,6 +373,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& options) {
 
   Plan plan;
   plan.original = g;
+  plan.carry = std::move(carry);
   plan.device = device.name;
   plan.seed = options.seed;
   for (ValueId v : g.inputs()) plan.input_shapes[g.value(v).name] = g.type(v).shape;

@@ -16,6 +16,7 @@
 #include "cost/graph_cost.h"
 #include "graph/graph.h"
 #include "mutator/canonicalize.h"
+#include "mutator/carry.h"
 #include "mutator/plan_files.h"
 #include "mutator/search.h"
 #include "mutator/sharding/shard_search.h"
@@ -54,6 +55,10 @@ struct OptimizeOptions {
   bool shard_search = true;
   int64_t device_memory = 0;  // bytes per device; 0: the device profile's
   std::string shard_rewrite;  // ShardSearchOptions::rewrite
+  // --carry OUT=IN (carry.h): outputs that feed inputs at the next step. On
+  // a mesh both ends of a pair cross the boundary alike: an annotation on
+  // one end is given to the other.
+  std::vector<std::string> carry;
 };
 
 // How the search time is shared among the stages, in one place: each
@@ -111,6 +116,7 @@ struct Plan {
   std::string device;  // profile name
   std::map<std::string, Shape> input_shapes;
   std::vector<PassRecord> canonical;
+  std::vector<CarryPair> carry;  // carried state (OptimizeOptions::carry), resolved
   SearchResult search;  // the rewrite search on the whole graph (search.graph is moved to `optimized`)
 
   // The mesh stage (OptimizeOptions::mesh of two or more devices).

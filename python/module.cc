@@ -204,7 +204,10 @@ struct Plan {
   api::Plan plan;
   ExecutableCache compiled;
 
-  const Graph& interface() const { return plan.is_mesh() ? plan.ranks[0] : plan.model; }
+  // The plan's inputs and outputs as the single-device model has them
+  // (a mesh plan's rank programs take and give back blocks of the sharded
+  // ones).
+  const Graph& interface() const { return plan.is_mesh() ? plan.original : plan.model; }
 
   py::dict run(const py::object& inputs, const std::string& backend, int threads) {
     std::vector<Tensor> bound = bind(interface(), inputs);
@@ -221,8 +224,10 @@ struct Plan {
 
 Plan optimize(const Model& m, const std::string& device, const std::string& mesh, double budget, uint64_t seed,
                    bool partial, const std::vector<std::string>& disabled_rules, const std::vector<std::string>& shards,
-                   const std::string& shard_file, bool shard_search, int64_t device_memory, int threads, bool measure) {
+                   const std::string& shard_file, bool shard_search, int64_t device_memory, int threads, bool measure,
+                   const std::vector<std::string>& carry) {
   api::OptimizeConfig config;
+  config.carry = carry;
   config.device = device;
   config.mesh = mesh;
   config.budget_s = budget;
@@ -237,6 +242,32 @@ Plan optimize(const Model& m, const std::string& device, const std::string& mesh
   config.measure = measure;
   py::gil_scoped_release release;
   return Plan{api::optimize(m.graph, config), {}};
+}
+
+// A plan's session: steps with its carried state kept on the ranks.
+struct Session {
+  api::Session session;
+
+  py::dict step(const py::dict& feeds) {
+    std::map<std::string, Tensor> bound;
+    for (auto [name, value] : feeds) bound[py::str(name)] = to_tensor(py::reinterpret_borrow<py::object>(value));
+    std::map<std::string, Tensor> out;
+    {
+      py::gil_scoped_release release;
+      out = session.step(bound);
+    }
+    py::dict d;
+    for (const auto& [name, t] : out) d[py::str(name)] = to_numpy(t);
+    return d;
+  }
+};
+
+Session make_session(const Plan& p, const std::vector<std::string>& carry, const std::string& backend, int threads) {
+  api::SessionOptions options;
+  options.run = run_config(backend, threads);
+  options.carry = carry;
+  py::gil_scoped_release release;
+  return Session{api::Session(p.plan, options)};
 }
 
 py::list differing_list(const api::Verdict& v) {
@@ -334,8 +365,23 @@ PYBIND11_MODULE(_tessera, m) {
         "Imports a serialized ONNX model.");
   m.def("optimize", &optimize, py::arg("model"), py::arg("device"), py::arg("mesh"), py::arg("budget"),
         py::arg("seed"), py::arg("partial"), py::arg("disabled_rules"), py::arg("shards"), py::arg("shard_file"),
-        py::arg("shard_search"), py::arg("device_memory"), py::arg("threads"), py::arg("measure"),
+        py::arg("shard_search"), py::arg("device_memory"), py::arg("threads"), py::arg("measure"), py::arg("carry"),
         "Optimizes the model in memory; returns a Plan.");
+  py::class_<Session>(m, "Session", "A plan run step after step, its carried state kept on the ranks.")
+      .def("step", &Session::step, py::arg("feeds"),
+           "One step: numpy inputs by name (carried ones only to set them); the outputs that are not carried.")
+      .def("state", [](const Session& s, const std::string& input) { return to_numpy(s.session.state(input)); },
+           py::arg("input"), "A carried input's state as the next step takes it (gathered from the ranks).")
+      .def_property_readonly("carried",
+                             [](const Session& s) {
+                               py::list out;
+                               for (const api::CarryPair& c : s.session.carried())
+                                 out.append(py::make_tuple(c.output, c.input));
+                               return out;
+                             })
+      .def_property_readonly("steps", [](const Session& s) { return s.session.steps(); });
+  m.def("session", &make_session, py::arg("plan"), py::arg("carry"), py::arg("backend"), py::arg("threads"),
+        "A Session over the plan.");
   m.def(
       "verify",
       [](const Model& a, const Model& b, uint64_t seed) {

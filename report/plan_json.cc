@@ -119,7 +119,18 @@ json sharding_json(const Plan& p) {
   }
   json nodes = json::object();
   for (NodeId n = 0; n < g.num_nodes(); ++n) nodes[g.node(n).name] = p.sharding.nodes[static_cast<size_t>(n)].str();
-  return {{"tensors", values}, {"nodes", nodes}};
+  // The plan's boundary: how each graph input and output crosses it (a
+  // rank file's input or output is its block of a sharded one).
+  auto boundary = [&](const std::vector<ValueId>& edge, const std::vector<Sharding>& shardings) {
+    json b = json::object();
+    for (size_t k = 0; k < edge.size(); ++k)
+      b[g.value(edge[k]).name] = (k < shardings.size() ? shardings[k] : Sharding::replicated(p.mesh)).str();
+    return b;
+  };
+  return {{"tensors", values},
+          {"nodes", nodes},
+          {"inputs", boundary(g.inputs(), p.sharding.inputs)},
+          {"outputs", boundary(g.outputs(), p.sharding.outputs)}};
 }
 
 void add_mesh(json& j, const Plan& p) {
@@ -153,11 +164,14 @@ void add_mesh(json& j, const Plan& p) {
 std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
+  json carry = json::array();
+  for (const CarryPair& c : p.carry) carry.push_back({{"output", c.output}, {"input", c.input}});
   json j = {{"format_version", Plan::kFormatVersion},
             {"tessera_version", kTesseraVersion},
             {"device", p.device},
             {"seed", p.seed},
             {"input_shapes", shapes},
+            {"carry", carry},
             {"mutations", mutations_json(p)},
             {"predicted_cost",
              {{"before_s", p.cost_before_s},

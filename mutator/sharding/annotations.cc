@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -82,7 +84,11 @@ std::vector<ShardConstraint> resolve_annotations(const Graph& g, const DeviceMes
       return;
     }
     seen[v] = out.size();
-    out.push_back({v, s.sharding, s.text});
+    // An annotated graph input or output crosses the plan's boundary as
+    // annotated: each rank is fed, and gives back, its block.
+    bool edge = std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end() ||
+                std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+    out.push_back({v, s.sharding, s.text, edge && !val.constant});
   };
   for (const std::string& text : specs) {
     Spec s = parse_spec(text);

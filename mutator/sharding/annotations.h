@@ -10,6 +10,10 @@
 // weight in every block. PLACEMENTS is one placement per mesh axis, as
 // Sharding::parse reads it ("[S(1)]", "[S(0),R]", "[P]").
 //
+// An annotated graph input or output crosses the plan's boundary as
+// annotated (ShardConstraint::boundary): the rank programs take or give
+// back their block of it, and a run scatters or gathers it at the edges.
+//
 // A file (`--shard-file`) is a JSON object of such pairs:
 //   { "*/fc1/MatMul:in1": "[S(1)]", "*/fc2/MatMul:in1": "[S(0)]" }
 #pragma once

@@ -16,11 +16,14 @@ class RankBuilder {
   }
 
   Graph build() {
-    Sharding whole = Sharding::replicated(s_.mesh);
-    for (ValueId v : g_.inputs()) {
-      ValueId in = local_.add_input(g_.value(v).name, g_.type(v));
-      at_[{v, whole.str()}] = in;
-      home(v, whole);
+    for (size_t k = 0; k < g_.inputs().size(); ++k) {
+      ValueId v = g_.inputs()[k];
+      const Sharding& crosses = boundary(s_.inputs, k);
+      TensorType t = g_.type(v);
+      t.shape = crosses.local_shape(s_.mesh, t.shape);
+      ValueId in = local_.add_input(g_.value(v).name, t);
+      at_[{v, crosses.str()}] = in;
+      home(v, crosses);
     }
     for (NodeId n : g_.topo_order()) {
       const Node& node = g_.node(n);
@@ -37,8 +40,9 @@ class RankBuilder {
       }
     }
     std::vector<ValueId> outs;
-    for (ValueId v : g_.outputs()) {
-      ValueId lo = as(v, whole);
+    for (size_t k = 0; k < g_.outputs().size(); ++k) {
+      ValueId v = g_.outputs()[k];
+      ValueId lo = as(v, boundary(s_.outputs, k));
       if (local_.value(lo).producer < 0 && local_.value(lo).constant) {
         // An output that is a constant: still a value the program produces.
         lo = local_.add(OpKind::kIdentity, {lo}, {}, g_.value(v).name + "/out");
@@ -57,6 +61,12 @@ class RankBuilder {
   }
 
  private:
+  // How the k-th graph input or output crosses the boundary (replicated
+  // where the sharding predates boundary shardings and lists none).
+  const Sharding& boundary(const std::vector<Sharding>& list, size_t k) const {
+    return k < list.size() ? list[k] : whole_;
+  }
+
   const Sharding& value_sharding(ValueId v) const { return s_.values[static_cast<size_t>(v)]; }
 
   // The value as its readers see it: its own sharding, reached from what
@@ -98,6 +108,7 @@ class RankBuilder {
 
   const Graph& g_;
   const ShardedGraph& s_;
+  Sharding whole_ = Sharding::replicated(s_.mesh);
   int64_t rank_;
   Graph local_;
   std::map<std::pair<ValueId, std::string>, ValueId> at_;

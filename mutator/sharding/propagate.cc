@@ -34,6 +34,7 @@ class Propagation {
     fixed_.assign(nv, std::nullopt);
     is_output_.assign(nv, false);
     for (ValueId v : g.outputs()) is_output_[static_cast<size_t>(v)] = true;
+    boundary_.assign(nv, Sharding::replicated(mesh));
     order_ = g.topo_order();
     choice_.assign(static_cast<size_t>(g.num_nodes()), 0);
     if (!table) {
@@ -60,6 +61,7 @@ class Propagation {
     fixed_[v] = c.sharding;
     value_[v] = c.sharding;
     price_.pin(c.value);
+    if (c.boundary) set_boundary(c);
   }
 
   // Forward, then alternately backward and forward until nothing changes.
@@ -80,6 +82,8 @@ class Propagation {
   ShardedGraph result(int sweeps) {
     ShardedGraph out;
     out.mesh = mesh_;
+    for (ValueId v : g_.inputs()) out.inputs.push_back(boundary_[static_cast<size_t>(v)]);
+    for (ValueId v : g_.outputs()) out.outputs.push_back(boundary_[static_cast<size_t>(v)]);
     out.values = value_;
     out.sweeps = sweeps;
     for (size_t v = 0; v < fixed_.size(); ++v) out.fixed.push_back(fixed_[v].has_value());
@@ -97,11 +101,28 @@ class Propagation {
       for (size_t o = 0; o < node.outputs.size(); ++o)
         if (fixed_[static_cast<size_t>(node.outputs[o])]) pay(node.outputs[o], s.outputs[o], value_[static_cast<size_t>(node.outputs[o])]);
     }
-    for (ValueId v : g_.outputs()) pay(v, value_[static_cast<size_t>(v)], Sharding::replicated(mesh_));
+    for (ValueId v : g_.outputs()) pay(v, value_[static_cast<size_t>(v)], boundary_[static_cast<size_t>(v)]);
     return out;
   }
 
  private:
+  // A boundary sharding places blocks: a Partial block would leave the sum
+  // to the caller, so only Shard and Replicate cross.
+  void set_boundary(const ShardConstraint& c) {
+    const Value& val = g_.value(c.value);
+    bool is_input = std::find(g_.inputs().begin(), g_.inputs().end(), c.value) != g_.inputs().end();
+    if (!is_input && !is_output_[static_cast<size_t>(c.value)])
+      TESSERA_THROW(ErrorKind::kInvalidGraph,
+                    "tensor '" << val.name << "' is neither a graph input nor output: it has no boundary sharding");
+    for (const Placement& p : c.sharding.placements)
+      if (p.kind == Placement::Kind::kPartial)
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor '" << val.name << "'"
+                                                           << (c.origin.empty() ? "" : " (" + c.origin + ")")
+                                                           << ": a graph input or output crosses the plan's boundary "
+                                                              "whole or as blocks, not as partial sums (P)");
+    boundary_[static_cast<size_t>(c.value)] = c.sharding;
+  }
+
   const Strategy& chosen(NodeId n) const {
     return (*options_)[static_cast<size_t>(n)][static_cast<size_t>(choice_[static_cast<size_t>(n)])];
   }
@@ -173,7 +194,7 @@ class Propagation {
         c += price_(v, s.outputs[o], *fixed_[vi]);
         continue;
       }
-      if (is_output_[vi]) c += price_(v, s.outputs[o], Sharding::replicated(mesh_));
+      if (is_output_[vi]) c += price_(v, s.outputs[o], boundary_[vi]);
       if (!with_consumers) {
         // Before its readers have chosen, a Partial output is charged the
         // reduction it will need: passing a Partial on is then no cheaper
@@ -232,6 +253,7 @@ class Propagation {
   std::vector<Sharding> value_;
   std::vector<std::optional<Sharding>> fixed_;
   std::vector<bool> is_output_;
+  std::vector<Sharding> boundary_;  // per ValueId: how a graph input or output crosses
 };
 
 }  // namespace
@@ -264,9 +286,11 @@ std::string describe(const Graph& g, const ShardedGraph& s) {
       if (s.values[static_cast<size_t>(node.outputs[o])] != st.outputs[o])
         line(g.value(node.outputs[o]).name, st.outputs[o], s.values[static_cast<size_t>(node.outputs[o])]);
   }
-  for (ValueId v : g.outputs())
-    if (s.values[static_cast<size_t>(v)] != Sharding::replicated(s.mesh))
-      line(g.value(v).name, s.values[static_cast<size_t>(v)], Sharding::replicated(s.mesh));
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    ValueId v = g.outputs()[k];
+    const Sharding& out = k < s.outputs.size() ? s.outputs[k] : Sharding::replicated(s.mesh);
+    if (s.values[static_cast<size_t>(v)] != out) line(g.value(v).name, s.values[static_cast<size_t>(v)], out);
+  }
   return out;
 }
 

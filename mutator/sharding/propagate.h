@@ -12,11 +12,13 @@
 // kMaxSweeps). Ties go to the strategy listed first, the replicated one
 // first of all, and nothing splits what nothing drives. Deterministic.
 //
-// Graph inputs are fed whole (replicated) unless annotated; constants take
-// whatever sharding their reader wants for free (the partitioner gives each
-// rank its block of the data), unless annotated: an annotated weight is held
-// as annotated and drives its readers like any tensor; graph outputs are
-// gathered to replicated.
+// Graph inputs are fed whole (replicated) and graph outputs gathered to
+// replicated, unless a boundary constraint says how they cross the plan's
+// boundary (GSPMD's in/out shardings): then each rank is fed, or gives
+// back, its block. Constants take whatever sharding their reader wants for
+// free (the partitioner gives each rank its block of the data), unless
+// annotated: an annotated weight is held as annotated and drives its
+// readers like any tensor.
 #pragma once
 
 #include <map>
@@ -32,6 +34,11 @@ struct ShardConstraint {
   ValueId value = kNoValue;
   Sharding sharding;
   std::string origin;  // what the user wrote, for errors and reports
+  // On a graph input or output: it crosses the plan's boundary as each
+  // rank's block (the rank program's input or output is the block). A
+  // constraint that is not (the search's pins) shards the value inside the
+  // program only: the input is fed whole, the output gathered.
+  bool boundary = false;
 };
 
 struct ShardedGraph {
@@ -39,6 +46,9 @@ struct ShardedGraph {
   std::vector<Sharding> values;  // per ValueId: the sharding readers see
   std::vector<Strategy> nodes;   // per NodeId: the strategy it runs
   std::vector<bool> fixed;       // per ValueId: set by a constraint
+  // How each graph input and output crosses the plan's boundary, by
+  // position: replicated (whole) unless a boundary constraint says.
+  std::vector<Sharding> inputs, outputs;
   double reshard_seconds = 0;    // predicted, every reshard of the plan
   int sweeps = 0;
 };

@@ -64,6 +64,12 @@ class Plan:
         """Runs the plan (every rank, for a mesh) on numpy inputs by name; returns the outputs by name."""
         return self._plan.run(feeds, backend, threads)
 
+    def session(self, carry=(), backend="cpu", threads=0):
+        """A session: the plan compiled once, run step by step with `session.step(feeds)`. Its carried
+        state (optimize's carry, and `carry`: "OUT=IN" pairs or globs such as "present.*=past_key_values.*")
+        stays on the ranks between steps; step returns the outputs that are not carried."""
+        return _tessera.session(self._plan, list(carry), backend, int(threads))
+
     def save(self, directory):
         """Writes the plan folder, byte for byte what `tessera optimize -o DIR` writes."""
         self._plan.save(os.fspath(directory))
@@ -105,18 +111,20 @@ class Plan:
 
 def optimize(model, device="cpu", mesh=None, budget=30.0, seed=0, *, input_shapes=None, partial=True,
              disabled_rules=(), shards=(), shard_file=None, shard_search=True, device_memory=0, threads=0,
-             measure=True):
+             measure=True, carry=()):
     """Optimizes a model (onnx.ModelProto, path, bytes or Model) in memory; returns a Plan.
 
     The arguments are `tessera optimize`'s flags: device (cpu, a100, h100, h200
     or a profile file), mesh ("tp=2", "dp=2,tp=4"), budget in seconds, seed,
-    shards (--shard specs) and so on. measure times both models on this
+    shards (--shard specs), carry (--carry OUT=IN pairs: outputs that feed
+    inputs at the next step of a session) and so on. measure times both models on this
     machine's CPU runtime for device cpu (the report's measured gain).
     """
     m = load(model, input_shapes)
     return Plan(_tessera.optimize(m, device, mesh or "", float(budget), int(seed), bool(partial),
                                   list(disabled_rules), list(shards), os.fspath(shard_file) if shard_file else "",
-                                  bool(shard_search), int(device_memory), int(threads), bool(measure)))
+                                  bool(shard_search), int(device_memory), int(threads), bool(measure),
+                                  list(carry)))
 
 
 def verify(original, candidate, seed=None, input_shapes=None):

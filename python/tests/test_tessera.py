@@ -200,3 +200,61 @@ def test_the_cli_is_installed(cli, tiny_cnn, tmp_path):
     # The folder the CLI wrote is the one Plan.save writes: same file set.
     plan = tessera.optimize(path, budget=10, measure=False)
     assert sorted(os.listdir(out)) == sorted(plan.files)
+
+
+def _cache_step():
+    """x [1, 1, 8] -> k = x W as 2 KV heads of 4, written into a cache of 4
+    positions [1, 2, 4, 4] at cache_position (ScatterElements, as torch's
+    index_copy_ exports), the updated cache returned; y = x W2."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    w2 = numpy_helper.from_array(rng.standard_normal((8, 3)).astype(np.float32), "w2")
+    shape = numpy_helper.from_array(np.array([1, 1, 2, 4], np.int64), "shape")
+    at_shape = numpy_helper.from_array(np.array([1, 1, 1, 1], np.int64), "at_shape")
+    expand = numpy_helper.from_array(np.array([1, 2, 1, 4], np.int64), "expand")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["k"]),
+        helper.make_node("Reshape", ["k", "shape"], ["k4"]),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["cache_position", "at_shape"], ["at1"]),
+        helper.make_node("Expand", ["at1", "expand"], ["at"]),
+        helper.make_node("ScatterElements", ["past", "at", "kt"], ["present"], axis=2),
+        helper.make_node("MatMul", ["x", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "cache_step",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8]),
+         helper.make_tensor_value_info("cache_position", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3]),
+         helper.make_tensor_value_info("present", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [w, w2, shape, at_shape, expand])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, numpy_helper.to_array(w)
+
+
+def test_a_session_keeps_the_carried_cache_on_the_ranks():
+    model, w = _cache_step()
+    split = tessera.optimize(model, mesh="tp=2", shards=["past=[S(1)]"], carry=["present=past"], budget=5,
+                             shard_search=False, measure=False)
+    whole = tessera.optimize(model, budget=5, measure=False, carry=["present=past"])
+    assert split.plan["carry"] == [{"output": "present", "input": "past"}]
+    assert split.plan["sharding"]["outputs"]["present"] == "[S(1)]"
+    a, b = split.session(threads=1), whole.session(threads=1)
+    assert a.carried == [("present", "past")]
+    xs = [np.full((1, 1, 8), 0.25 * (p + 1), np.float32) for p in range(3)]
+    for p, x in enumerate(xs):
+        feeds = {"x": x, "cache_position": np.array([p], np.int64)}
+        got, want = a.step(feeds), b.step(feeds)
+        assert list(got) == ["y"]  # the cache is carried, not returned
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5)
+    assert a.steps == 3
+    expected = np.zeros((1, 2, 4, 4), np.float32)
+    for p, x in enumerate(xs):
+        expected[0, :, p, :] = (x.reshape(1, 8) @ w).reshape(2, 4)
+    np.testing.assert_allclose(a.state("past"), expected, rtol=1e-5)
+    np.testing.assert_allclose(b.state("past"), expected, rtol=1e-5)
+    with pytest.raises(tessera.Error, match="carried tensor 'past'"):
+        a.step({"x": xs[0], "cache_position": np.array([0], np.int64), "past": np.zeros((1, 2, 3, 4), np.float32)})

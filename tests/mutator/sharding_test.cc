@@ -403,5 +403,58 @@ TEST(MeshPlan, ChecksAndDescribesTheRanks) {
   EXPECT_FALSE(p.shard_searched);
 }
 
+// An annotated graph input and output cross the plan's boundary as each
+// rank's block: the rank program takes rows of x and gives back rows of y,
+// with no collective, and the blocks assembled are the single-device y.
+TEST(BoundaryShardingTest, AnnotatedInputAndOutputAreRankBlocks) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 8}});
+  ValueId w = g.add_constant("w", ramp({DType::kF32, {8, 6}}, 7));
+  NodeId mm = g.add_node(OpKind::kMatMul, {x, w}, {}, "mm", {"y"});
+  g.set_outputs({g.node(mm).outputs[0]});
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  std::vector<ShardConstraint> c = resolve_annotations(g, mesh, {"x=[S(0)]", "y=[S(0)]"});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_TRUE(c[0].boundary && c[1].boundary);
+  ShardedGraph s = propagate(g, mesh, c, cpu());
+  EXPECT_EQ(s.inputs, std::vector<Sharding>{Sharding::parse("[S(0)]")});
+  EXPECT_EQ(s.outputs, std::vector<Sharding>{Sharding::parse("[S(0)]")});
+  RankPrograms p = partition(g, s);
+  EXPECT_EQ(p.ranks[0].type(p.ranks[0].inputs()[0]).shape, (Shape{2, 8}));
+  EXPECT_EQ(p.ranks[0].type(p.ranks[0].outputs()[0]).shape, (Shape{2, 6}));
+  for (NodeId n = 0; n < p.ranks[0].num_nodes(); ++n) EXPECT_FALSE(op_def(p.ranks[0].node(n).kind).is_collective());
+  Tensor xv = ramp(g.type(x), 3);
+  std::vector<const Graph*> graphs;
+  std::vector<std::vector<RefTensor<double>>> ins;
+  for (int64_t r = 0; r < 2; ++r) {
+    graphs.push_back(&p.ranks[static_cast<size_t>(r)]);
+    ins.push_back({to_ref<double>(shard_of(xv, s.inputs[0], mesh, r))});
+  }
+  std::vector<Tensor> blocks;
+  for (const auto& outs : interpret_ranks<double>(graphs, mesh, ins)) blocks.push_back(from_ref<double>(outs[0]));
+  Tensor y = unshard(blocks, s.outputs[0], mesh, {4, 6});
+  EXPECT_LE(tessera::testing::relative_error(y, evaluate(g, {xv}, Precision::kF64)[0]), 1e-9);
+  // Without the annotation on y, y is gathered whole at the boundary.
+  RankPrograms whole = partition(g, propagate(g, mesh, resolve_annotations(g, mesh, {"x=[S(0)]"}), cpu()));
+  EXPECT_EQ(whole.ranks[0].type(whole.ranks[0].outputs()[0]).shape, (Shape{4, 6}));
+  EXPECT_EQ(count_kind(whole, OpKind::kAllGather), 1);
+}
+
+// Partial sums do not cross the boundary: a one-line error naming the tensor.
+TEST(BoundaryShardingTest, PartialAtTheBoundaryIsAnError) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 8}});
+  NodeId n = g.add_node(OpKind::kRelu, {x}, {}, "relu", {"y"});
+  g.set_outputs({g.node(n).outputs[0]});
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  try {
+    propagate(g, mesh, resolve_annotations(g, mesh, {"y=[P]"}), cpu());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'y'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("partial sums"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::mutator

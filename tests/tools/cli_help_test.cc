@@ -42,7 +42,7 @@ bool page_has_section(const std::string& page, const std::string& anchor) {
 
 TEST(CliHelp, EveryVerbFitsATerminalPageAndNamesItsGuidePages) {
   namespace fs = std::filesystem;
-  for (const char* verb : {"", "inspect", "run", "optimize", "verify", "cost"}) {
+  for (const char* verb : {"", "inspect", "run", "optimize", "verify", "cost", "generate"}) {
     SCOPED_TRACE(std::string("tessera ") + verb + " --help");
     auto r = run_cli(std::string(verb) + " --help");
     ASSERT_EQ(r.code, 0) << r.err;

@@ -478,9 +478,10 @@ Graph static_cache_attention() {
 
 // Imported from ONNX, planned for tp=2 with the caches in and out split by
 // KV heads (propagation carries the split through the writes and the
-// attention; the outputs are gathered at the plan's boundary), run under
-// mpirun and as threads at position 5: the output and the updated caches
-// are the single-device run's.
+// attention; the caches cross the plan's boundary as each rank's block, and
+// `tessera run` cuts and assembles the global files at the edges), run
+// under mpirun and as threads at position 5: the output and the updated
+// caches are the single-device run's.
 TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   fs::path dir = scratch("static_cache");
   fs::create_directories(dir);
@@ -497,6 +498,27 @@ TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   EXPECT_EQ(j["mesh"], "tp=2");
   for (const char* t : {"past_k", "past_v", "present_k", "present_v"})
     EXPECT_EQ(j["sharding"]["tensors"][t], "[S(1)]") << t;
+  // The caches cross the plan's boundary as each rank's block: rank files
+  // take and give back half the KV heads, and nothing gathers them.
+  for (const char* t : {"past_k", "past_v"}) EXPECT_EQ(j["sharding"]["inputs"][t], "[S(1)]") << t;
+  for (const char* t : {"present_k", "present_v"}) EXPECT_EQ(j["sharding"]["outputs"][t], "[S(1)]") << t;
+  EXPECT_EQ(j["sharding"]["inputs"]["x"], "[R]");
+  EXPECT_EQ(j["sharding"]["outputs"]["y"], "[R]");
+  api::MeshPlan mp = api::read_mesh_plan(plan);
+  EXPECT_EQ(mp.input_shardings["past_k"], "[S(1)]");
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    Graph rg = api::load_rank(mp, rank);
+    for (ValueId v : rg.inputs())
+      if (rg.value(v).name.rfind("past_", 0) == 0) EXPECT_EQ(rg.type(v).shape, (Shape{1, 1, 8, 4})) << rg.value(v).name;
+    for (ValueId v : rg.outputs())
+      if (rg.value(v).name.rfind("present_", 0) == 0) EXPECT_EQ(rg.type(v).shape, (Shape{1, 1, 8, 4})) << rg.value(v).name;
+    for (NodeId n = 0; n < rg.num_nodes(); ++n) {  // no collective moves a cache's positions
+      const Node& node = rg.node(n);
+      if (!op_def(node.kind).is_collective()) continue;
+      const Shape& moved = rg.type(node.inputs[0]).shape;
+      EXPECT_FALSE(moved.size() == 4 && moved[2] == 8) << node.name << " moves " << type_str(rg.type(node.inputs[0]));
+    }
+  }
   for (const char* n : {"write_k", "write_v"}) {
     std::string strategy = j["sharding"]["nodes"][n];
     EXPECT_EQ(strategy.rfind("[S(1)] x [S(1)] x [S(1)] -> [S(1)] (shard", 0), 0u) << n << ": " << strategy;
@@ -520,6 +542,100 @@ TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
       EXPECT_EQ(present.get_double(i) != 7.0, (i / 4) % 8 == 5) << f << " element " << i;
   }
   fs::remove_all(dir);
+}
+
+// A session over the static-cache step planned for tp=2 with the caches
+// carried and split by KV heads: step after step its outputs are one
+// device's session's, each rank holds its half of the caches (its blocks,
+// kept between steps), and the state assembled is one device's.
+TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
+  Graph g = static_cache_attention();
+  api::OptimizeConfig c;
+  c.budget_s = 5;
+  c.measure = false;
+  c.mesh = "tp=2";
+  c.shards = {"past_*=[S(1)]"};
+  c.carry = {"present_*=past_*"};
+  api::Plan mesh = api::optimize(g, c);
+  ASSERT_TRUE(mesh.is_mesh());
+  ASSERT_EQ(mesh.carry.size(), 2u);
+  EXPECT_EQ(mesh.output_shardings["present_k"], "[S(1)]") << "the carry gives the output its input's sharding";
+  api::OptimizeConfig one_c = c;
+  one_c.mesh = "";
+  one_c.shards.clear();
+  api::Plan one = api::optimize(g, one_c);
+  ASSERT_FALSE(one.is_mesh());
+  api::SessionOptions so;
+  so.run.threads = 1;
+  api::Session split(mesh, so), whole(one, so);
+  EXPECT_EQ(split.carried().size(), 2u);
+  for (int64_t pos = 0; pos < 4; ++pos) {
+    std::map<std::string, Tensor> feeds{
+        {"x", Tensor::from_doubles(DType::kF32, {1, 1, 16}, std::vector<double>(16, 0.1 * static_cast<double>(pos + 1)))},
+        {"cache_position", Tensor::vector_i64({pos})}};
+    std::map<std::string, Tensor> a = split.step(feeds), b = whole.step(feeds);
+    ASSERT_EQ(a.size(), 1u) << "only y: the caches are carried, not returned";
+    for (int64_t i = 0; i < 16; ++i) EXPECT_NEAR(a["y"].get_double(i), b["y"].get_double(i), 1e-5) << pos;
+  }
+  EXPECT_EQ(split.steps(), 4);
+  for (const char* name : {"past_k", "past_v"}) {
+    std::vector<Tensor> blocks = split.state_blocks(name);
+    ASSERT_EQ(blocks.size(), 2u);
+    for (const Tensor& b : blocks) EXPECT_EQ(b.shape(), (Shape{1, 1, 8, 4})) << name << ": half the KV heads";
+    Tensor s = split.state(name), w = whole.state(name);
+    ASSERT_EQ(s.shape(), (Shape{1, 2, 8, 4}));
+    int64_t written = 0;
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      EXPECT_NEAR(s.get_double(i), w.get_double(i), 1e-5) << name << " " << i;
+      written += s.get_double(i) != 0.0;
+    }
+    EXPECT_GT(written, 0) << name << ": the steps wrote the cache";
+  }
+  // A carried input fed with the wrong shape: one line naming it.
+  try {
+    split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}, {"cache_position", Tensor::vector_i64({0})},
+                {"past_k", Tensor(DType::kF32, {1, 2, 4, 4})}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("carried tensor 'past_k'"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  // An input neither fed nor carried.
+  EXPECT_THROW(split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}}), Error);
+}
+
+// A vocab-parallel argmax: y split over its last dim at the boundary, each
+// rank's (max, index) pair picked and combined as one device's argmax does,
+// the lowest index on ties (across ranks and within one).
+TEST(SessionTest, VocabParallelArgmaxBreaksTiesAsOneDevice) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 2, 8}});
+  NodeId n = g.add_node(OpKind::kMul, {x, g.add_constant("two", Tensor::from_doubles(DType::kF32, {}, {2.0}))}, {},
+                        "scale", {"logits"});
+  g.set_outputs({g.node(n).outputs[0]});
+  api::OptimizeConfig c;
+  c.budget_s = 3;
+  c.measure = false;
+  c.mesh = "tp=2";
+  c.shard_search = false;
+  c.shards = {"x=[S(2)]", "logits=[S(2)]"};
+  api::Plan split_plan = api::optimize(g, c);
+  ASSERT_TRUE(split_plan.is_mesh());
+  EXPECT_EQ(split_plan.output_shardings["logits"], "[S(2)]");
+  api::Session split(split_plan);
+  // The last row is read; the first row's larger values are not.
+  for (auto [row, want] : std::vector<std::pair<std::vector<double>, int64_t>>{
+           {{0, 1, 5, 0, 0, 1, 5, 0}, 2},  // tie across the ranks: rank 0's
+           {{0, 1, 2, 0, 0, 7, 7, 0}, 5},  // tie within rank 1
+           {{0, 1, 2, 0, 0, 1, 2, 9}, 7},  // rank 1's last column
+           {{3, 3, 3, 3, 3, 3, 3, 3}, 0}}) {
+    std::vector<double> v(8, 100.0);
+    v.insert(v.end(), row.begin(), row.end());
+    int64_t got = split.step_argmax({{"x", Tensor::from_doubles(DType::kF32, {1, 2, 8}, v)}}, "logits");
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_EQ(split.output_names(), std::vector<std::string>{"logits"});
 }
 
 }  // namespace

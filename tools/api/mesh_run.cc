@@ -16,17 +16,20 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "graph/strategy.h"
 #include "mutator/plan_files.h"
 #include "onnx_import/onnx_import.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda/nccl_communicator.h"
 #include "runtime/mpi_communicator.h"
+#include "tools/api/mesh_detail.h"
 #include "tools/api/run_detail.h"
 #include "tools/api/tessera.h"
 
 namespace tessera::api {
 
 namespace fs = std::filesystem;
+using namespace detail;
 
 MeshPlan read_mesh_plan(const std::string& dir) {
   if (!is_sharded_plan_folder(dir))
@@ -53,6 +56,23 @@ MeshPlan read_mesh_plan(const std::string& dir) {
                 "mesh " + p.mesh + " has " + std::to_string(devices) + " ranks but the plan lists " +
                     std::to_string(p.ranks),
                 {path.string(), "", ""});
+  if (j.contains("carry") && j["carry"].is_array())
+    for (const nlohmann::json& c : j["carry"]) {
+      if (!c.is_object() || !c.contains("output") || !c.contains("input") || !c["output"].is_string() ||
+          !c["input"].is_string())
+        throw Error(ErrorKind::kParse, "carry: expected {\"output\": NAME, \"input\": NAME} pairs", {path.string(), "", ""});
+      p.carry.push_back({c["output"].get<std::string>(), c["input"].get<std::string>()});
+    }
+  // The boundary (plans written before it had one cross whole).
+  if (j.contains("sharding") && j["sharding"].is_object())
+    for (auto [key, into] : {std::pair{"inputs", &p.input_shardings}, std::pair{"outputs", &p.output_shardings}})
+      if (j["sharding"].contains(key) && j["sharding"][key].is_object())
+        for (auto it = j["sharding"][key].begin(); it != j["sharding"][key].end(); ++it) {
+          if (!it.value().is_string())
+            throw Error(ErrorKind::kParse, std::string("sharding.") + key + "." + it.key() + " is not a sharding",
+                        {path.string(), "", ""});
+          (*into)[it.key()] = it.value().get<std::string>();
+        }
   return p;
 }
 
@@ -64,19 +84,39 @@ Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options) 
 
 bool launched_by_mpi() { return runtime::MpiSession::launched(); }
 
-namespace {
+namespace detail {
 
 using InputsFn = std::function<std::vector<Tensor>(const Graph&)>;
 
-// Where a mesh plan's rank programs come from: a plan folder's files or a
-// Plan in memory. `where` names rank r's program in errors.
-struct RankSource {
-  std::string mesh;
-  int64_t ranks = 0;
-  std::string plan_name;  // "the plan in DIR", "the plan"
-  std::function<Graph(int64_t)> load;
-  std::function<std::string(int64_t)> where;
-};
+Sharding boundary_sharding(const std::map<std::string, std::string>& listed, const std::string& name,
+                           const DeviceMesh& mesh, const std::string& plan_name) {
+  auto it = listed.find(name);
+  if (it == listed.end()) return Sharding::replicated(mesh);
+  try {
+    return Sharding::parse(it->second);
+  } catch (const Error& e) {
+    TESSERA_THROW(ErrorKind::kParse, plan_name << ": the boundary sharding of '" << name << "': " << e.what());
+  }
+}
+
+Boundary boundary_of(const RankSource& plan, const DeviceMesh& mesh, const Graph& rank0) {
+  Boundary b;
+  b.mesh = mesh;
+  for (ValueId v : rank0.inputs()) {
+    const std::string& name = rank0.value(v).name;
+    b.in.push_back(boundary_sharding(plan.input_shardings, name, mesh, plan.plan_name));
+    TensorType t = rank0.type(v);
+    t.shape = global_shape(b.in.back(), mesh, t.shape);
+    b.global.add_input(name, t);
+  }
+  for (ValueId v : rank0.outputs()) {
+    const std::string& name = rank0.value(v).name;
+    b.out.push_back(boundary_sharding(plan.output_shardings, name, mesh, plan.plan_name));
+    b.out_names.push_back(name);
+    b.out_shapes.push_back(global_shape(b.out.back(), mesh, rank0.type(v).shape));
+  }
+  return b;
+}
 
 // Threads per rank: the flag, or the cores shared among the ranks that run
 // on this machine (each rank's plan would otherwise run one thread per core,
@@ -117,22 +157,9 @@ void require_nccl(const runtime::RunOptions& options, int64_t ranks_here) {
 
 std::atomic<int64_t> rank_compilations{0};
 
-}  // namespace
+}  // namespace detail
 
-// Every rank of a mesh plan as a thread of this process, compiled once: the
-// in-process world (CPU) or NCCL over one GPU per rank (CUDA), and each
-// rank's executable plan bound to its communicator.
-struct MeshExecutable::State {
-  DeviceMesh mesh;
-  RunConfig config;
-  runtime::RunOptions options;
-  std::unique_ptr<runtime::InProcessWorld> world;
-  std::vector<std::unique_ptr<runtime::Communicator>> nccl;
-  std::vector<std::optional<runtime::ExecutablePlan>> plans;
-  std::mutex mutex;  // one run at a time: the plans' buffers are shared by their runs
-};
-
-namespace {
+namespace detail {
 
 void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
   st.options = detail::run_options(st.config);
@@ -148,6 +175,7 @@ void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
       throw Error(ErrorKind::kInvalidGraph, "its inputs are not rank0.onnx's (every rank takes the global inputs)",
                   {plan.where(r), "", ""});
   }
+  st.boundary = boundary_of(plan, st.mesh, graphs[0]);
   std::string sig = runtime::collective_signature(graphs[0]);
   for (int64_t r = 1; r < plan.ranks; ++r)
     if (std::string d = runtime::signature_difference(runtime::collective_signature(graphs[static_cast<size_t>(r)]), sig);
@@ -170,30 +198,54 @@ void compile_threads(MeshExecutable::State& st, const RankSource& plan) {
   });
 }
 
-MeshRunResult run_compiled_threads(MeshExecutable::State& st, const std::vector<Tensor>& inputs,
-                                   const RunConfig& config) {
+// Every rank on its own inputs; rank 0's result, and every rank's outputs.
+MeshRunResult run_rank_threads(MeshExecutable::State& st, const std::vector<std::vector<Tensor>>& per_rank,
+                               const RunConfig& config, std::vector<std::vector<Tensor>>& outputs) {
   std::lock_guard<std::mutex> lock(st.mutex);
+  TESSERA_CHECK(per_rank.size() == st.plans.size(), per_rank.size() << " input sets for " << st.plans.size() << " ranks");
   std::vector<RunResult> results(st.plans.size());
   double comm_ms = 0;
   MeshRunResult m;
   st.world->run([&](int64_t r) {
     runtime::ExecutablePlan& p = *st.plans[static_cast<size_t>(r)];
-    results[static_cast<size_t>(r)] = detail::run_compiled(p, inputs, config);
+    results[static_cast<size_t>(r)] = detail::run_compiled(p, per_rank[static_cast<size_t>(r)], config);
     if (r == 0 && config.profile) comm_ms = collective_ms(p);
     if (r == 0) count_collectives(p, m);
   });
+  outputs.clear();
+  for (RunResult& r : results) outputs.push_back(std::move(r.outputs));
   static_cast<RunResult&>(m) = std::move(results[0]);
+  m.outputs = outputs[0];
   m.threads_per_rank = st.options.threads;
   m.collective_ms = comm_ms;
+  m.output_names = st.boundary.out_names;
+  return m;
+}
+
+// Global inputs scattered to the ranks' blocks, sharded outputs assembled.
+MeshRunResult run_compiled_threads(MeshExecutable::State& st, const std::vector<Tensor>& inputs,
+                                   const RunConfig& config) {
+  const Boundary& b = st.boundary;
+  std::vector<std::vector<Tensor>> per_rank, outs;
+  for (int64_t r = 0; r < static_cast<int64_t>(st.plans.size()); ++r) per_rank.push_back(b.scatter(inputs, r));
+  MeshRunResult m = run_rank_threads(st, per_rank, config, outs);
+  for (size_t k = 0; k < b.out.size(); ++k) {
+    if (!b.sharded_output(k)) continue;
+    std::vector<Tensor> blocks;
+    for (const std::vector<Tensor>& o : outs) blocks.push_back(o[k]);
+    m.outputs[k] = unshard(blocks, b.out[k], b.mesh, b.out_shapes[k]);
+  }
   return m;
 }
 
 // Every rank of the plan as a thread of this process, compiled for this run.
 MeshRunResult run_threads(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
                           const RunConfig& config) {
-  MeshExecutable::State st{mesh, config, {}, {}, {}, {}, {}};
+  MeshExecutable::State st;
+  st.mesh = mesh;
+  st.config = config;
   compile_threads(st, plan);
-  return run_compiled_threads(st, inputs_of(plan.load(0)), config);
+  return run_compiled_threads(st, inputs_of(st.boundary.global), config);
 }
 
 // Under mpirun: every rank throws when one failed (Failure from
@@ -227,12 +279,40 @@ std::optional<Error> attempt(F&& f) {
   runtime::MpiSession::abort(1);
 }
 
-// This process's rank of an mpirun job.
-MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
-                      const RunConfig& config) {
-  runtime::RunOptions options = detail::run_options(config);  // the same check on every rank
+// The global tensor from every rank's block of it, on every rank: an
+// all-gather over each mesh axis, the last first, leaves every rank's block
+// in rank order (CPU ranks: the MPI communicator).
+Tensor gather_pairs(runtime::Communicator& comm, const Tensor& mine, const DeviceMesh& mesh) {
+  std::vector<uint8_t> have(mine.data(), mine.data() + mine.nbytes());
+  for (size_t a = mesh.axes().size(); a-- > 0;) {
+    std::vector<uint8_t> more(have.size() * static_cast<size_t>(mesh.axes()[a].size));
+    comm.all_gather(static_cast<int>(a), have.data(), more.data(), static_cast<int64_t>(have.size()));
+    have = std::move(more);
+  }
+  auto n = static_cast<int64_t>(have.size());
+  return Tensor::from_bytes(DType::kU8, {n}, std::move(have));
+}
+
+Tensor gather_blocks(runtime::Communicator& comm, const Tensor& mine, const Sharding& s, const DeviceMesh& mesh,
+                     const Shape& global) {
+  auto bytes = static_cast<int64_t>(mine.nbytes());
+  Tensor all = gather_pairs(comm, mine, mesh);
+  std::vector<uint8_t> have(all.data(), all.data() + all.nbytes());
+  std::vector<Tensor> blocks;
+  for (int64_t r = 0; r < mesh.num_devices(); ++r)
+    blocks.push_back(Tensor::from_bytes(mine.dtype(), mine.shape(),
+                                        std::vector<uint8_t>(have.begin() + r * bytes, have.begin() + (r + 1) * bytes)));
+  return unshard(blocks, s, mesh, global);
+}
+
+// This process's rank of an mpirun job, compiled with its communicator:
+// every rank throws when one fails (before any rank runs).
+std::unique_ptr<MpiRank> compile_mpi_rank(const RankSource& plan, const DeviceMesh& mesh, const RunConfig& config) {
+  auto me = std::make_unique<MpiRank>();
+  me->options = detail::run_options(config);  // the same check on every rank
   runtime::MpiSession& session = runtime::MpiSession::get();
   int64_t rank = session.rank();
+  me->rank = rank;
   // The process count is a resource the job was given, not a flag of this
   // command: the same error (exit 1) on every rank.
   if (session.size() != plan.ranks)
@@ -240,16 +320,16 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
                                                 << " processes but " << plan.plan_name << " is for mesh "
                                                 << plan.mesh << " of " << plan.ranks << " ranks: run it with mpirun -np "
                                                 << plan.ranks);
-  runtime::MpiCommunicator mpi(session, mesh);
+  me->mpi = std::make_unique<runtime::MpiCommunicator>(session, mesh);
+  runtime::RunOptions& options = me->options;
   options.threads = threads_per_rank(config, session.local_size());
   bool cuda = options.backend == runtime::Backend::kCuda;
 
   std::optional<Graph> g;
-  std::vector<Tensor> inputs;
   agree(session, attempt([&] {
           require_nccl(options, session.local_size());
           g = plan.load(rank);
-          inputs = inputs_of(*g);
+          me->boundary = boundary_of(plan, mesh, *g);
         }));
   // Rank 0's collectives against this rank's (exactly, as text).
   std::string sig = runtime::collective_signature(*g), sig0 = sig;
@@ -263,7 +343,6 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
                         "its collectives are not rank0.onnx's, so the ranks would wait for each other: " + d,
                         {plan.where(rank), "", ""});
         }));
-  std::unique_ptr<runtime::Communicator> nccl;
   if (cuda) {
     runtime::NcclId id;
     agree(session, attempt([&] {
@@ -272,23 +351,36 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
     session.broadcast(id.bytes.data(), static_cast<int64_t>(id.bytes.size()));
     // ncclCommInitRank waits for every rank: one that fails here ends the job.
     if (auto e = attempt([&] {
-          nccl = runtime::make_nccl_communicator(
+          me->nccl = runtime::make_nccl_communicator(
               mesh, rank, static_cast<int>(session.local_rank() % runtime::cuda_device_count()), id);
         }))
       fail_job(rank, e->what());
   }
-  options.communicator = cuda ? nccl.get() : &mpi;
-  std::optional<runtime::ExecutablePlan> compiled;
-  agree(session, attempt([&] { compiled.emplace(runtime::ExecutablePlan::compile(std::move(*g), options)); }));
+  options.communicator = cuda ? me->nccl.get() : me->mpi.get();
+  agree(session, attempt([&] { me->plan.emplace(runtime::ExecutablePlan::compile(std::move(*g), options)); }));
+  return me;
+}
 
+// This process's rank of an mpirun job.
+MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const InputsFn& inputs_of,
+                      const RunConfig& config) {
+  std::unique_ptr<MpiRank> me = compile_mpi_rank(plan, mesh, config);
+  std::vector<Tensor> inputs;
+  agree(runtime::MpiSession::get(),
+        attempt([&] { inputs = me->boundary.scatter(inputs_of(me->boundary.global), me->rank); }));
   MeshRunResult m;
-  if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*compiled, inputs, config); }))
-    fail_job(rank, e->what());
+  if (auto e = attempt([&] { static_cast<RunResult&>(m) = detail::run_compiled(*me->plan, inputs, config); }))
+    fail_job(me->rank, e->what());
+  const Boundary& boundary = me->boundary;
+  for (size_t k = 0; k < boundary.out.size(); ++k)
+    if (boundary.sharded_output(k))
+      m.outputs[k] = gather_blocks(*me->mpi, m.outputs[k], boundary.out[k], mesh, boundary.out_shapes[k]);
+  m.output_names = boundary.out_names;
   m.mpi = true;
-  m.rank = rank;
-  m.threads_per_rank = options.threads;
-  if (config.profile) m.collective_ms = collective_ms(*compiled);
-  count_collectives(*compiled, m);
+  m.rank = me->rank;
+  m.threads_per_rank = me->options.threads;
+  if (config.profile) m.collective_ms = collective_ms(*me->plan);
+  count_collectives(*me->plan, m);
   return m;
 }
 
@@ -298,21 +390,26 @@ MeshRunResult run_mesh_ranks(const RankSource& plan, const InputsFn& inputs, con
   return run_threads(plan, mesh, inputs, config);
 }
 
-}  // namespace
+}  // namespace detail
 
 MeshRunResult run_mesh(const MeshPlan& plan, const InputsFn& inputs, const RunConfig& config, const LoadOptions& load) {
-  RankSource source{plan.mesh, plan.ranks, "the plan in " + plan.dir,
-                    [&](int64_t r) { return load_rank(plan, r, load); },
-                    [&](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); }};
-  return run_mesh_ranks(source, inputs, config);
+  return run_mesh_ranks(folder_source(plan, load), inputs, config);
 }
 
-namespace {
+namespace detail {
+
+RankSource folder_source(const MeshPlan& plan, const LoadOptions& load) {
+  return {plan.mesh, plan.ranks, "the plan in " + plan.dir,
+          [plan, load](int64_t r) { return load_rank(plan, r, load); },
+          [plan](int64_t r) { return (fs::path(plan.dir) / mutator::rank_file(r)).string(); },
+          plan.input_shardings, plan.output_shardings};
+}
 
 RankSource memory_source(const Plan& plan) {
   return {plan.mesh, static_cast<int64_t>(plan.ranks.size()), "the plan",
           [&plan](int64_t r) { return plan.ranks[static_cast<size_t>(r)]; },
-          [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }};
+          [](int64_t r) { return "rank " + std::to_string(r) + "'s program"; }, plan.input_shardings,
+          plan.output_shardings};
 }
 
 bool same_run_config(const RunConfig& a, const RunConfig& b) {
@@ -320,7 +417,7 @@ bool same_run_config(const RunConfig& a, const RunConfig& b) {
          a.profile == b.profile;
 }
 
-}  // namespace
+}  // namespace detail
 
 MeshExecutable::MeshExecutable(const Plan& plan, const RunConfig& config) {
   if (!plan.is_mesh()) TESSERA_THROW(ErrorKind::kUsage, "a mesh executable needs a plan for a device mesh (optimize with a mesh)");
@@ -334,6 +431,17 @@ MeshExecutable::MeshExecutable(const Plan& plan, const RunConfig& config) {
 
 MeshRunResult MeshExecutable::run(const std::vector<Tensor>& inputs) const {
   return run_compiled_threads(*state_, inputs, state_->config);
+}
+
+std::vector<std::vector<Tensor>> MeshExecutable::run_blocks(const std::vector<std::vector<Tensor>>& per_rank) const {
+  if (per_rank.size() != state_->plans.size())
+    TESSERA_THROW(ErrorKind::kUsage, "the plan has " << state_->plans.size() << " ranks, " << per_rank.size()
+                                                     << " input sets given");
+  std::vector<std::vector<Tensor>> outs;
+  RunConfig once = state_->config;
+  once.repeat = 0;
+  run_rank_threads(*state_, per_rank, once, outs);
+  return outs;
 }
 
 const RunConfig& MeshExecutable::config() const { return state_->config; }

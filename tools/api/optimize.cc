@@ -155,6 +155,7 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   options.check_inputs = config.check_inputs;
   options.mesh = DeviceMesh::parse(config.mesh);
   options.specs = config.shards;
+  options.carry = config.carry;
   if (!config.shard_file.empty())
     for (std::string& s : mutator::read_shard_file(config.shard_file)) options.specs.push_back(std::move(s));
   options.shard_search = config.shard_search;
@@ -236,10 +237,16 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   s.verified = plan.search.stats.verified;
   s.partial_used = plan.search.stats.partial_used;
   s.report_text = p.report_text;
+  for (const mutator::CarryPair& c : plan.carry) p.carry.push_back({c.output, c.input});
   p.original = std::move(plan.original);
   if (plan.is_mesh()) {
     p.mesh = plan.mesh.str();
     p.ranks = std::move(plan.ranks);
+    const Graph& g = plan.optimized;
+    for (size_t k = 0; k < plan.sharding.inputs.size(); ++k)
+      p.input_shardings[g.value(g.inputs()[k]).name] = plan.sharding.inputs[k].str();
+    for (size_t k = 0; k < plan.sharding.outputs.size(); ++k)
+      p.output_shardings[g.value(g.outputs()[k]).name] = plan.sharding.outputs[k].str();
   } else {
     p.model = std::move(plan.optimized);
   }

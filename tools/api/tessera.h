@@ -200,6 +200,16 @@ struct OptimizeConfig {
   // The model's own input sets (one tensor per graph input, in order): the
   // end-to-end check runs them after its seeded random sets.
   std::vector<std::vector<Tensor>> check_inputs;
+  // --carry OUT=IN (repeatable; glob pairs such as present.*=past_key_values.*):
+  // outputs that feed inputs at the next step (a KV cache). plan.json records
+  // them for sessions; on a mesh both ends of a pair cross the boundary alike
+  // (an annotation on one end is given to the other).
+  std::vector<std::string> carry;
+};
+
+// An output that feeds an input at the next step of a session.
+struct CarryPair {
+  std::string output, input;
 };
 
 struct OptimizeSummary {
@@ -235,6 +245,12 @@ struct Plan {
   std::string mesh;           // a mesh plan: the mesh it uses ("tp=2"); else empty
   Graph model;                // one device: the optimized model
   std::vector<Graph> ranks;   // a mesh plan: rank r's program (its weights, collectives)
+  // A mesh plan's boundary: how each graph input and output (by name)
+  // crosses it, "[R]" whole or e.g. "[S(1)]" as each rank's block (--shard
+  // on an input or output); rank programs take and give back their blocks.
+  // A name not listed crosses whole.
+  std::map<std::string, std::string> input_shardings, output_shardings;
+  std::vector<CarryPair> carry;  // OptimizeConfig::carry, resolved (plan.json's carry)
   std::string plan_json;      // plan.json
   std::string report_json;    // report.json
   std::string report_text;    // report.txt
@@ -300,14 +316,18 @@ struct MeshPlan {
   std::string dir;
   std::string mesh;  // as plan.json gives it: "tp=2", "dp=2,tp=2"
   int64_t ranks = 0;
+  // plan.json's sharding.inputs and .outputs (Plan::input_shardings).
+  std::map<std::string, std::string> input_shardings, output_shardings;
+  std::vector<CarryPair> carry;  // plan.json's carry
 };
 
 // Reads the plan.json of a plan folder for a mesh. Throws Error(kUsage) for
 // a folder that is not one, Error(kParse) for a plan.json without a valid
 // mesh or with a rank list that is not the mesh's size.
 MeshPlan read_mesh_plan(const std::string& dir);
-// Rank r's program (rank<r>.onnx): it takes the global inputs whole, holds
-// its block of the weights and ends with the global outputs.
+// Rank r's program (rank<r>.onnx): it takes the global inputs whole (its
+// block of those with a boundary sharding), holds its block of the weights
+// and ends with the global outputs (its block of the sharded ones).
 Graph load_rank(const MeshPlan& plan, int64_t rank, const LoadOptions& options = {});
 
 // Whether this process was started by mpirun as one rank of a job (then
@@ -324,6 +344,7 @@ struct MeshRunResult : RunResult {
   // Rank 0's collectives, and how many of them run while other kernels do
   // (config.overlap; runtime::ExecutablePlan::collective_steps).
   int64_t collectives = 0, overlapped = 0;
+  std::vector<std::string> output_names;  // of `outputs`, the graph's
 };
 
 // A mesh plan's ranks compiled once, as threads of this process, to run
@@ -335,7 +356,12 @@ class MeshExecutable {
   // Throws what run_mesh throws before running (no GPU per rank, ranks
   // whose collectives differ), and Error(kUsage) under mpirun.
   MeshExecutable(const Plan& plan, const RunConfig& config);
+  // Global inputs in, global outputs out: inputs with a boundary sharding
+  // are cut into the ranks' blocks, sharded outputs assembled from them.
   MeshRunResult run(const std::vector<Tensor>& inputs) const;
+  // Every rank's own inputs in (per rank, its blocks), every rank's outputs
+  // out (its blocks): nothing is scattered or gathered.
+  std::vector<std::vector<Tensor>> run_blocks(const std::vector<std::vector<Tensor>>& per_rank) const;
   const RunConfig& config() const;
   // Rank programs this process has compiled to run as threads: a counter
   // for tests (a plan's second run compiles none).
@@ -351,7 +377,11 @@ class MeshExecutable {
 // config.threads is per rank; 0: the cores shared among the ranks on this
 // machine. Without mpirun the ranks are threads of this process; under
 // mpirun every process calls it and runs its own rank. inputs(g) gives the
-// global inputs for a rank's program. Errors name the rank that failed:
+// global inputs, for a graph that has the plan's inputs as the single-device
+// model takes them (global types; no nodes): a rank is fed its block of an
+// input with a boundary sharding, and sharded outputs are assembled from
+// the ranks' blocks (under mpirun by all-gathers between the processes).
+// Errors name the rank that failed:
 // under mpirun an mpirun -np that is not the plan's rank count is
 // Error(kResource) on every rank, a rank failing before the first run makes
 // every rank throw, and a rank failing during the runs prints its error and
@@ -365,5 +395,62 @@ MeshRunResult run_mesh(const Plan& plan, const std::vector<Tensor>& inputs, cons
 // Runs a plan in memory on its inputs: the optimized model on one device,
 // or every rank of a mesh plan (run_mesh) with rank 0's outputs.
 RunResult run(const Plan& plan, const std::vector<Tensor>& inputs, const RunConfig& config = {});
+
+// --- Sessions: a plan run step after step, its carried state kept ---
+
+struct SessionOptions {
+  RunConfig run;
+  // Carried pairs besides the plan's own (plan.json's carry): --carry specs.
+  std::vector<std::string> carry;
+};
+
+// A plan compiled once and run step after step (a decoder's prefill, then
+// its decode steps). A carried input (CarryPair) is fed the previous step's
+// output where that step left it: on a mesh each rank keeps its block of it
+// in its own memory (nothing passes through rank 0 or is gathered), so a KV
+// cache split by heads stays split between steps. A mesh plan runs its
+// ranks as threads of this process, or under mpirun this process's rank
+// (every process makes the same steps; every process gets the outputs).
+class Session {
+ public:
+  // A plan in memory (one device or a mesh).
+  explicit Session(const Plan& plan, const SessionOptions& options = {});
+  // A model file or a plan folder (one device or a mesh).
+  static Session open(const std::string& path, const SessionOptions& options = {}, const LoadOptions& load = {});
+
+  // One step. `feeds` by input name, global tensors: every input that is
+  // not carried; a carried one only to set its state (before the first
+  // step, whose carried inputs are otherwise zeros). Returns the outputs
+  // that are not carried, by name, global. Throws Error(kUsage) naming the
+  // input for a missing feed, an unknown name or a tensor of the wrong type.
+  std::map<std::string, Tensor> step(const std::map<std::string, Tensor>& feeds);
+  // One step, and the index of the largest value in the last row of
+  // `output` (the next token of a decoder's logits; the lowest index on
+  // ties, as one device's argmax). Split over the last dim at the boundary
+  // (a vocab-parallel head: --shard logits=[S(2)]), each rank picks its
+  // (max, index) pair and only the pairs are exchanged, never the logits.
+  // The step's other outputs are not gathered.
+  int64_t step_argmax(const std::map<std::string, Tensor>& feeds, const std::string& output);
+  std::vector<std::string> output_names() const;  // those step returns: the outputs not carried
+  // A carried input's state as the next step takes it, global (gathered
+  // from the ranks; for inspection, not on the step's path).
+  Tensor state(const std::string& input) const;
+  // Every rank's block of a carried input's state, by rank (threads and one
+  // device only; under mpirun this process's).
+  std::vector<Tensor> state_blocks(const std::string& input) const;
+  const std::vector<CarryPair>& carried() const;
+  std::vector<std::string> input_names() const;
+  int64_t steps() const;
+  bool mpi() const;       // this process runs one rank of an mpirun job
+  int64_t rank() const;   // under mpirun; else 0
+  int64_t ranks() const;  // the plan's
+  int threads_per_rank() const;
+
+  struct State;
+
+ private:
+  explicit Session(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace tessera::api

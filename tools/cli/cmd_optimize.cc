@@ -53,7 +53,7 @@ Action add_optimize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("optimize", "Search for a faster equivalent model and write it with its plan");
   cmd->footer(guide_footer("docs/cli.md#optimize, docs/sharding.md (--mesh, --shard), docs/plans.md, docs/checks.md"));
   cmd->add_option("model", flags->model, "ONNX model file");
-  cmd->add_option("-o,--output", flags->out_dir, "Output folder (model.onnx or rank<i>.onnx, plan.json, report.txt, report.json, report.html)");
+  cmd->add_option("-o,--output", flags->out_dir, "Output folder: model.onnx or rank<i>.onnx, plan.json, report.{txt,json,html}");
   cmd->add_option("--device", flags->config.device, "cpu (default), a100, h100, h200, or a profile JSON file");
   cmd->add_flag("--no-calibrate", flags->no_calibrate,
                 "--device cpu without a cached profile of this host: use the detected one instead of "
@@ -77,6 +77,8 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--shard", flags->config.shards,
                   "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
+  cmd->add_option("--carry", flags->config.carry,
+                  "Output that feeds an input at the next step: OUT=IN, 'present.*=past_key_values.*' (repeatable)");
   cmd->add_flag("--no-shard-search", flags->no_shard_search,
                 "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
   cmd->add_option("--shard-rewrite", flags->config.shard_rewrite,

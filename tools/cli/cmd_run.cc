@@ -96,13 +96,12 @@ int run_model(const RunFlags& flags) {
 // under mpirun; rank 0 reports (every rank's outputs are the global ones).
 int run_mesh_plan(const RunFlags& flags) {
   api::MeshPlan plan = api::read_mesh_plan(flags.model);
-  std::vector<std::string> names;
-  auto inputs = [&](const Graph& g) {
-    names = output_names(g);
-    return bind_input_files(g, flags.inputs, flags.seed);
-  };
+  // Global tensor files: run_mesh cuts a sharded input into the ranks'
+  // blocks and assembles a sharded output from theirs.
+  auto inputs = [&](const Graph& g) { return bind_input_files(g, flags.inputs, flags.seed); };
   api::MeshRunResult result = api::run_mesh(plan, inputs, flags.config, load_options(flags.load));
   if (result.rank != 0) return 0;
+  const std::vector<std::string>& names = result.output_names;
   std::string how = "backend " + flags.config.backend + ", mesh " + plan.mesh + ", " + std::to_string(plan.ranks) +
                     (result.mpi ? " MPI processes" : " ranks as threads") + ", threads " +
                     std::to_string(result.threads_per_rank) + " per rank; rank 0's";

@@ -13,6 +13,7 @@ namespace tessera::cli {
 using Action = std::function<int()>;
 
 Action add_cost_command(CLI::App& app);
+Action add_generate_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
 Action add_optimize_command(CLI::App& app);
 Action add_run_command(CLI::App& app);

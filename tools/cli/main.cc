@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       {"verify", tessera::cli::add_verify_command(app)},
       {"cost", tessera::cli::add_cost_command(app)},
       {"optimize", tessera::cli::add_optimize_command(app)},
+      {"generate", tessera::cli::add_generate_command(app)},
   };
   try {
     app.parse(argc, argv);

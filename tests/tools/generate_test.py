@@ -1,0 +1,218 @@
+"""`tessera generate` on a KV-cache decoder with grouped-query attention
+(bench/models/generate.py's llama_static_step: 2 layers, hidden 128, 8
+query and 2 KV heads, a fixed-length cache of 64 positions written in place
+at cache_position), planned for tp=2 with Megatron's split and the caches
+carried and sharded by KV heads:
+
+- the ids equal one device's and ONNX Runtime's greedy loop, as threads and
+  under a real mpirun (time-bounded), on 2 ranks and on 4 (more ranks than
+  KV heads: the cache is then whole on every rank);
+- each step moves no KV bytes: the rank files' only collectives are the
+  formula's 2 AllReduces of the hidden size per layer;
+- each rank's cache inputs and outputs are 1/tp of the cache;
+- with no annotation on the caches, the plan chooses to keep them split
+  by KV heads across its boundary (by predicted time);
+- with the head split by vocabulary columns (a vocab-parallel argmax of
+  (max, index) pairs), the ids are the same and no logits are gathered;
+- a carried tensor of the wrong shape is a one-line error naming it."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import onnx
+
+TESSERA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin/tessera"
+CHECK_SCHEMA = sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin/check_plan_schema"
+MPIEXEC = sys.argv.pop(1) if len(sys.argv) > 1 else "mpirun"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAYERS, HIDDEN, KV_HEADS, MAX_LEN, HEAD_DIM = 2, 128, 2, 64, 16
+PROMPT, STEPS = [1, 2, 3], 8
+MEGATRON = ["*/q/MatMul:in1=[S(1)]", "*/k/MatMul:in1=[S(1)]", "*/v/MatMul:in1=[S(1)]", "*/o/MatMul:in1=[S(0)]",
+            "*/gate/MatMul:in1=[S(1)]", "*/up/MatMul:in1=[S(1)]", "*/down/MatMul:in1=[S(0)]"]
+CARRY = "present.*=past_key_values.*"
+
+
+def generated(stdout):
+    for line in stdout.splitlines():
+        if line.startswith("generated:"):
+            return [int(t) for t in line.split()[1:]]
+    raise AssertionError("no 'generated:' line in:\n" + stdout)
+
+
+class Generate(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tessera-generate-")
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "models", "generate.py"), "--only",
+                        "llama_static_step", "--out", cls.dir, "--no-check"], check=True, capture_output=True)
+        cls.model = os.path.join(cls.dir, "llama_static_step", "model.onnx")
+        cls.plan = os.path.join(cls.dir, "plan")
+        args = [TESSERA, "optimize", cls.model, "-o", cls.plan, "--mesh", "tp=2", "--no-calibrate", "--budget", "10",
+                "--shard", "past_key_values.*=[S(1)]", "--carry", CARRY]
+        for s in MEGATRON:
+            args += ["--shard", s]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        # The head split by vocabulary columns, the logits left on the ranks.
+        cls.vocab_plan = os.path.join(cls.dir, "vocab")
+        args[args.index(cls.plan)] = cls.vocab_plan
+        args += ["--shard", "*/head/MatMul:in1=[S(1)]", "--shard", "logits=[S(2)]"]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        # No annotation on the caches: the plan chooses how carried state
+        # crosses its boundary (by predicted time), from the weights' split.
+        cls.chosen_plan = os.path.join(cls.dir, "chosen")
+        args = [TESSERA, "optimize", cls.model, "-o", cls.chosen_plan, "--mesh", "tp=2", "--no-calibrate",
+                "--budget", "10", "--no-shard-search", "--carry", CARRY]
+        for s in MEGATRON:
+            args += ["--shard", s]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+        # tp=4 over 2 KV heads: more ranks than KV heads, the cache whole
+        # on every rank (the new token's K and V gathered).
+        cls.tp4_plan = os.path.join(cls.dir, "tp4")
+        args[args.index(cls.chosen_plan)] = cls.tp4_plan
+        args[args.index("tp=2")] = "tp=4"
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def generate(self, prefix, path, *extra):
+        r = subprocess.run(prefix + [TESSERA, "generate", path, "--input-ids", ",".join(map(str, PROMPT)),
+                                     "--steps", str(STEPS), *extra], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return generated(r.stdout)
+
+    def onnxruntime_ids(self):
+        import onnxruntime as ort
+        s = ort.InferenceSession(self.model, providers=["CPUExecutionProvider"])
+        names = [i.name for i in s.get_inputs()]
+        caches = {n: np.zeros((1, KV_HEADS, MAX_LEN, HEAD_DIM), np.float32) for n in names if n.startswith("past")}
+        out_names = [o.name for o in s.get_outputs()]
+
+        def step(token, position):
+            feeds = {"input_ids": np.array([[token]], np.int64), "cache_position": np.array([position], np.int64)}
+            outs = dict(zip(out_names, s.run(None, {**feeds, **caches})))
+            for n in caches:
+                caches[n] = outs[n.replace("past_key_values", "present")]
+            return int(np.argmax(outs["logits"].reshape(-1)))
+
+        for i, t in enumerate(PROMPT):
+            nxt = step(t, i)
+        ids = [nxt]
+        while len(ids) < STEPS:
+            ids.append(step(ids[-1], len(PROMPT) + len(ids) - 1))
+        return ids
+
+    def test_plan_records_the_boundary_and_the_carry(self):
+        r = subprocess.run([CHECK_SCHEMA, self.plan], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import json
+        with open(os.path.join(self.plan, "plan.json")) as f:
+            j = json.load(f)
+        self.assertEqual(len(j["carry"]), 2 * LAYERS)
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
+                # given to the carried output by --carry: the caches stay split
+                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        self.assertEqual(j["sharding"]["outputs"]["logits"], "[R]")
+
+    def test_ids_equal_one_device_threads_and_mpirun(self):
+        one = self.generate([], self.model, "--carry", CARRY)
+        self.assertEqual(len(one), STEPS)
+        self.assertEqual(one, self.onnxruntime_ids())
+        self.assertEqual(self.generate([], self.plan), one)
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+        self.assertEqual(self.generate(mpi, self.plan), one)
+        # Vocab-parallel: the ranks' (max, index) pairs pick the same ids.
+        self.assertEqual(self.generate([], self.vocab_plan), one)
+        self.assertEqual(self.generate(mpi, self.vocab_plan), one)
+
+    def test_the_plan_chooses_to_keep_unannotated_carried_state_split(self):
+        import json
+        with open(os.path.join(self.chosen_plan, "plan.json")) as f:
+            j = json.load(f)
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
+                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        self.assertEqual([c["kind"] for c in j["collectives"]], ["AllReduce"] * (2 * LAYERS))
+        self.assertEqual(self.generate([], self.chosen_plan), self.generate([], self.model, "--carry", CARRY))
+
+    def test_ids_equal_on_four_ranks(self):
+        one = self.generate([], self.model, "--carry", CARRY)
+        self.assertEqual(self.generate([], self.tp4_plan), one)
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+        self.assertEqual(self.generate(mpi, self.tp4_plan), one)
+
+    def test_a_vocab_parallel_head_gathers_no_logits(self):
+        model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.vocab_plan, "rank0.onnx")))
+        kinds = [n.op_type for n in model.graph.node if n.domain == "tessera"]
+        self.assertEqual(kinds, ["AllReduce"] * (2 * LAYERS))
+        logits = [o for o in model.graph.output if o.name == "logits"][0]
+        self.assertEqual([d.dim_value for d in logits.type.tensor_type.shape.dim], [1, 1, 500])
+
+    def test_each_step_moves_exactly_the_formula_bytes(self):
+        for r in range(2):
+            model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.plan, f"rank{r}.onnx")))
+            shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+                      for v in list(model.graph.value_info) + list(model.graph.input)}
+            moved = {}
+            for n in model.graph.node:
+                if n.domain != "tessera":
+                    continue
+                shape = shapes[n.input[0]]
+                moved.setdefault(n.op_type, []).append(shape)
+                self.assertNotIn(MAX_LEN, shape, f"{n.name} moves cache positions {shape}")
+            # 2 AllReduces of the hidden size per layer, f32; nothing else.
+            self.assertEqual(sorted(moved), ["AllReduce"], moved)
+            self.assertEqual(moved["AllReduce"], [[1, 1, HIDDEN]] * (2 * LAYERS))
+            step_bytes = sum(4 * int(np.prod(s)) for s in moved["AllReduce"])
+            self.assertEqual(step_bytes, 2 * LAYERS * HIDDEN * 4)
+
+    def test_each_rank_holds_half_the_cache(self):
+        whole = onnx.load(self.model, load_external_data=False)
+        cache = [i for i in whole.graph.input if i.name.startswith("past_key_values")]
+        cache_bytes = sum(4 * int(np.prod([d.dim_value for d in i.type.tensor_type.shape.dim])) for i in cache)
+        for r in range(2):
+            model = onnx.load(os.path.join(self.plan, f"rank{r}.onnx"), load_external_data=False)
+            for edge in (model.graph.input, model.graph.output):
+                mine = [v for v in edge if v.name.startswith(("past_key_values", "present"))]
+                self.assertEqual(len(mine), 2 * LAYERS)
+                for v in mine:
+                    self.assertEqual([d.dim_value for d in v.type.tensor_type.shape.dim],
+                                     [1, KV_HEADS // 2, MAX_LEN, HEAD_DIM], v.name)
+                held = sum(4 * int(np.prod([d.dim_value for d in v.type.tensor_type.shape.dim])) for v in mine)
+                self.assertEqual(2 * held, cache_bytes)
+
+    def test_a_step_that_fails_mid_generation_ends_the_job(self):
+        # The 62nd decode step writes position 64 of a 64-position cache:
+        # every rank fails there and mpirun ends (bounded by the timeout).
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+        r = subprocess.run(mpi + [TESSERA, "generate", self.plan, "--input-ids", "1,2,3", "--steps", "70"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("out of range", r.stderr)
+        self.assertNotIn("generated:", r.stdout)
+
+    def test_carried_tensor_of_the_wrong_shape_is_a_one_line_error(self):
+        r = subprocess.run([TESSERA, "generate", self.model, "--input-ids", "1", "--steps", "2", "--carry",
+                            "logits=past_key_values.0.key"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("carried tensor 'logits'", lines[0])
+        self.assertIn("past_key_values.0.key", lines[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
