@@ -50,36 +50,26 @@ class Generate(unittest.TestCase):
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "models", "generate.py"), "--only",
                         "llama_static_step", "--out", cls.dir, "--no-check"], check=True, capture_output=True)
         cls.model = os.path.join(cls.dir, "llama_static_step", "model.onnx")
-        cls.plan = os.path.join(cls.dir, "plan")
-        args = [TESSERA, "optimize", cls.model, "-o", cls.plan, "--mesh", "tp=2", "--no-calibrate", "--budget", "10",
-                "--shard", "past_key_values.*=[S(1)]", "--carry", CARRY]
-        for s in MEGATRON:
-            args += ["--shard", s]
-        r = subprocess.run(args, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        megatron = [a for s in MEGATRON for a in ("--shard", s)]
+
+        def optimize(out, *extra):
+            args = [TESSERA, "optimize", cls.model, "-o", out, "--no-calibrate", "--budget", "10",
+                    "--carry", CARRY, *megatron, *extra]
+            r = subprocess.run(args, capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            return out
+
+        cls.plan = optimize(os.path.join(cls.dir, "plan"), "--mesh", "tp=2", "--shard", "past_key_values.*=[S(1)]")
         # The head split by vocabulary columns, the logits left on the ranks.
-        cls.vocab_plan = os.path.join(cls.dir, "vocab")
-        args[args.index(cls.plan)] = cls.vocab_plan
-        args += ["--shard", "*/head/MatMul:in1=[S(1)]", "--shard", "logits=[S(2)]"]
-        r = subprocess.run(args, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        cls.vocab_plan = optimize(os.path.join(cls.dir, "vocab"), "--mesh", "tp=2",
+                                  "--shard", "past_key_values.*=[S(1)]",
+                                  "--shard", "*/head/MatMul:in1=[S(1)]", "--shard", "logits=[S(2)]")
         # No annotation on the caches: the plan chooses how carried state
         # crosses its boundary (by predicted time), from the weights' split.
-        cls.chosen_plan = os.path.join(cls.dir, "chosen")
-        args = [TESSERA, "optimize", cls.model, "-o", cls.chosen_plan, "--mesh", "tp=2", "--no-calibrate",
-                "--budget", "10", "--no-shard-search", "--carry", CARRY]
-        for s in MEGATRON:
-            args += ["--shard", s]
-        r = subprocess.run(args, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-
+        cls.chosen_plan = optimize(os.path.join(cls.dir, "chosen"), "--mesh", "tp=2", "--no-shard-search")
         # tp=4 over 2 KV heads: more ranks than KV heads, the cache whole
         # on every rank (the new token's K and V gathered).
-        cls.tp4_plan = os.path.join(cls.dir, "tp4")
-        args[args.index(cls.chosen_plan)] = cls.tp4_plan
-        args[args.index("tp=2")] = "tp=4"
-        r = subprocess.run(args, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        cls.tp4_plan = optimize(os.path.join(cls.dir, "tp4"), "--mesh", "tp=4", "--no-shard-search")
 
     @classmethod
     def tearDownClass(cls):
