@@ -37,7 +37,8 @@ void OnednnKernel::run(ExecContext& ctx) {
       if (b.source == Binding::Source::kValue) b.mem.set_data_handle(ctx.ptr[b.value]);
       else if (b.source == Binding::Source::kScratch) b.mem.set_data_handle(ctx.scratch + b.offset);
     }
-    s.prim.execute(dnn_->stream, s.args);
+    if (s.native) s.native(s.args);
+    else s.prim.execute(dnn_->stream, s.args);
   }
   dnn_->stream.wait();
 }
@@ -49,12 +50,17 @@ int64_t OnednnKernel::alloc_scratch(int64_t bytes) {
 }
 
 size_t OnednnKernel::add_step(dnnl::primitive prim, const dnnl::primitive_desc_base& pd) {
-  steps_.push_back({std::move(prim), {}, {}});
+  steps_.push_back({std::move(prim), nullptr, {}, {}});
   size_t step = steps_.size() - 1;
   Md sp = pd.scratchpad_desc();
   if (sp.get_size() > 0) bind_scratch(step, DNNL_ARG_SCRATCHPAD, alloc_scratch(static_cast<int64_t>(sp.get_size())), sp);
   if (impl_.empty()) impl_ = pd.impl_info_str();
   return step;
+}
+
+size_t OnednnKernel::add_native_step(NativeStep fn) {
+  steps_.push_back({dnnl::primitive(), std::move(fn), {}, {}});
+  return steps_.size() - 1;
 }
 
 void OnednnKernel::bind_value(size_t step, int arg, ValueId v, const Md& md) {
@@ -117,6 +123,7 @@ bool OnednnKernel::adopt_one_thread_form(OnednnKernel& other) {
   other.steps_.clear();
   other.owned_.clear();  // its prepacked copies, if any: ours serve both forms
   other.owned_sources_.clear();
+  other.native_owned_.clear();
   scratch_ = std::max(scratch_, other.scratch_);
   return true;
 }
@@ -138,6 +145,20 @@ dnnl::memory OnednnKernel::prepack(const Tensor& t, const Md& from, const Md& to
   owned_sources_.push_back(data);
   weight_bytes_ += static_cast<int64_t>(to.get_size());
   return dst;
+}
+
+std::shared_ptr<const void> OnednnKernel::prepack_native(const Tensor& t, const std::string& format,
+                                                         const NativePack& pack) {
+  const void* data = t.data();
+  for (const OnednnKernel* k : {weights_from_, static_cast<const OnednnKernel*>(this)})
+    if (k)
+      for (const NativePacked& p : k->native_owned_)
+        if (p.source == data && p.format == format) return p.packed;
+  auto [packed, bytes] = pack();
+  t.drop_mapped_pages();
+  native_owned_.push_back({data, format, packed});
+  weight_bytes_ += bytes;
+  return packed;
 }
 
 std::optional<EltwiseSpec> eltwise_spec(const Node& n) {

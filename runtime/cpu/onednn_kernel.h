@@ -41,7 +41,8 @@ class OnednnKernel : public Kernel {
       : dnn_(std::move(dnn)), weights_from_(weights_from) {}
 
   void run(ExecContext& ctx) override;
-  std::string impl() const override { return "onednn:" + impl_; }
+  // A kernel whose main step is ours (add_native_step) names itself "native:...".
+  std::string impl() const override { return impl_.rfind("native:", 0) == 0 ? impl_ : "onednn:" + impl_; }
   int64_t scratch_bytes() const override { return scratch_; }
   int64_t weight_bytes() const override { return weight_bytes_; }
 
@@ -49,6 +50,10 @@ class OnednnKernel : public Kernel {
   int64_t alloc_scratch(int64_t bytes);
   // Adds a primitive; `pd` gives its scratchpad size. Returns the step index.
   size_t add_step(dnnl::primitive prim, const dnnl::primitive_desc_base& pd);
+  // Adds a step of our own: `fn` runs with the step's arguments, bound as a
+  // primitive's are (their data handles set for the run). Returns its index.
+  using NativeStep = std::function<void(const std::unordered_map<int, dnnl::memory>& args)>;
+  size_t add_native_step(NativeStep fn);
   void bind_value(size_t step, int arg, ValueId v, const Md& md);
   void bind_scratch(size_t step, int arg, int64_t offset, const Md& md);
   void bind_fixed(size_t step, int arg, const dnnl::memory& mem);
@@ -57,6 +62,11 @@ class OnednnKernel : public Kernel {
   // copy replaces the mapped weight rather than adding to it (TinyLlama f32,
   // 4.1 GiB of weights, `tessera run`: peak RSS 7.9 GiB -> 4.3 GiB).
   dnnl::memory prepack(const Tensor& t, const Md& from, const Md& to);
+  // The same for a packing of our own (`format` names it): `pack` runs once
+  // per constant and format, its bytes counted as the kernel's weights.
+  // `pack` returns the packed form and its size.
+  using NativePack = std::function<std::pair<std::shared_ptr<const void>, int64_t>()>;
+  std::shared_ptr<const void> prepack_native(const Tensor& t, const std::string& format, const NativePack& pack);
   void set_impl(const std::string& s) { impl_ = s; }
   // The step does nothing in a run where values a and b share a buffer (a
   // copy of the residual into the output that in-place placement made moot).
@@ -82,6 +92,7 @@ class OnednnKernel : public Kernel {
   };
   struct Step {
     dnnl::primitive prim;
+    NativeStep native;  // set: runs instead of prim
     std::vector<Binding> bindings;
     std::unordered_map<int, dnnl::memory> args;
     std::pair<ValueId, ValueId> same{kNoValue, kNoValue};
@@ -92,6 +103,12 @@ class OnednnKernel : public Kernel {
   std::vector<Step> one_thread_steps_;  // empty: steps_ serve both
   std::vector<dnnl::memory> owned_;
   std::vector<const void*> owned_sources_;  // the constant each owned_ entry was packed from
+  struct NativePacked {
+    const void* source;
+    std::string format;
+    std::shared_ptr<const void> packed;
+  };
+  std::vector<NativePacked> native_owned_;
   const OnednnKernel* weights_from_ = nullptr;
   int64_t scratch_ = 0;
   int64_t weight_bytes_ = 0;

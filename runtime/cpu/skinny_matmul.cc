@@ -1,0 +1,213 @@
+#include "runtime/cpu/skinny_matmul.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace tessera::runtime::cpu {
+
+namespace {
+
+// CPUID leaf 7: subleaf 0 EBX bits 16 (AVX-512F), 30 (BW), 31 (VL);
+// subleaf 1 EAX bit 5 (AVX-512 BF16). Read directly: clang's
+// __builtin_cpu_supports (the sanitizer builds) does not know every name.
+struct Features {
+  bool f32 = false, bf16 = false;
+};
+Features features() {
+  static const Features f = [] {
+    Features r;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return r;
+    r.f32 = (b & (1u << 16)) != 0;
+    bool bw_vl = (b & (1u << 30)) != 0 && (b & (1u << 31)) != 0;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) r.bf16 = r.f32 && bw_vl && (a & (1u << 5)) != 0;
+    return r;
+  }();
+  return f;
+}
+
+// The panel's width in columns for products of `rows` rows: the
+// accumulators (rows x V vectors) stay within the 32 vector registers with
+// room for the weight vectors and a broadcast row value.
+int64_t vectors_for(int64_t rows) { return rows <= 3 ? 4 : 2; }
+
+// Rows ahead of the one being read that the kernel prefetches (about 1 KiB
+// at V = 4): the hardware prefetcher follows one panel, not the next.
+constexpr int64_t kPrefetchRows = 4;
+
+#define TESSERA_AVX512 __attribute__((target("avx512f")))
+#define TESSERA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Stores 16 accumulated columns: + bias, then f32 or bf16.
+TESSERA_AVX512_BF16 inline void store_bf16(uint16_t* y, __m512 v, __mmask16 mask) {
+  _mm256_mask_storeu_epi16(y, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+}
+
+TESSERA_AVX512_BF16 inline __m512 load_bf16(const uint16_t* p, __mmask16 mask) {
+  // The zero-masked forms: GCC 12 warns of the unmasked ones' undefined
+  // pass-through operand.
+  __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+
+// One f32 panel: y[m, c0 + j] for the panel's `cols` columns.
+template <int M, int V>
+TESSERA_AVX512 void panel_f32(const float* a, int64_t k, const float* w, const float* bias, float* y, int64_t n,
+                               int64_t cols) {
+  __m512 acc[M][V];
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < V; ++j) acc[m][j] = _mm512_setzero_ps();
+  constexpr int64_t kRow = 16 * V;
+  for (int64_t r = 0; r < k; ++r) {
+    const float* row = w + r * kRow;
+    for (int j = 0; j < V; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * kRow + 16 * j), _MM_HINT_T0);
+    __m512 wv[V];
+    for (int j = 0; j < V; ++j) wv[j] = _mm512_load_ps(row + 16 * j);
+    for (int m = 0; m < M; ++m) {
+      __m512 x = _mm512_set1_ps(a[m * k + r]);
+      for (int j = 0; j < V; ++j) acc[m][j] = _mm512_fmadd_ps(x, wv[j], acc[m][j]);
+    }
+  }
+  for (int j = 0; j < V; ++j) {
+    int64_t left = cols - 16 * j;
+    if (left <= 0) break;
+    __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + 16 * j) : _mm512_setzero_ps();
+    for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * n + 16 * j, mask, _mm512_add_ps(acc[m][j], b));
+  }
+}
+
+// One bf16 panel: rows interleaved in pairs, each 32-bit lane of a weight
+// vector the column's (k, k+1) elements; `a`'s pair is broadcast against it.
+template <int M, int V>
+TESSERA_AVX512_BF16 void panel_bf16(const uint16_t* a, int64_t k, const uint16_t* w, const uint16_t* bias, void* y,
+                                    bool f32_out, int64_t n, int64_t cols) {
+  __m512 acc[M][V];
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < V; ++j) acc[m][j] = _mm512_setzero_ps();
+  constexpr int64_t kRow = 32 * V;  // one row pair
+  int64_t pairs = k / 2;
+  for (int64_t r = 0; r < (k + 1) / 2; ++r) {
+    const uint16_t* row = w + r * kRow;
+    for (int j = 0; j < V; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * kRow + 32 * j), _MM_HINT_T0);
+    __m512i wv[V];
+    for (int j = 0; j < V; ++j) wv[j] = _mm512_load_si512(row + 32 * j);
+    for (int m = 0; m < M; ++m) {
+      uint32_t pair;
+      if (r < pairs) std::memcpy(&pair, a + m * k + 2 * r, 4);
+      else pair = a[m * k + 2 * r];  // K odd: the last row's partner is 0
+      __m512i x = _mm512_set1_epi32(static_cast<int>(pair));
+      for (int j = 0; j < V; ++j)
+        acc[m][j] = _mm512_dpbf16_ps(acc[m][j], reinterpret_cast<__m512bh>(x), reinterpret_cast<__m512bh>(wv[j]));
+    }
+  }
+  for (int j = 0; j < V; ++j) {
+    int64_t left = cols - 16 * j;
+    if (left <= 0) break;
+    __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m512 b = bias ? load_bf16(bias + 16 * j, mask) : _mm512_setzero_ps();
+    for (int m = 0; m < M; ++m) {
+      __m512 v = _mm512_add_ps(acc[m][j], b);
+      if (f32_out) _mm512_mask_storeu_ps(static_cast<float*>(y) + m * n + 16 * j, mask, v);
+      else store_bf16(static_cast<uint16_t*>(y) + m * n + 16 * j, v, mask);
+    }
+  }
+}
+
+// Panel p's kernel call for M rows, V vectors.
+template <int M, int V>
+void run_panels(DType dtype, const void* a, int64_t k, const uint8_t* packed, int64_t panel_bytes, const void* bias,
+                void* y, bool f32_out, int64_t n, int64_t panels, int threads) {
+  constexpr int64_t kWidth = 16 * V;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t p = 0; p < panels; ++p) {
+    int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
+    const uint8_t* w = packed + p * panel_bytes;
+    if (dtype == DType::kF32) {
+      panel_f32<M, V>(static_cast<const float*>(a), k, reinterpret_cast<const float*>(w),
+                      bias ? static_cast<const float*>(bias) + c0 : nullptr, static_cast<float*>(y) + c0, n, cols);
+    } else {
+      size_t out_elem = f32_out ? 4 : 2;
+      panel_bf16<M, V>(static_cast<const uint16_t*>(a), k, reinterpret_cast<const uint16_t*>(w),
+                       bias ? static_cast<const uint16_t*>(bias) + c0 : nullptr,
+                       static_cast<uint8_t*>(y) + c0 * static_cast<int64_t>(out_elem), f32_out, n, cols);
+    }
+  }
+}
+
+using RunFn = void (*)(DType, const void*, int64_t, const uint8_t*, int64_t, const void*, void*, bool, int64_t, int64_t,
+                       int);
+
+RunFn run_fn(int64_t rows) {
+  switch (rows) {
+    case 1: return run_panels<1, 4>;
+    case 2: return run_panels<2, 4>;
+    case 3: return run_panels<3, 4>;
+    case 4: return run_panels<4, 2>;
+    case 5: return run_panels<5, 2>;
+    case 6: return run_panels<6, 2>;
+    case 7: return run_panels<7, 2>;
+    case 8: return run_panels<8, 2>;
+    default: TESSERA_THROW(ErrorKind::kInternal, "skinny product of " << rows << " rows");
+  }
+}
+
+}  // namespace
+
+bool skinny_supported(DType dtype) {
+  if (dtype == DType::kF32) return features().f32;
+  if (dtype == DType::kBF16) return features().bf16;
+  return false;
+}
+
+SkinnyWeights::SkinnyWeights(DType dtype, const void* data, int64_t k, int64_t n, int64_t k_stride, int64_t n_stride,
+                             int64_t rows)
+    : dtype_(dtype), k_(k), n_(n), rows_(rows), packed_(nullptr, std::free) {
+  TESSERA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "skinny weights of " << dtype_name(dtype));
+  TESSERA_CHECK(rows >= 1 && rows <= kSkinnyMaxRows, "skinny product of " << rows << " rows");
+  vectors_ = vectors_for(rows);
+  int64_t width = 16 * vectors_;
+  panels_ = (n + width - 1) / width;
+  // Rows padded to pairs for bf16, plus kPrefetchRows of zeros so that the
+  // last panel's prefetches stay inside the allocation.
+  int64_t padded_k = dtype == DType::kBF16 ? (k + 1) / 2 * 2 : k;
+  panel_elems_ = padded_k * width;
+  int64_t elem = dtype_size(dtype);
+  bytes_ = (panels_ * panel_elems_ + (kPrefetchRows + 1) * 2 * width) * elem;
+  bytes_ = (bytes_ + 63) / 64 * 64;
+  packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes_))));
+  TESSERA_CHECK(packed_ != nullptr, "out of memory packing a " << k << "x" << n << " weight");
+  std::memset(packed_.get(), 0, static_cast<size_t>(bytes_));
+  if (dtype == DType::kF32) {
+    const auto* src = static_cast<const float*>(data);
+    auto* dst = reinterpret_cast<float*>(packed_.get());
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < panels_; ++p)
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t c = 0; c < width && p * width + c < n; ++c)
+          dst[p * panel_elems_ + r * width + c] = src[r * k_stride + (p * width + c) * n_stride];
+  } else {
+    const auto* src = static_cast<const uint16_t*>(data);
+    auto* dst = reinterpret_cast<uint16_t*>(packed_.get());
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < panels_; ++p)
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t c = 0; c < width && p * width + c < n; ++c)
+          dst[p * panel_elems_ + (r / 2) * 2 * width + 2 * c + r % 2] = src[r * k_stride + (p * width + c) * n_stride];
+  }
+}
+
+void SkinnyWeights::run(const void* a, const void* bias, void* y, bool f32_out, int threads) const {
+  int64_t panel_bytes = panel_elems_ * static_cast<int64_t>(dtype_size(dtype_));
+  run_fn(rows_)(dtype_, a, k_, packed_.get(), panel_bytes, bias, y, f32_out || dtype_ == DType::kF32, n_, panels_,
+                std::max(threads, 1));
+}
+
+}  // namespace tessera::runtime::cpu

@@ -1,0 +1,131 @@
+// Products of at most 8 rows by a constant weight, run by the skinny kernel
+// (runtime/cpu/skinny_matmul.h): against a double-precision sum directly,
+// and inside plans with the fused chains of a decoder step and a classifier.
+#include "runtime/cpu/skinny_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "runtime/runtime.h"
+#include "tests/runtime/runtime_test_util.h"
+
+namespace tessera::runtime {
+namespace {
+
+using cpu::SkinnyWeights;
+using cpu::skinny_supported;
+using testing::attrs;
+using testing::random_tensor;
+
+struct Shape3 {
+  int64_t k, n;
+};
+
+TEST(SkinnyMatmulTest, MatchesADoublePrecisionSum) {
+  if (!skinny_supported(DType::kF32)) GTEST_SKIP() << "this host has no AVX-512F: the skinny kernels are not used";
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    if (!skinny_supported(dt)) continue;
+    for (int64_t rows = 1; rows <= cpu::kSkinnyMaxRows; ++rows)
+      for (Shape3 s : {Shape3{1, 1}, Shape3{37, 65}, Shape3{64, 64}, Shape3{301, 200}, Shape3{128, 300}})
+        for (bool transposed : {false, true}) {
+          bool bias = rows % 2 == 0;
+          int threads = rows % 3 == 0 ? 1 : 2;
+          Tensor w = random_tensor(dt, transposed ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng);
+          Tensor a = random_tensor(dt, {rows, s.k}, rng);
+          Tensor b = random_tensor(dt, {s.n}, rng);
+          SkinnyWeights packed(dt, w.data(), s.k, s.n, transposed ? 1 : s.n, transposed ? s.k : 1, rows);
+          Tensor y(dt, {rows, s.n});
+          packed.run(a.data(), bias ? b.data() : nullptr, y.mutable_data(), /*f32_out=*/false, threads);
+          std::string where = std::string(dtype_name(dt)) + " " + std::to_string(rows) + "x" + std::to_string(s.k) +
+                              "x" + std::to_string(s.n) + (transposed ? " transposed" : "") + (bias ? " +bias" : "");
+          for (int64_t m = 0; m < rows; ++m)
+            for (int64_t j = 0; j < s.n; ++j) {
+              double want = bias ? b.get_double(j) : 0.0, scale = std::fabs(want);
+              for (int64_t kk = 0; kk < s.k; ++kk) {
+                double p = a.get_double(m * s.k + kk) * w.get_double(transposed ? j * s.k + kk : kk * s.n + j);
+                want += p;
+                scale += std::fabs(p);
+              }
+              // f32: the sum's rounding; bf16: the result's own rounding too.
+              double tol = 1e-6 * scale + (dt == DType::kBF16 ? std::fabs(want) / 128.0 : 0.0) + 1e-6;
+              ASSERT_NEAR(y.get_double(m * s.n + j), want, tol) << where << " at row " << m << ", column " << j;
+            }
+          ++checked;
+        }
+  }
+  EXPECT_GE(checked, 80);
+}
+
+// The largest |got - want| relative to the largest |want|.
+double relative_error(const Tensor& got, const Tensor& want) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    err = std::max(err, std::fabs(got.get_double(i) - want.get_double(i)));
+    mag = std::max(mag, std::fabs(want.get_double(i)));
+  }
+  return err / std::max(mag, 1e-30);
+}
+
+// A decoder step's MLP on `rows` tokens: gate MatMul + Swish * up MatMul,
+// down MatMul + the residual; and a classifier Gemm (transB, bias) beside.
+Graph mlp_graph(DType dt, int64_t rows) {
+  std::mt19937 rng(3);
+  Graph g;
+  auto c = [&](const std::string& name, const Shape& s) { return g.add_constant(name, random_tensor(dt, s, rng)); };
+  ValueId x = g.add_input("x", {dt, {1, rows, 256}});
+  ValueId gate = g.add(OpKind::kMatMul, {x, c("w_gate", {256, 600})});
+  ValueId up = g.add(OpKind::kMatMul, {x, c("w_up", {256, 600})});
+  ValueId act = g.add(OpKind::kMul, {g.add(OpKind::kMul, {gate, g.add(OpKind::kSigmoid, {gate})}), up});
+  ValueId down = g.add(OpKind::kAdd, {g.add(OpKind::kMatMul, {act, c("w_down", {600, 256})}), x});
+  ValueId flat = g.add(OpKind::kReshape, {down}, attrs({{"shape", testing::Ints{rows, 256}}}));
+  ValueId logits = g.add(OpKind::kGemm, {flat, c("w_cls", {1000, 256}), c("b_cls", {1000})},
+                         attrs({{"transA", int64_t{0}}, {"transB", int64_t{1}}, {"alpha", 1.0}, {"beta", 1.0}}));
+  g.set_outputs({down, logits});
+  return g;
+}
+
+TEST(SkinnyMatmulTest, DecoderChainsRunOnTheSkinnyKernelAndMatchTheReference) {
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (int64_t rows : {1, 3, 8}) {
+      if (!skinny_supported(dt)) continue;
+      Graph g = mlp_graph(dt, rows);
+      RunOptions options;
+      options.profile = true;
+      ExecutablePlan plan = ExecutablePlan::compile(g, options);
+      std::mt19937 rng(9);
+      std::vector<Tensor> inputs = {random_tensor(dt, g.type(g.inputs()[0]).shape, rng)};
+      std::vector<Tensor> want = evaluate(g, inputs, Precision::kF64);
+      std::vector<Tensor> got = plan.run(inputs);
+      ASSERT_EQ(got.size(), 2u);
+      double tol = dt == DType::kF32 ? 1e-5 : 2e-2;
+      for (size_t i = 0; i < 2; ++i)
+        EXPECT_LE(relative_error(got[i], want[i]), tol) << dtype_name(dt) << " rows " << rows << " output " << i;
+      int skinny = 0;
+      for (const KernelProfile& k : plan.profile().kernels)
+        if (k.impl.rfind("native:skinny", 0) == 0) ++skinny;
+      EXPECT_EQ(skinny, 4) << dtype_name(dt) << " rows " << rows << ": gate, up, down and the classifier";
+    }
+}
+
+TEST(SkinnyMatmulTest, NineRowsAndSmallWeightsStayWithOnednn) {
+  if (!skinny_supported(DType::kF32)) GTEST_SKIP() << "this host has no AVX-512F: the skinny kernels are not used";
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{9, 600}, {1, 64}}) {
+    std::mt19937 rng(4);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {rows, 256}});
+    g.set_outputs({g.add(OpKind::kMatMul, {x, g.add_constant("w", random_tensor(DType::kF32, {256, n}, rng))})});
+    RunOptions options;
+    options.profile = true;
+    ExecutablePlan plan = testing::expect_matches_reference(g, options);
+    for (const KernelProfile& k : plan.profile().kernels)
+      EXPECT_EQ(k.impl.rfind("native:skinny", 0), std::string::npos) << rows << "x256x" << n << ": " << k.impl;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::runtime
