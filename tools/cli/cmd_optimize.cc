@@ -1,5 +1,6 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
-//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input NAME=FILE.pb]...
+//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input-value NAME=VALUE]...
+//                  [--input NAME=FILE.pb]... [--input-range NAME=LO:HI]...
 //                  [--list-rules] [--dump]
 //                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
 //                  [--no-calibrate] [--profile-cache DIR]
@@ -70,6 +71,9 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--input", flags->inputs,
                   "A test input for the plan's check: NAME=FILE.pb or FILE.pb (repeatable; one set, unbound "
                   "inputs random). test_data_set_<k>/input_<i>.pb beside the model are checked too");
+  cmd->add_option("--input-range", flags->config.input_ranges,
+                  "The check draws an integer input from LO <= value < HI: NAME=LO:HI, e.g. position_ids=0:128 "
+                  "(repeatable; default: from the model's use of it)");
   cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
   cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
   cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
@@ -109,7 +113,9 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
     auto start = std::chrono::steady_clock::now();
-    Graph g = api::load(flags->model, load_options(flags->load));
+    api::LoadOptions load = load_options(flags->load);
+    flags->config.input_values = load.input_values;
+    Graph g = api::load(flags->model, load);
     flags->config.check_inputs = test_data_sets(flags->model, g);
     if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
