@@ -9,7 +9,7 @@
 #include "tests/onnx_import/model_builder.h"
 
 namespace tessera {
-namespace {
+namespace if_branch_test {
 
 using testing::ModelBuilder;
 
@@ -220,5 +220,5 @@ TEST(InputShapeGlob, Match) {
   EXPECT_TRUE(glob_match("*", ""));
 }
 
-}  // namespace
+}  // namespace if_branch_test
 }  // namespace tessera
