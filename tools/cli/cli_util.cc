@@ -45,7 +45,7 @@ std::string guide_footer(const std::string& pages) {
 
 void add_load_flags(CLI::App* cmd, LoadFlags& flags) {
   cmd->add_option("--input-shape", flags.input_shapes,
-                  "Fix an input's shape: NAME=1x3x224x224, NAME may be a glob: 'past_key_values.*=1x4x8x16' (repeatable)");
+                  "Fix an input's shape: NAME=1x3x224x224, NAME may be a glob: 'past.*' (repeatable)");
   cmd->add_option("--input-value", flags.input_values,
                   "Fix an input to a constant at import: NAME=VALUE, e.g. use_cache_branch=1 (repeatable)");
   cmd->add_flag("--allow-unused-inputs", flags.allow_unused_inputs,

@@ -72,17 +72,16 @@ Action add_optimize_command(CLI::App& app) {
                   "A test input for the plan's check: NAME=FILE.pb or FILE.pb (repeatable; one set, unbound "
                   "inputs random). test_data_set_<k>/input_<i>.pb beside the model are checked too");
   cmd->add_option("--input-range", flags->config.input_ranges,
-                  "The check draws an integer input from LO <= value < HI: NAME=LO:HI, e.g. position_ids=0:128 "
-                  "(repeatable; default: from the model's use of it)");
+                  "Check integer input NAME over [LO, HI): NAME=LO:HI (repeatable; default: from its use)");
   cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
   cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
   cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
   cmd->add_option("--mesh", flags->config.mesh, "Device mesh: tp=4, or dp=2,tp=4 (writes rank<i>.onnx per rank)");
   cmd->add_option("--shard", flags->config.shards,
-                  "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
+                  "Fix a sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
   cmd->add_option("--carry", flags->config.carry,
-                  "Output that feeds an input at the next step: OUT=IN, 'present.*=past_key_values.*' (repeatable)");
+                  "Output feeding an input next step: OUT=IN, 'present.*=past_key_values.*' (repeatable)");
   cmd->add_flag("--no-shard-search", flags->no_shard_search,
                 "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
   cmd->add_option("--shard-rewrite", flags->config.shard_rewrite,
