@@ -278,6 +278,7 @@ verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
   check.seed = o.seed ^ 0x5eed;
   check.trials = check_trials(p.original);
   check.given_inputs = o.check_inputs;
+  check.input_ranges = o.input_ranges;
   if (p.is_mesh()) {
     verifier::ShardedProgram sp;
     sp.mesh = p.mesh;
@@ -377,6 +378,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& given) {
   plan.device = device.name;
   plan.seed = options.seed;
   for (ValueId v : g.inputs()) plan.input_shapes[g.value(v).name] = g.type(v).shape;
+  plan.input_values = options.input_values;
   cost::GraphCost before = cost::graph_cost(g, device);
   plan.cost_before_s = before.time_s;
   plan.classes_before_s = kernel_class_times(g, before);

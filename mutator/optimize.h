@@ -44,6 +44,11 @@ struct OptimizeOptions {
   // The model's own input sets (one tensor per graph input), which the
   // end-to-end check runs after its random ones.
   std::vector<std::vector<Tensor>> check_inputs;
+  // --input-range NAME=LO:HI for the end-to-end check's integer inputs.
+  verifier::StatedRanges input_ranges;
+  // --input-value NAME=VALUE: inputs the import fixed to constants
+  // (recorded in plan.json beside the input shapes).
+  std::map<std::string, std::string> input_values;
 
   // A device mesh. No axes, or one device: the plan is for one device, the
   // same plan whichever (tp=1 and no mesh write the same model).
@@ -115,6 +120,7 @@ struct Plan {
   Graph optimized;  // the rewritten graph: the program on one device, what a mesh plan splits
   std::string device;  // profile name
   std::map<std::string, Shape> input_shapes;
+  std::map<std::string, std::string> input_values;  // OptimizeOptions::input_values
   std::vector<PassRecord> canonical;
   std::vector<CarryPair> carry;  // carried state (OptimizeOptions::carry), resolved
   SearchResult search;  // the rewrite search on the whole graph (search.graph is moved to `optimized`)

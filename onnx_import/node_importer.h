@@ -35,6 +35,9 @@ struct ImportState {
   std::unordered_set<std::string> graph_outputs;      // ONNX graph output names
   std::unordered_set<std::string> read_names;         // names some node or the graph output reads
   std::unordered_set<std::string> taken_node_names;
+  // Names the scopes being imported define (the model's graph, then each
+  // inlined If branch's names as renamed): a branch renames what it shares.
+  std::unordered_set<std::string> reserved_names;
   int64_t counter = 0;
 
   // A value name that neither the graph nor the model uses.

@@ -3,6 +3,7 @@
 // Per-node conversion is in op_converters.cc.
 #include "onnx_import/onnx_import.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <queue>
@@ -12,6 +13,7 @@
 #include "graph/error.h"
 #include "graph/memory_limit.h"
 #include "onnx/onnx_pb.h"
+#include "onnx_import/if_branch.h"
 #include "onnx_import/node_importer.h"
 #include "onnx_import/tensor_proto.h"
 
@@ -44,7 +46,89 @@ void parse_input_shape_flag(const std::string& flag, ImportOptions& options) {
   options.input_shapes[name] = shape;
 }
 
+void parse_input_value_flag(const std::string& flag, ImportOptions& options) {
+  size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size())
+    TESSERA_THROW(ErrorKind::kUsage, "--input-value '" << flag << "': expected NAME=VALUE, e.g. use_cache_branch=1");
+  options.input_values[flag.substr(0, eq)] = flag.substr(eq + 1);
+}
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Greedy with backtracking to the last `*`: linear in practice.
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 namespace {
+
+bool is_glob(const std::string& s) { return s.find('*') != std::string::npos; }
+
+// The --input-shape that fixes `name`: its own, else the one glob that
+// matches it; nullptr if none.
+const Shape* fixed_shape(const std::string& name, const ImportOptions& options) {
+  auto exact = options.input_shapes.find(name);
+  if (exact != options.input_shapes.end()) return &exact->second;
+  const std::pair<const std::string, Shape>* found = nullptr;
+  for (const auto& entry : options.input_shapes) {
+    if (!is_glob(entry.first) || !glob_match(entry.first, name)) continue;
+    if (found)
+      TESSERA_THROW(ErrorKind::kUsage, "--input-shape: input '" << name << "' matches both '" << found->first
+                                                                 << "' and '" << entry.first << "'");
+    found = &entry;
+  }
+  return found ? &found->second : nullptr;
+}
+
+// The constant an --input-value gives an input of type `t`: every element
+// holds the value.
+Tensor input_value_tensor(const std::string& name, const std::string& text, const TensorType& t) {
+  std::string flag = "--input-value " + name + "=" + text;
+  int64_t count = t.numel();
+  if (t.dtype == DType::kBool) {
+    int64_t b = text == "1" || text == "true" ? 1 : text == "0" || text == "false" ? 0 : -1;
+    if (b < 0)
+      TESSERA_THROW(ErrorKind::kUsage, flag << ": input '" << name << "' is " << type_str(t) << ": give 0, 1, true or false");
+    return Tensor::from_ints(t.dtype, t.shape, std::vector<int64_t>(static_cast<size_t>(count), b));
+  }
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !std::isfinite(number))
+    TESSERA_THROW(ErrorKind::kUsage, flag << ": '" << text << "' is not a number");
+  if (is_float(t.dtype)) return Tensor::from_doubles(t.dtype, t.shape, std::vector<double>(static_cast<size_t>(count), number));
+  int64_t integer = 0;
+  try {
+    integer = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size())
+    TESSERA_THROW(ErrorKind::kUsage, flag << ": input '" << name << "' is " << type_str(t) << ": give an integer");
+  Tensor v = Tensor::from_ints(t.dtype, t.shape, std::vector<int64_t>(static_cast<size_t>(count), integer));
+  if (count > 0 && v.to_ints()[0] != integer)
+    TESSERA_THROW(ErrorKind::kUsage, flag << ": " << integer << " does not fit input '" << name << "' ("
+                                          << type_str(t) << ")");
+  return v;
+}
 
 int64_t default_opset(const onnx::ModelProto& model) {
   for (const auto& op : model.opset_import())
@@ -63,13 +147,12 @@ TensorType input_type(const onnx::ValueInfoProto& vi, const ImportOptions& optio
   } catch (const Error& e) {
     TESSERA_THROW(ErrorKind::kUnsupported, "input '" << name << "': " << e.message());
   }
-  auto fixed = options.input_shapes.find(name);
-  if (fixed != options.input_shapes.end()) {
-    if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(fixed->second.size()))
-      TESSERA_THROW(ErrorKind::kUsage, "--input-shape " << name << "=" << shape_str(fixed->second) << " has rank "
-                                                        << fixed->second.size() << ", the model's input has rank "
+  if (const Shape* fixed = fixed_shape(name, options)) {
+    if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(fixed->size()))
+      TESSERA_THROW(ErrorKind::kUsage, "--input-shape " << name << "=" << shape_str(*fixed) << " has rank "
+                                                        << fixed->size() << ", the model's input has rank "
                                                         << tt.shape().dim_size());
-    type.shape = fixed->second;
+    type.shape = *fixed;
     return type;
   }
   if (!tt.has_shape())
@@ -101,14 +184,24 @@ std::vector<int> node_order(const onnx::GraphProto& g, const ImportState& state,
   std::vector<int> pending(n, 0);
   std::vector<std::vector<int>> consumers(n);
   for (int i = 0; i < n; ++i) {
-    for (const std::string& in : g.node(i).input()) {
+    std::vector<std::string> reads(g.node(i).input().begin(), g.node(i).input().end());
+    // An If's branches read outer values by name: dependencies too.
+    std::vector<std::string> implicit = onnx_import::subgraph_reads(g.node(i));
+    std::unordered_set<std::string> seen(reads.begin(), reads.end());
+    for (const std::string& s : implicit)
+      if (seen.insert(s).second) reads.push_back(s);
+    for (size_t r = 0; r < reads.size(); ++r) {
+      const std::string& in = reads[r];
       if (in.empty()) continue;
+      bool explicit_input = r < static_cast<size_t>(g.node(i).input_size());
       auto it = producer.find(in);
       if (it != producer.end()) {
         ++pending[i];
         consumers[it->second].push_back(i);
       } else if (!state.values.count(in)) {
-        throw Error(ErrorKind::kInvalidGraph, "input '" + in + "' is not defined by any node, initializer or graph input",
+        throw Error(ErrorKind::kInvalidGraph,
+                    (explicit_input ? "input '" : "a subgraph reads '") + in +
+                        "', which is not defined by any node, initializer or graph input",
                     {"", node_names[i], g.node(i).op_type()});
       }
     }
@@ -160,6 +253,10 @@ void collect_names(const onnx::GraphProto& g, ImportState& state) {
     for (const auto& s : node.output()) state.onnx_value_names.insert(s);
     for (const auto& s : node.input()) state.read_names.insert(s);
   }
+  state.reserved_names = state.onnx_value_names;
+  // Names in subgraphs: fresh names avoid them, and what a branch reads
+  // counts as read (an input only one branch reads is not unused).
+  for (const auto& node : g.node()) onnx_import::subgraph_names(node, state.onnx_value_names, state.read_names);
   for (const auto& vi : g.output()) {
     state.graph_outputs.insert(vi.name());
     state.read_names.insert(vi.name());
@@ -206,6 +303,52 @@ void check_graph_inputs(const onnx::ModelProto& model, const ImportState& state,
   }
 }
 
+// One ONNX node of the default domain (or Tessera's collectives) into the
+// graph; an If with a constant condition becomes the branch it selects.
+void import_graph_nodes(ImportState& state, const onnx::ModelProto& model, const onnx::GraphProto& g);
+
+void import_node(ImportState& state, const onnx::ModelProto& model, const onnx::NodeProto& proto,
+                 const std::string& node_name) {
+  Graph& graph = state.graph;
+  if (!proto.domain().empty() && proto.domain() != "ai.onnx" && proto.domain() != "tessera") {
+    int64_t version = 0;
+    for (const auto& op : model.opset_import())
+      if (op.domain() == proto.domain()) version = op.version();
+    throw Error(ErrorKind::kUnsupported,
+                "op '" + proto.op_type() + "' of domain '" + proto.domain() + "' (opset " + std::to_string(version) +
+                    ") is not supported: Tessera reads the default ONNX domain only",
+                {"", node_name, proto.op_type()});
+  }
+  // Every ONNX op has at least one output, and the converters name what
+  // they make after output 0 (found by fuzz/onnx_import_fuzz: a Cast with
+  // none reached protobuf's index check).
+  if (proto.output_size() == 0)
+    throw Error(ErrorKind::kInvalidGraph, "the node has no outputs", {"", node_name, proto.op_type()});
+  if (proto.op_type() == "If" && proto.domain() != "tessera") {
+    onnx_import::import_if(state, proto, node_name,
+                           [&](const onnx::GraphProto& branch) { import_graph_nodes(state, model, branch); });
+    return;
+  }
+  NodeImporter importer(state, proto, node_name);
+  NodeId first_new = graph.num_nodes();
+  try {
+    onnx_import::convert_node(importer);
+    // A tensor the process could never hold is refused here, before
+    // anything allocates it, with the node that makes it.
+    for (NodeId n = first_new; n < graph.num_nodes(); ++n)
+      for (ValueId o : graph.node(n).outputs)
+        if (o != kNoValue)
+          check_memory(graph.type(o).nbytes(), "output '" + graph.value(o).name + "' (" + type_str(graph.type(o)) + ")");
+  } catch (const Error& e) {
+    throw e.with_context({"", node_name, proto.op_type()});
+  }
+}
+
+void import_graph_nodes(ImportState& state, const onnx::ModelProto& model, const onnx::GraphProto& g) {
+  std::vector<std::string> node_names = unique_node_names(g);
+  for (int i : node_order(g, state, node_names)) import_node(state, model, g.node(i), node_names[i]);
+}
+
 Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, const std::string& model_dir,
                    const std::string& display_name, onnx::ModelProto* release) {
   Graph graph;
@@ -218,8 +361,15 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
     collect_names(g, state);
     for (const auto& [name, shape] : options.input_shapes) {
       bool found = false;
-      for (const auto& vi : g.input()) found = found || vi.name() == name;
+      for (const auto& vi : g.input()) found = found || vi.name() == name || (is_glob(name) && glob_match(name, vi.name()));
+      if (!found && is_glob(name))
+        TESSERA_THROW(ErrorKind::kUsage, "--input-shape '" << name << "' matches no input of the model");
       if (!found) TESSERA_THROW(ErrorKind::kUsage, "--input-shape names '" << name << "', which is not an input of the model");
+    }
+    for (const auto& [name, text] : options.input_values) {
+      bool found = false;
+      for (const auto& vi : g.input()) found = found || vi.name() == name;
+      if (!found) TESSERA_THROW(ErrorKind::kUsage, "--input-value names '" << name << "', which is not an input of the model");
     }
     for (int i = 0; i < g.initializer_size(); ++i) {
       const onnx::TensorProto& t = g.initializer(i);
@@ -239,40 +389,13 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
           TESSERA_THROW(e.kind(), what << ": " << e.message());
         }
         check_memory(bytes, what);
-        state.values[vi.name()] = graph.add_input(vi.name(), t);
+        auto value = options.input_values.find(vi.name());
+        state.values[vi.name()] = value == options.input_values.end()
+                                      ? graph.add_input(vi.name(), t)
+                                      : graph.add_constant(vi.name(), input_value_tensor(vi.name(), value->second, t));
       }
 
-    std::vector<std::string> node_names = unique_node_names(g);
-    for (int i : node_order(g, state, node_names)) {
-      const onnx::NodeProto& proto = g.node(i);
-      if (!proto.domain().empty() && proto.domain() != "ai.onnx" && proto.domain() != "tessera") {
-        int64_t version = 0;
-        for (const auto& op : model.opset_import())
-          if (op.domain() == proto.domain()) version = op.version();
-        throw Error(ErrorKind::kUnsupported,
-                    "op '" + proto.op_type() + "' of domain '" + proto.domain() + "' (opset " + std::to_string(version) +
-                        ") is not supported: Tessera reads the default ONNX domain only",
-                    {"", node_names[i], proto.op_type()});
-      }
-      // Every ONNX op has at least one output, and the converters name what
-      // they make after output 0 (found by fuzz/onnx_import_fuzz: a Cast with
-      // none reached protobuf's index check).
-      if (proto.output_size() == 0)
-        throw Error(ErrorKind::kInvalidGraph, "the node has no outputs", {"", node_names[i], proto.op_type()});
-      NodeImporter importer(state, proto, node_names[i]);
-      NodeId first_new = graph.num_nodes();
-      try {
-        onnx_import::convert_node(importer);
-        // A tensor the process could never hold is refused here, before
-        // anything allocates it, with the node that makes it.
-        for (NodeId n = first_new; n < graph.num_nodes(); ++n)
-          for (ValueId o : graph.node(n).outputs)
-            if (o != kNoValue)
-              check_memory(graph.type(o).nbytes(), "output '" + graph.value(o).name + "' (" + type_str(graph.type(o)) + ")");
-      } catch (const Error& e) {
-        throw e.with_context({"", node_names[i], proto.op_type()});
-      }
-    }
+    import_graph_nodes(state, model, g);
     // After the nodes, whose own errors name them and are more specific.
     check_graph_inputs(model, state, options);
     // A graph that computes nothing is an exporter's mistake, not a model:

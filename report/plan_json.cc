@@ -164,6 +164,8 @@ void add_mesh(json& j, const Plan& p) {
 std::string plan_json(const Plan& p, bool timing) {
   json shapes = json::object();
   for (const auto& [name, shape] : p.input_shapes) shapes[name] = shape;
+  json values = json::object();
+  for (const auto& [name, value] : p.input_values) values[name] = value;
   json carry = json::array();
   for (const CarryPair& c : p.carry) carry.push_back({{"output", c.output}, {"input", c.input}});
   json j = {{"format_version", Plan::kFormatVersion},
@@ -171,6 +173,7 @@ std::string plan_json(const Plan& p, bool timing) {
             {"device", p.device},
             {"seed", p.seed},
             {"input_shapes", shapes},
+            {"input_values", values},
             {"carry", carry},
             {"mutations", mutations_json(p)},
             {"predicted_cost",

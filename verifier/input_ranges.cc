@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <sstream>
+
+#include "graph/error.h"
 
 namespace tessera::verifier {
 
@@ -54,12 +57,55 @@ int64_t indexed_entries(const Graph& g, const Node& n) {
 
 }  // namespace
 
-std::vector<IntRange> integer_input_ranges(const Graph& g) {
+StatedRanges parse_input_ranges(const Graph& g, const std::vector<std::string>& flags) {
+  StatedRanges out;
+  for (const std::string& flag : flags) {
+    size_t eq = flag.rfind('=');
+    size_t colon = eq == std::string::npos ? std::string::npos : flag.find(':', eq);
+    if (eq == std::string::npos || eq == 0 || colon == std::string::npos)
+      TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': expected NAME=LO:HI, e.g. position_ids=0:128");
+    std::string name = flag.substr(0, eq);
+    int64_t bounds[2] = {0, 0};
+    std::string parts[2] = {flag.substr(eq + 1, colon - eq - 1), flag.substr(colon + 1)};
+    for (int k = 0; k < 2; ++k) {
+      size_t used = 0;
+      try {
+        bounds[k] = std::stoll(parts[k], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (parts[k].empty() || used != parts[k].size())
+        TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': '" << parts[k]
+                                                           << "' is not an integer (NAME=LO:HI, LO <= value < HI)");
+    }
+    if (bounds[0] >= bounds[1])
+      TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': the range is empty (LO <= value < HI needs LO < HI)");
+    std::optional<ValueId> v = g.find_value(name);
+    bool is_input = false;
+    for (ValueId in : g.inputs()) is_input = is_input || (v && in == *v);
+    if (!is_input)
+      TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': the model has no input '" << name << "'");
+    DType dt = g.type(*v).dtype;
+    if (!is_integer(dt) || dt == DType::kBool)
+      TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': input '" << name << "' is "
+                                                         << type_str(g.type(*v)) << ", not an integer tensor");
+    if (out.count(name)) TESSERA_THROW(ErrorKind::kUsage, "--input-range '" << flag << "': '" << name << "' is stated twice");
+    out[name] = IntRange{bounds[0], bounds[1], "stated by --input-range"};
+  }
+  return out;
+}
+
+std::vector<IntRange> integer_input_ranges(const Graph& g, const StatedRanges& stated) {
   std::vector<std::vector<NodeId>> users = g.users();
   std::vector<IntRange> out(g.inputs().size());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     ValueId input = g.inputs()[i];
     if (!is_integer(g.type(input).dtype) || g.type(input).dtype == DType::kBool) continue;
+    auto given = stated.find(g.value(input).name);
+    if (given != stated.end()) {
+      out[i] = given->second;
+      continue;
+    }
     int64_t bound = std::numeric_limits<int64_t>::max();
     std::string by;
     std::vector<ValueId> work{input};

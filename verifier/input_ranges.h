@@ -11,10 +11,12 @@
 // input of Gather, GatherElements or ScatterElements, whose axis size
 // bounds them. Arithmetic on the way (a mask summed into positions) ends the
 // trail: the input counts as a mask there. Where several uses bound one
-// input, the smallest bound holds, so every index stays valid.
+// input, the smallest bound holds, so every index stays valid. A range the
+// user states (--input-range NAME=LO:HI) replaces what the use gives.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,8 +31,17 @@ struct IntRange {
   std::string why = "mask";
 };
 
-// One entry per graph input; float inputs get the default (unused).
-std::vector<IntRange> integer_input_ranges(const Graph& g);
+// Ranges the user states, by input name: LO <= value < HI.
+using StatedRanges = std::map<std::string, IntRange>;
+
+// Parses --input-range NAME=LO:HI flags (HI exclusive, LO < HI) and checks
+// that each names an integer (not bool) input of `g`. Throws Error(kUsage)
+// with one line naming the flag.
+StatedRanges parse_input_ranges(const Graph& g, const std::vector<std::string>& flags);
+
+// One entry per graph input; float inputs get the default (unused). A
+// stated range replaces the inferred one, its `why` saying so.
+std::vector<IntRange> integer_input_ranges(const Graph& g, const StatedRanges& stated = {});
 
 // "input_ids over [0, 50257) (indexes /wte/Gather), attention_mask over {0, 1}
 // (mask)": the integer inputs and their ranges, for reports; "" if none.

@@ -92,7 +92,7 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
     r.detail = "output types differ";
     return r;
   }
-  std::vector<IntRange> ranges = integer_input_ranges(original.graph());
+  std::vector<IntRange> ranges = integer_input_ranges(original.graph(), o.input_ranges);
   r.integer_inputs = describe_ranges(original.graph(), ranges);
   std::vector<std::pair<int64_t, int64_t>> bounds;
   for (const IntRange& b : ranges) bounds.emplace_back(b.lo, b.hi);

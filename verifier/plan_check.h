@@ -12,6 +12,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "verifier/input_ranges.h"
 #include "verifier/program.h"
 
 namespace tessera::verifier {
@@ -22,6 +23,9 @@ struct EndToEndOptions {
   // Input sets given by the user (one tensor per graph input, in order),
   // checked after the random ones.
   std::vector<std::vector<Tensor>> given_inputs;
+  // Ranges the user states for integer inputs (--input-range), replacing
+  // what the model's use gives (input_ranges.h).
+  StatedRanges input_ranges;
   // |a - b| <= atol + rtol * |a| + scale_rtol * max|a|, with a the
   // original's value and max|a| taken over the output. The last term is the
   // rounding of a different but exact summation order (Winograd transforms,

@@ -156,6 +156,8 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
   options.mesh = DeviceMesh::parse(config.mesh);
   options.specs = config.shards;
   options.carry = config.carry;
+  options.input_ranges = verifier::parse_input_ranges(g, config.input_ranges);
+  options.input_values = config.input_values;
   if (!config.shard_file.empty())
     for (std::string& s : mutator::read_shard_file(config.shard_file)) options.specs.push_back(std::move(s));
   options.shard_search = config.shard_search;

@@ -22,6 +22,7 @@ namespace {
 ImportOptions import_options(const LoadOptions& options) {
   ImportOptions import;
   import.input_shapes = options.input_shapes;
+  import.input_values = options.input_values;
   import.allow_unused_inputs = options.allow_unused_inputs;
   import.initializers_as_constants = options.initializers_as_constants;
   return import;

@@ -23,7 +23,8 @@
 namespace tessera::api {
 
 struct LoadOptions {
-  std::map<std::string, Shape> input_shapes;  // fixes dynamic dims by input name
+  std::map<std::string, Shape> input_shapes;  // fixes dynamic dims by input name (or glob)
+  std::map<std::string, std::string> input_values;  // fixes inputs to constants (ImportOptions)
   bool allow_unused_inputs = false;           // ImportOptions
   bool initializers_as_constants = false;     // ImportOptions
 };
@@ -205,6 +206,12 @@ struct OptimizeConfig {
   // them for sessions; on a mesh both ends of a pair cross the boundary alike
   // (an annotation on one end is given to the other).
   std::vector<std::string> carry;
+  // --input-range NAME=LO:HI (repeatable): the end-to-end check draws that
+  // integer input from [LO, HI) instead of the range the model's use gives.
+  std::vector<std::string> input_ranges;
+  // --input-value NAME=VALUE given at load (LoadOptions::input_values):
+  // recorded in plan.json.
+  std::map<std::string, std::string> input_values;
 };
 
 // An output that feeds an input at the next step of a session.

@@ -44,7 +44,10 @@ std::string guide_footer(const std::string& pages) {
 }
 
 void add_load_flags(CLI::App* cmd, LoadFlags& flags) {
-  cmd->add_option("--input-shape", flags.input_shapes, "Fix an input's shape: NAME=1x3x224x224 (repeatable)");
+  cmd->add_option("--input-shape", flags.input_shapes,
+                  "Fix an input's shape: NAME=1x3x224x224, NAME may be a glob: 'past.*' (repeatable)");
+  cmd->add_option("--input-value", flags.input_values,
+                  "Fix an input to a constant at import: NAME=VALUE, e.g. use_cache_branch=1 (repeatable)");
   cmd->add_flag("--allow-unused-inputs", flags.allow_unused_inputs,
                 "Keep graph inputs that no node reads (the plan ignores them)");
   cmd->add_flag("--initializers-as-constants", flags.initializers_as_constants,
@@ -63,8 +66,10 @@ api::LoadOptions load_options(const LoadFlags& flags) {
     }
   }
   for (const std::string& flag : flags.input_shapes) parse_input_shape_flag(flag, import);
+  for (const std::string& flag : flags.input_values) parse_input_value_flag(flag, import);
   api::LoadOptions options;
   options.input_shapes = import.input_shapes;
+  options.input_values = import.input_values;
   options.allow_unused_inputs = flags.allow_unused_inputs;
   options.initializers_as_constants = flags.initializers_as_constants;
   return options;

@@ -29,14 +29,15 @@ std::string guide_footer(const std::string& pages);
 
 // The flags of every verb that loads a model.
 struct LoadFlags {
-  std::vector<std::string> input_shapes;  // --input-shape NAME=DIMS (repeatable)
+  std::vector<std::string> input_shapes;  // --input-shape NAME=DIMS (repeatable; NAME may be a glob)
+  std::vector<std::string> input_values;  // --input-value NAME=VALUE (repeatable)
   bool allow_unused_inputs = false;       // --allow-unused-inputs
   bool initializers_as_constants = false; // --initializers-as-constants
   std::string memory_limit;               // --memory-limit BYTES (8G, 512M)
 };
 void add_load_flags(CLI::App* cmd, LoadFlags& flags);
 
-// Parses the flags (--input-shape NAME=DIMS), and sets the process's memory
+// Parses the flags (--input-shape NAME=DIMS, --input-value NAME=VALUE), and sets the process's memory
 // limit (graph/memory_limit.h) from --memory-limit. Throws Error(kUsage).
 api::LoadOptions load_options(const LoadFlags& flags);
 

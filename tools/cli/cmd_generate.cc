@@ -11,12 +11,30 @@
 // `cache_position` [1] or `position_ids` [1, 1]) and its carried state
 // (plan.json's carry and --carry); its logits are the output named
 // `logits`, else the first output that is not carried.
+//
+// A decoder with a dynamic past (optimum's model.onnx: present.N.key one
+// longer than past_key_values.N.key) planned at one past length P cannot
+// carry its cache, which grows each step. generate runs such a plan as a
+// window of P cache slots, left-padded as batched generation pads a
+// prompt: before step t the last t slots hold the cache, attention_mask
+// is 0 on the P - t empty slots and 1 on the rest and the new token, and
+// present.N without its first slot is the next step's past_key_values.N.
+// Masked slots get probability exactly 0, so the ids are those of a cache
+// that grows. The tokens fed (the prompt, then the generated ones but the
+// last) must number at most P + 1.
+// The cache passes through this process each step (fed and returned as
+// plain inputs and outputs): a plan whose cache stays on the ranks is a
+// fixed-length cache written in place (cache_position, --carry).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <sstream>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "graph/error.h"
 #include "tools/cli/cli_util.h"
@@ -51,14 +69,36 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-// What the step is fed: the token and its position, by the step's input names.
+// What the step is fed: the token and its position, by the step's input
+// names; for a dynamic past (the window), the mask and the past/present pairs.
 struct StepInputs {
   std::string ids, position;
   Shape position_shape;
+  std::string mask;
+  std::vector<std::pair<std::string, std::string>> window;  // past input, present output
 };
+
+// The plan's input shapes: plan.json's input_shapes in a plan folder, else
+// the model's.
+std::map<std::string, Shape> input_shapes(const std::string& path, const LoadFlags& load) {
+  std::map<std::string, Shape> shapes;
+  std::filesystem::path json = std::filesystem::path(path) / "plan.json";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) && std::filesystem::exists(json, ec)) {
+    std::ifstream in(json);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("input_shapes") && j["input_shapes"].is_object())
+      for (const auto& [name, dims] : j["input_shapes"].items()) shapes[name] = dims.get<Shape>();
+    return shapes;
+  }
+  Graph g = api::load(path, load_options(load));
+  for (ValueId v : g.inputs()) shapes[g.value(v).name] = g.type(v).shape;
+  return shapes;
+}
 
 StepInputs step_inputs(const api::Session& session) {
   StepInputs s;
+  std::vector<std::string> outs = session.output_names();
   std::vector<std::string> carried;
   for (const api::CarryPair& c : session.carried()) carried.push_back(c.input);
   for (const std::string& name : session.input_names()) {
@@ -71,6 +111,11 @@ StepInputs step_inputs(const api::Session& session) {
     } else if (name == "position_ids") {
       s.position = name;
       s.position_shape = {1, 1};
+    } else if (name == "attention_mask") {
+      s.mask = name;
+    } else if (name.rfind("past_key_values.", 0) == 0 &&
+               std::find(outs.begin(), outs.end(), "present." + name.substr(16)) != outs.end()) {
+      s.window.emplace_back(name, "present." + name.substr(16));
     } else {
       TESSERA_THROW(ErrorKind::kUsage, "generate feeds input_ids and a position (cache_position or position_ids); "
                                        "input '" << name << "' is neither: if a step's output feeds it, say so with "
@@ -78,8 +123,73 @@ StepInputs step_inputs(const api::Session& session) {
     }
   }
   if (s.ids.empty()) TESSERA_THROW(ErrorKind::kUsage, "generate needs a decoder step with an input named input_ids");
+  if (!s.window.empty() && (s.mask.empty() || s.position != "position_ids"))
+    TESSERA_THROW(ErrorKind::kUsage, "input '" << s.window[0].first << "' is not carried: a dynamic past needs "
+                                                  "attention_mask and position_ids to run as a window (docs/cli.md#generate)");
   return s;
 }
+
+// The index of the largest value in the last row (the lowest on ties).
+int64_t last_row_argmax(const Tensor& t) {
+  if (t.shape().empty() || t.numel() == 0)
+    TESSERA_THROW(ErrorKind::kUsage, "an output of type " << type_str(t.type()) << " has no last dim to pick from");
+  int64_t n = t.shape().back(), base = t.numel() - n, best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (t.get_double(base + i) > t.get_double(base + best)) best = i;
+  return best;
+}
+
+// The window of a dynamic past (the header): the caches, left-padded.
+class Window {
+ public:
+  Window(const StepInputs& in, const std::map<std::string, Shape>& shapes, int64_t fed) : in_(in) {
+    for (const auto& [past, present] : in.window) {
+      auto it = shapes.find(past);
+      if (it == shapes.end() || it->second.size() != 4)
+        TESSERA_THROW(ErrorKind::kUsage, "input '" << past << "' is not a [batch, heads, past, head_dim] cache");
+      if (slots_ >= 0 && it->second[2] != slots_)
+        TESSERA_THROW(ErrorKind::kUsage, "input '" << past << "' has past length " << it->second[2] << ", '"
+                                                   << in.window[0].first << "' " << slots_);
+      slots_ = it->second[2];
+      cache_[past] = Tensor(DType::kF32, it->second);
+    }
+    if (fed - 1 > slots_)
+      TESSERA_THROW(ErrorKind::kUsage, "the plan's past length is " << slots_ << ": a window feeds at most " << slots_ + 1
+                                       << " tokens, and the prompt and --steps feed " << fed
+                                       << " (plan a longer past with --input-shape)");
+  }
+
+  // Step t's feeds besides the token: the mask, the position and the caches.
+  void feed(int64_t t, std::map<std::string, Tensor>& feeds) const {
+    std::vector<int64_t> mask(static_cast<size_t>(slots_ + 1), 0);
+    for (int64_t i = slots_ - t; i <= slots_; ++i) mask[static_cast<size_t>(i)] = 1;
+    feeds[in_.mask] = Tensor::from_ints(DType::kI64, {1, slots_ + 1}, mask);
+    feeds[in_.position] = Tensor::from_ints(DType::kI64, {1, 1}, {t});
+    for (const auto& [name, cache] : cache_) feeds[name] = cache;
+  }
+
+  // The next past: each present without its first (oldest) slot.
+  void advance(const std::map<std::string, Tensor>& outs) {
+    for (const auto& [past, present] : in_.window) {
+      Tensor& cache = cache_[past];
+      const Tensor& p = outs.at(present);
+      Shape want = cache.shape();
+      ++want[2];
+      if (p.shape() != want || p.dtype() != cache.dtype())
+        TESSERA_THROW(ErrorKind::kUsage, "output '" << present << "' is " << type_str(p.type()) << ": a window over '"
+                                                    << past << "' needs " << type_str({cache.dtype(), want}));
+      const Shape& s = cache.shape();
+      int64_t rows = s[0] * s[1], row = s[2] * s[3], width = s[3];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < row; ++i) cache.set_double(r * row + i, p.get_double(r * (row + width) + width + i));
+    }
+  }
+
+ private:
+  const StepInputs& in_;
+  int64_t slots_ = -1;
+  std::map<std::string, Tensor> cache_;
+};
 
 int generate(const GenerateFlags& flags) {
   std::vector<int64_t> ids = parse_ids(flags.input_ids);
@@ -89,6 +199,10 @@ int generate(const GenerateFlags& flags) {
   options.carry = flags.carry;
   api::Session session = api::Session::open(flags.model, options, load_options(flags.load));
   StepInputs in = step_inputs(session);
+  std::unique_ptr<Window> window;
+  if (!in.window.empty())
+    window = std::make_unique<Window>(in, input_shapes(flags.model, flags.load),
+                                      static_cast<int64_t>(ids.size()) + flags.steps - 1);
   std::vector<std::string> outs = session.output_names();
   if (outs.empty()) TESSERA_THROW(ErrorKind::kUsage, "every output of the step is carried: none gives the logits");
   std::string logits = std::find(outs.begin(), outs.end(), "logits") != outs.end() ? "logits" : outs[0];
@@ -96,6 +210,12 @@ int generate(const GenerateFlags& flags) {
   auto step = [&](int64_t token, int64_t position) {
     std::map<std::string, Tensor> feeds;
     feeds[in.ids] = Tensor::from_ints(DType::kI64, {1, 1}, {token});
+    if (window) {
+      window->feed(position, feeds);
+      std::map<std::string, Tensor> result = session.step(feeds);
+      window->advance(result);
+      return last_row_argmax(result.at(logits));
+    }
     if (!in.position.empty()) feeds[in.position] = Tensor::from_ints(DType::kI64, in.position_shape, {position});
     // A vocab-parallel head: only the ranks' (max, index) pairs meet.
     return session.step_argmax(feeds, logits);

@@ -1,5 +1,6 @@
 // tessera optimize MODEL -o OUT_DIR [--device D] [--budget S] [--seed N] [--threads N]
-//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input NAME=FILE.pb]...
+//                  [--no-partial] [--disable-rule NAME]... [--input-shape ...] [--input-value NAME=VALUE]...
+//                  [--input NAME=FILE.pb]... [--input-range NAME=LO:HI]...
 //                  [--list-rules] [--dump]
 //                  [--mesh tp=4 [--shard GLOB[:inK|:outK]=PLACEMENTS]... [--shard-file FILE.json]]
 //                  [--no-calibrate] [--profile-cache DIR]
@@ -70,15 +71,17 @@ Action add_optimize_command(CLI::App& app) {
   cmd->add_option("--input", flags->inputs,
                   "A test input for the plan's check: NAME=FILE.pb or FILE.pb (repeatable; one set, unbound "
                   "inputs random). test_data_set_<k>/input_<i>.pb beside the model are checked too");
+  cmd->add_option("--input-range", flags->config.input_ranges,
+                  "Check integer input NAME over [LO, HI): NAME=LO:HI (repeatable; default: from its use)");
   cmd->add_flag("--list-rules", flags->list_rules, "List the canonicalization passes and rules, then exit");
   cmd->add_flag("--dump", flags->dump, "Print the optimized graph in the text form");
   cmd->add_flag("--no-measure", flags->no_measure, "Skip the measured gain on the CPU runtime");
   cmd->add_option("--mesh", flags->config.mesh, "Device mesh: tp=4, or dp=2,tp=4 (writes rank<i>.onnx per rank)");
   cmd->add_option("--shard", flags->config.shards,
-                  "Fix a tensor's sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
+                  "Fix a sharding: GLOB[:inK|:outK]=PLACEMENTS, e.g. '*/fc1/MatMul:in1=[S(1)]' (repeatable)");
   cmd->add_option("--shard-file", flags->config.shard_file, "JSON object of GLOB[:inK|:outK] -> PLACEMENTS");
   cmd->add_option("--carry", flags->config.carry,
-                  "Output that feeds an input at the next step: OUT=IN, 'present.*=past_key_values.*' (repeatable)");
+                  "Output feeding an input next step: OUT=IN, 'present.*=past_key_values.*' (repeatable)");
   cmd->add_flag("--no-shard-search", flags->no_shard_search,
                 "Mesh plans: annotations and propagation only (no sharding search, the whole mesh)");
   cmd->add_option("--shard-rewrite", flags->config.shard_rewrite,
@@ -109,7 +112,9 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.measure = !flags->no_measure;
     if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
     auto start = std::chrono::steady_clock::now();
-    Graph g = api::load(flags->model, load_options(flags->load));
+    api::LoadOptions load = load_options(flags->load);
+    flags->config.input_values = load.input_values;
+    Graph g = api::load(flags->model, load);
     flags->config.check_inputs = test_data_sets(flags->model, g);
     if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
