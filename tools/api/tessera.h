@@ -411,6 +411,12 @@ struct SessionOptions {
 // cache split by heads stays split between steps. A mesh plan runs its
 // ranks as threads of this process, or under mpirun this process's rank
 // (every process makes the same steps; every process gets the outputs).
+// Where the plan computes a carried output in place over its input (a
+// fixed-length cache written by ScatterElements/ScatterND at
+// cache_position: ExecutablePlan::in_place_inputs), each rank holds one
+// buffer per carried tensor for the whole session and a step writes only
+// its new entries there. A tensor from state() or state_blocks() is a
+// snapshot: while it is held, the next step writes a copy instead.
 class Session {
  public:
   // A plan in memory (one device or a mesh).
