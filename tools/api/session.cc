@@ -226,8 +226,10 @@ std::vector<std::vector<Tensor>> run_step(Session::State& st, const std::map<std
         break;
     }
   } catch (...) {
-    // The state goes back where it was (a step that fails on a bad index
-    // fails before it writes).
+    // The carried blocks go back to the session. A step that failed may
+    // have written some of them in place already (a later kernel failing
+    // after a layer's cache write): the state is then a partial step's. A
+    // scatter with a bad index fails before it writes anything.
     for (size_t i = 0; i < g.inputs().size(); ++i)
       if (!fed[i] && st.has_state[i])
         for (int64_t k = 0; k < n; ++k)
@@ -383,6 +385,17 @@ int64_t Session::steps() const { return state_->steps; }
 bool Session::mpi() const { return state_->mode == State::Mode::kMpi; }
 int64_t Session::rank() const { return mpi() ? state_->mpi->rank : 0; }
 int64_t Session::ranks() const { return state_->boundary.mesh.num_devices(); }
+std::string Session::profile_table() const {
+  const State& st = *state_;
+  if (!st.config.profile) return "";
+  switch (st.mode) {
+    case State::Mode::kOne: return st.one->profile().table();
+    case State::Mode::kThreads: return st.threads.plans[0]->profile().table();
+    case State::Mode::kMpi: return st.mpi->plan->profile().table();
+  }
+  return "";
+}
+
 int Session::threads_per_rank() const {
   switch (state_->mode) {
     case State::Mode::kOne: {

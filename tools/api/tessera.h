@@ -451,6 +451,9 @@ class Session {
   int64_t rank() const;   // under mpirun; else 0
   int64_t ranks() const;  // the plan's
   int threads_per_rank() const;
+  // Per-kernel times of this process's first rank over the steps so far
+  // (Profile::table), with RunConfig::profile; else empty.
+  std::string profile_table() const;
 
   struct State;
 

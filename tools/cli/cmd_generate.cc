@@ -186,6 +186,7 @@ int generate(const GenerateFlags& flags) {
               session.ranks() == 1 ? "" : "s",
               session.ranks() == 1 ? "" : (session.mpi() ? " (MPI processes)" : " (threads)"),
               session.threads_per_rank(), session.threads_per_rank() == 1 ? "" : "s", session.carried().size());
+  if (flags.config.profile) std::printf("%s", session.profile_table().c_str());
   return 0;
 }
 
@@ -201,6 +202,7 @@ Action add_generate_command(CLI::App& app) {
   cmd->add_option("--input-ids", flags->input_ids, "The prompt's token ids, comma-separated: 1,2,3")->required();
   cmd->add_option("--steps", flags->steps, "Token ids to generate (default 16)")->check(CLI::PositiveNumber);
   cmd->add_flag("--stream", flags->stream, "Print each id as it is generated ('token K: ID', flushed)");
+  cmd->add_flag("--profile", flags->config.profile, "Print per-kernel times over all steps (rank 0's)");
   cmd->add_option("--carry", flags->carry,
                   "Carried state besides the plan's: OUTPUT=INPUT or glob pairs such as "
                   "'present.*=past_key_values.*' (repeatable)");
