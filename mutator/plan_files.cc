@@ -66,9 +66,10 @@ void check_plan_folder(const std::string& dir) {
   if (!j.contains("format_version") || !j["format_version"].is_number_integer())
     refuse(plan, "not a plan: no integer \"format_version\"");
   int64_t version = j["format_version"].get<int64_t>();
-  if (version != kPlanFormatVersion)
+  if (version < kOldestReadablePlanFormatVersion || version > kPlanFormatVersion)
     refuse(plan, "plan format version " + std::to_string(version) + " is not one this Tessera reads (it reads " +
-                     std::to_string(kPlanFormatVersion) + "); write the plan again with `tessera optimize`");
+                     std::to_string(kOldestReadablePlanFormatVersion) + " to " + std::to_string(kPlanFormatVersion) +
+                     "); write the plan again with `tessera optimize`");
   if (!j.contains("files") || !j["files"].is_object()) refuse(plan, "the plan lists no \"files\" with their SHA-256");
   const nlohmann::json& files = j["files"];
   for (const std::string& name : needed_files(j, plan)) {

@@ -12,14 +12,21 @@
 
 namespace tessera::mutator {
 
-// The plan.json format this build writes and reads, for both forms (one
-// device, a mesh), written by one writer (report/plan_json.cc). Version 4
-// gave both forms the same keys for what they share (the mutations, the
-// rewrite search as "search", the sharding search as "sharding_search",
-// predicted_cost with before, single-device and after); version 3 added
-// "files"; versions 1 (one device) and 2 (a mesh) had none. Other versions
-// are refused.
-inline constexpr int kPlanFormatVersion = 4;
+// The plan.json format this build writes, for both forms (one device, a
+// mesh), written by one writer (report/plan_json.cc). Version 5 added the
+// carried state ("carry", both forms) and a mesh plan's boundary
+// ("sharding.inputs" and "sharding.outputs": how each graph input and
+// output crosses it, a rank file's input or output being its block);
+// version 4 gave both forms the same keys for what they share (the
+// mutations, the rewrite search as "search", the sharding search as
+// "sharding_search", predicted_cost with before, single-device and after);
+// version 3 added "files"; versions 1 (one device) and 2 (a mesh) had none.
+// This build reads versions 4 and 5: a version 4 plan carries nothing and
+// its mesh inputs and outputs cross the boundary whole, which is what its
+// rank files take and give (the readers default the two keys so). Other
+// versions are refused.
+inline constexpr int kPlanFormatVersion = 5;
+inline constexpr int kOldestReadablePlanFormatVersion = 4;
 
 // The name of rank r's file in a plan folder.
 std::string rank_file(int64_t rank);

@@ -112,7 +112,11 @@ class ExecutablePlan::Impl {
  public:
   Impl(PlanSpec spec, const RunOptions& options) : spec_(std::move(spec)), options_(options) { layout(); }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) { return run(inputs, nullptr); }
+  std::vector<Tensor> run(std::vector<Tensor>& inputs, const std::vector<bool>& donated) {
+    return run(inputs, &donated);
+  }
+  const std::vector<int64_t>& in_place_inputs() const { return in_place_input_; }
   MemoryReport memory() const { return memory_; }
   Profile profile() const;
   const RunOptions& options() const { return options_; }
@@ -121,9 +125,20 @@ class ExecutablePlan::Impl {
 
  private:
   void layout();
+  void find_in_place_inputs(const std::vector<int32_t>& last, const std::vector<int32_t>& run_step_of,
+                            const std::vector<ValueId>& storage);
+  // `donated` null: nothing donated; else inputs is the caller's non-const vector.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<bool>* donated);
   ValueId root(ValueId v) const {
     while (spec_.values[v].kind == PlanValue::Kind::kAlias) v = spec_.values[v].alias_of;
     return v;
+  }
+  // Whether `kern` reads the buffer of root value r through an operand
+  // other than position `pos`.
+  bool reads_twice(const Kernel& kern, int pos, ValueId r) const {
+    for (size_t p = 0; p < kern.inputs.size(); ++p)
+      if (static_cast<int>(p) != pos && kern.inputs[p] != kNoValue && root(kern.inputs[p]) == r) return true;
+    return false;
   }
 
   void run_step(const PlanStep& step, ExecContext& ctx, int plan_threads, int& current_threads);
@@ -139,6 +154,11 @@ class ExecutablePlan::Impl {
   std::vector<int64_t> output_slot_;   // per value: the graph output whose tensor is its storage, or -1
   std::vector<std::pair<ValueId, ValueId>> aliases_;  // (alias, root), resolved per run
   std::vector<int64_t> scratch_offset_;  // per kernel, -1 for none
+  // Per output: the input it can be computed in (in_place_inputs()), or -1;
+  // and the root value written there (the in-place kernel's output).
+  std::vector<int64_t> in_place_input_;
+  std::vector<ValueId> in_place_root_;
+  std::vector<ValueId> in_place_donor_;  // the input's value
   std::unique_ptr<uint8_t[]> arena_raw_;
   uint8_t* arena_ = nullptr;
   std::vector<double> kernel_ms_;
@@ -210,7 +230,10 @@ void ExecutablePlan::Impl::layout() {
         spec_.values[out].kind != Kind::kIntermediate || last[r] != run_step_of[k] ||
         spec_.values[out].bytes != spec_.values[r].bytes)
       continue;
-    // No alias of `in` may be read later (last[r] == this step covers that).
+    // No alias of `in` may be read later (last[r] == this step covers that),
+    // nor by this kernel through another operand (a scatter whose updates
+    // are a view of its data would read what it has overwritten).
+    if (reads_twice(kern, kern.in_place_input, r)) continue;
     ValueId s = storage[r];
     storage[out] = s;
     storage_last[s] = std::max(storage_last[s], last[out]);
@@ -261,6 +284,7 @@ void ExecutablePlan::Impl::layout() {
     if (storage[v] != static_cast<ValueId>(v)) base_ptr_[v] = base_ptr_[storage[v]];
     if (spec_.values[v].kind == Kind::kConstant) base_ptr_[v] = const_cast<uint8_t*>(spec_.values[v].constant);
   }
+  find_in_place_inputs(last, run_step_of, storage);
   for (const auto& k : spec_.kernels) memory_.weight_bytes += k->weight_bytes();
   for (const Tensor& t : spec_.constants) memory_.weight_bytes += t.nbytes();
   for (const TensorType& t : spec_.input_types) memory_.io_bytes += t.nbytes();
@@ -269,7 +293,62 @@ void ExecutablePlan::Impl::layout() {
   kernel_ms_.assign(static_cast<size_t>(nk), 0.0);
 }
 
-std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs) {
+// Output j can be computed in input i's buffer when it is (a view of) the
+// first output of a kernel that may write over its operand
+// kern.inputs[in_place_input] (Kernel::in_place_input: a scatter writes its
+// updates only, an element-wise kernel each element after reading it), that
+// operand is (a view of) input i, of output j's type, and no step after the
+// kernel reads input i or a view of it (a split collective's finish
+// counts as a read): steps run one at a time in steps_' order, so readers at
+// earlier steps have read the old values. Also refused: input i is itself
+// (a view of) a graph output (copied out after the last step), the kernel
+// reads input i through a second operand, the output's root is another
+// output's storage or shares an arena buffer, or input i is claimed twice.
+void ExecutablePlan::Impl::find_in_place_inputs(const std::vector<int32_t>& last,
+                                                const std::vector<int32_t>& run_step_of,
+                                                const std::vector<ValueId>& storage) {
+  using Kind = PlanValue::Kind;
+  const size_t nv = spec_.values.size();
+  std::vector<int32_t> producer(nv, -1);
+  for (size_t k = 0; k < spec_.kernels.size(); ++k)
+    for (ValueId v : spec_.kernels[k]->outputs)
+      if (v != kNoValue) producer[v] = static_cast<int32_t>(k);
+  std::vector<bool> root_is_output(nv, false);
+  for (ValueId v : spec_.outputs) root_is_output[root(v)] = true;
+  std::vector<bool> claimed(spec_.input_types.size(), false);
+  in_place_input_.assign(spec_.outputs.size(), -1);
+  in_place_root_.assign(spec_.outputs.size(), kNoValue);
+  in_place_donor_.assign(spec_.outputs.size(), kNoValue);
+  for (size_t j = 0; j < spec_.outputs.size(); ++j) {
+    ValueId r = root(spec_.outputs[j]);
+    if (spec_.values[r].kind != Kind::kIntermediate || storage[r] != r || producer[r] < 0) continue;
+    if (output_slot_[r] >= 0 && output_slot_[r] != static_cast<int64_t>(j)) continue;
+    const auto k = static_cast<size_t>(producer[r]);
+    const Kernel& kern = *spec_.kernels[k];
+    if (kern.in_place_input < 0 || kern.outputs.empty() || kern.outputs[0] != r || run_step_of[k] < 0) continue;
+    ValueId d = kern.inputs[static_cast<size_t>(kern.in_place_input)];
+    if (d == kNoValue) continue;
+    ValueId rd = root(d);
+    if (spec_.values[rd].kind != Kind::kInput || root_is_output[rd] || last[rd] != run_step_of[k] ||
+        reads_twice(kern, kern.in_place_input, rd))
+      continue;
+    const auto i = static_cast<size_t>(spec_.values[rd].input_index);
+    if (claimed[i] || spec_.input_types[i] != spec_.output_types[j] || spec_.values[rd].bytes != spec_.values[r].bytes)
+      continue;
+    // No other value may share r's buffer while r lives (the in-place reuse
+    // of intermediates gives r's storage only to values made after r dies).
+    claimed[i] = true;
+    in_place_input_[j] = static_cast<int64_t>(i);
+    in_place_root_[j] = r;
+    in_place_donor_[j] = rd;
+    ++memory_.carried_in_place;
+  }
+}
+
+std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs, const std::vector<bool>* donated) {
+  if (donated && donated->size() != inputs.size())
+    TESSERA_THROW(ErrorKind::kUsage, "donated flags for " << donated->size() << " inputs, the plan takes "
+                                                          << inputs.size());
   if (inputs.size() != spec_.input_types.size())
     TESSERA_THROW(ErrorKind::kUsage, "plan takes " << spec_.input_types.size() << " inputs, got " << inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -306,11 +385,22 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   // a Split's two 0.8 MB outputs 98-139 us where the model priced their
   // bytes 17 us. Every kernel writes each element of its output, so what a
   // reused buffer held does not matter.
+  // A donated input's buffer holds its in-place output: the caller's Tensor
+  // itself (made its own first where its storage is shared).
   std::vector<Tensor> outs;
   outs.reserve(spec_.outputs.size());
+  std::vector<bool> in_place(spec_.outputs.size(), false);
   for (size_t j = 0; j < spec_.output_types.size(); ++j) {
     const TensorType& t = spec_.output_types[j];
-    if (j < last_outputs_.size() && last_outputs_[j].defined() && !last_outputs_[j].data_shared() &&
+    int64_t i = in_place_input_[j];
+    if (donated && i >= 0 && (*donated)[static_cast<size_t>(i)]) {
+      auto& mine = const_cast<std::vector<Tensor>&>(inputs)[static_cast<size_t>(i)];  // non-const: see donated
+      uint8_t* p = mine.mutable_data();
+      ctx.ptr[in_place_donor_[j]] = p;
+      ctx.ptr[in_place_root_[j]] = p;
+      outs.push_back(mine);
+      in_place[j] = true;
+    } else if (j < last_outputs_.size() && last_outputs_[j].defined() && !last_outputs_[j].data_shared() &&
         last_outputs_[j].type() == t)
       outs.push_back(std::move(last_outputs_[j]));
     else
@@ -319,7 +409,7 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   last_outputs_.clear();
   for (size_t j = 0; j < spec_.outputs.size(); ++j) {
     ValueId v = spec_.outputs[j];
-    if (output_slot_[v] == static_cast<int64_t>(j)) ctx.ptr[v] = outs[j].mutable_data();
+    if (output_slot_[v] == static_cast<int64_t>(j) && !in_place[j]) ctx.ptr[v] = outs[j].mutable_data();
   }
   for (const auto& [alias, r] : aliases_) ctx.ptr[alias] = ctx.ptr[r];
 
@@ -350,11 +440,14 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs)
   }
   for (size_t j = 0; j < spec_.outputs.size(); ++j) {
     ValueId v = spec_.outputs[j];
-    if (output_slot_[v] == static_cast<int64_t>(j) || outs[j].nbytes() == 0) continue;
+    if (output_slot_[v] == static_cast<int64_t>(j) || in_place[j] || outs[j].nbytes() == 0) continue;
     std::memcpy(outs[j].mutable_data(), ctx.ptr[v], static_cast<size_t>(outs[j].nbytes()));
   }
   ++runs_;
+  // A donated buffer is the caller's: the next run must not take it back.
   last_outputs_ = outs;
+  for (size_t j = 0; j < outs.size(); ++j)
+    if (in_place[j]) last_outputs_[j] = Tensor();
   return outs;
 }
 
@@ -447,6 +540,10 @@ ExecutablePlan::ExecutablePlan(ExecutablePlan&&) noexcept = default;
 ExecutablePlan& ExecutablePlan::operator=(ExecutablePlan&&) noexcept = default;
 ExecutablePlan::~ExecutablePlan() = default;
 std::vector<Tensor> ExecutablePlan::run(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+std::vector<Tensor> ExecutablePlan::run(std::vector<Tensor>& inputs, const std::vector<bool>& donated) {
+  return impl_->run(inputs, donated);
+}
+const std::vector<int64_t>& ExecutablePlan::in_place_inputs() const { return impl_->in_place_inputs(); }
 MemoryReport ExecutablePlan::memory() const { return impl_->memory(); }
 Profile ExecutablePlan::profile() const { return impl_->profile(); }
 const RunOptions& ExecutablePlan::options() const { return impl_->options(); }

@@ -60,6 +60,7 @@ struct MemoryReport {
   int64_t buffers = 0;             // intermediate tensors placed in the arena
   int64_t in_place = 0;            // outputs that reuse an input's buffer
   int64_t aliases = 0;             // reshapes that share their input's buffer
+  int64_t carried_in_place = 0;    // outputs that can be written into a donated input (in_place_inputs)
 };
 
 struct KernelProfile {
@@ -97,6 +98,21 @@ class ExecutablePlan {
   // the same storage where the caller has dropped every copy of them (no
   // new allocation); outputs the caller still holds are never overwritten.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  // Per graph output, the input whose buffer it can be computed in, or -1:
+  // the output is made by a kernel that may write in place over (a view
+  // of) that input, of its type, and nothing reads the input after that
+  // kernel (a fixed-length KV cache written at cache_position by
+  // ScatterElements or ScatterND: only the updates are written, the cache
+  // is not copied). JAX's donate_argnums, decided per plan.
+  const std::vector<int64_t>& in_place_inputs() const;
+  // As run(inputs), with the inputs for which `donated` is true given up by
+  // the caller: each output that in_place_inputs() pairs with one of them
+  // is returned in that input's storage (the same Tensor storage, no copy),
+  // and the input's value is lost. A donated tensor whose storage is shared
+  // (another copy of the Tensor, a view of a file) is copied first, so that
+  // nothing else the caller holds changes.
+  std::vector<Tensor> run(std::vector<Tensor>& inputs, const std::vector<bool>& donated);
 
   MemoryReport memory() const;
   Profile profile() const;  // empty unless compiled with profile = true

@@ -15,14 +15,24 @@ SwiGLU, the LM head.
              [1,kv_heads,past,head_dim] (N = 0..layers-1)
     outputs  logits [1,1,vocab], present.N.key/.value [1,kv_heads,past+1,head_dim]
 
+With --static-cache L, the step has the form compiled servers use (and
+bench/models/generate.py's llama_static_step writes through torch), which
+`tessera generate` loops over: a fixed-length cache of L positions written
+in place at cache_position by ScatterElements (torch's index_copy_),
+attention over all L positions with a mask of those <= cache_position.
+
+    inputs   input_ids [1,1] i64, cache_position [1] i64,
+             past_key_values.N.key/.value [1,kv_heads,L,head_dim]
+    outputs  logits [1,1,vocab], present.N.key/.value [1,kv_heads,L,head_dim]
+
 The model is never held in memory: each weight is drawn in chunks (seeded by
 the weight's index, so the bytes do not depend on the chunk size) and
 appended to OUT/model.onnx.data as it is made; the graph proto refers to the
 bytes by offset. A model written in bf16 with the same --seed holds the f32
 model's weights rounded to bf16 (round to nearest even).
 
-Usage: generate_large.py --shape tinyllama-1.1b [--dtype f32|bf16] [--past 127]
-                         [--seed 0] --out DIR
+Usage: generate_large.py --shape tinyllama-1.1b [--dtype f32|bf16]
+                         [--past 127 | --static-cache L] [--seed 0] --out DIR
 """
 from __future__ import annotations
 
@@ -163,8 +173,12 @@ def attention(w: Writer, s: Shape, i: int, h: str, cos: str, sin: str, mask: str
     q = rotate(w, heads(q, s.heads), cos, sin, c)
     k = rotate(w, heads(k, s.kv_heads), cos, sin, c)
     v = heads(v, s.kv_heads)
-    key = w.node("Concat", [f"past_key_values.{i}.key", k], {"axis": 2}, out=f"present.{i}.key")
-    value = w.node("Concat", [f"past_key_values.{i}.value", v], {"axis": 2}, out=f"present.{i}.value")
+    if "write_at" in c:  # a fixed-length cache: the new entry written at cache_position
+        write = lambda past, t, name: w.node("ScatterElements", [past, c["write_at"], t], {"axis": 2}, out=name)
+    else:  # a growing one: the new entry appended
+        write = lambda past, t, name: w.node("Concat", [past, t], {"axis": 2}, out=name)
+    key = write(f"past_key_values.{i}.key", k, f"present.{i}.key")
+    value = write(f"past_key_values.{i}.value", v, f"present.{i}.value")
     if s.kv_heads != s.heads:  # repeat_kv: [1,kvh,T,d] -> [1,kvh,rep,T,d] -> [1,heads,T,d]
         rep = lambda t: w.node("Reshape", [w.node("Expand", [w.node("Unsqueeze", [t, c["axis2"]]), c["rep"]]),
                                            c["all_heads"]])
@@ -188,10 +202,13 @@ def mlp(w: Writer, s: Shape, i: int, h: str) -> str:
     return w.node("MatMul", [act, w.weight(f"{p}.down_proj.weight", [s.intermediate, s.hidden], 0.02)])
 
 
-def build(folder: str, s: Shape, dtype: str, past: int, seed: int) -> onnx.ModelProto:
+def build(folder: str, s: Shape, dtype: str, past: int, seed: int, static_len: int = 0) -> onnx.ModelProto:
+    """The step; with static_len > 0 over a fixed-length cache of that many
+    positions (past is then unused)."""
     os.makedirs(folder, exist_ok=True)
     w = Writer(folder, dtype, seed)
     d = s.head_dim
+    cache_len = static_len if static_len else past + 1  # positions attention reads
     scalar = lambda name, v: w.constant(name, np.array(v, dtype=np.float32))
     c = {
         "zero": w.ints("const.zero", [0]), "half": w.ints("const.half", [d // 2]),
@@ -200,8 +217,8 @@ def build(folder: str, s: Shape, dtype: str, past: int, seed: int) -> onnx.Model
         "hidden": w.ints("const.hidden", [1, 1, s.hidden]),
     }
     c[f"heads{s.kv_heads}"] = w.ints("const.kv_heads", [1, 1, s.kv_heads, d])
-    c["rep"] = w.ints("const.repeat", [1, s.kv_heads, s.heads // s.kv_heads, past + 1, d])
-    c["all_heads"] = w.ints("const.all_heads", [1, s.heads, past + 1, d])
+    c["rep"] = w.ints("const.repeat", [1, s.kv_heads, s.heads // s.kv_heads, cache_len, d])
+    c["all_heads"] = w.ints("const.all_heads", [1, s.heads, cache_len, d])
     # Constants the f32 or bf16 graph computes with, in its type (bf16 by Cast).
     eps, sqrt_d, masked = scalar("const.eps", s.eps), scalar("const.sqrt_d", d ** 0.5), scalar("const.masked", -1e4)
     inv_freq = w.constant("rotary.inv_freq",
@@ -213,13 +230,23 @@ def build(folder: str, s: Shape, dtype: str, past: int, seed: int) -> onnx.Model
         cast = lambda t: t
     c["sqrt_d"], c["masked"] = sqrt_d, masked
 
-    # Rotary angles from position_ids: [1,1] -> [1,1,1,d] (over heads).
-    pos = w.node("Unsqueeze", [w.node("Cast", ["position_ids"], {"to": TensorProto.FLOAT}), c["minus1"]])
+    # Rotary angles from the position: [1,1] -> [1,1,1,d] (over heads).
+    position = w.node("Reshape", ["cache_position", w.ints("const.one_by_one", [1, 1])]) if static_len \
+        else "position_ids"
+    pos = w.node("Unsqueeze", [w.node("Cast", [position], {"to": TensorProto.FLOAT}), c["minus1"]])
     freqs = w.node("Mul", [pos, inv_freq])
     angles = w.node("Unsqueeze", [w.node("Concat", [freqs, freqs], {"axis": -1}), w.ints("const.axis1", [1])])
     cos, sin = cast(w.node("Cos", [angles])), cast(w.node("Sin", [angles]))
-    mask = w.node("Reshape", [w.node("Cast", ["attention_mask"], {"to": TensorProto.BOOL}),
-                              w.ints("const.mask_shape", [1, 1, 1, past + 1])])
+    if static_len:
+        # The positions written so far (<= cache_position), and where the
+        # step writes: cache_position on every KV head and channel.
+        written = w.node("LessOrEqual", [w.ints("const.positions", list(range(static_len))), "cache_position"])
+        mask = w.node("Reshape", [written, w.ints("const.mask_shape", [1, 1, 1, static_len])])
+        c["write_at"] = w.node("Expand", [w.node("Reshape", ["cache_position", w.ints("const.at_shape", [1, 1, 1, 1])]),
+                                          w.ints("const.write_shape", [1, s.kv_heads, 1, d])])
+    else:
+        mask = w.node("Reshape", [w.node("Cast", ["attention_mask"], {"to": TensorProto.BOOL}),
+                                  w.ints("const.mask_shape", [1, 1, 1, past + 1])])
 
     x = w.node("Gather", [w.weight("model.embed_tokens.weight", [s.vocab, s.hidden], 0.02), "input_ids"],
                {"axis": 0})
@@ -238,13 +265,17 @@ def build(folder: str, s: Shape, dtype: str, past: int, seed: int) -> onnx.Model
 
     elem = DTYPES[dtype]
     cache = lambda name, t: helper.make_tensor_value_info(name, elem, [1, s.kv_heads, t, d])
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1]),
-              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, past + 1]),
-              helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, 1])]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1])]
+    if static_len:
+        inputs.append(helper.make_tensor_value_info("cache_position", TensorProto.INT64, [1]))
+    else:
+        inputs += [helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, past + 1]),
+                   helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, 1])]
+    past_len = static_len if static_len else past
     for i in range(s.layers):
-        inputs += [cache(f"past_key_values.{i}.key", past), cache(f"past_key_values.{i}.value", past)]
+        inputs += [cache(f"past_key_values.{i}.key", past_len), cache(f"past_key_values.{i}.value", past_len)]
     outputs = [helper.make_tensor_value_info("logits", elem, [1, 1, s.vocab])]
-    outputs += [cache(name, past + 1) for name in presents]
+    outputs += [cache(name, cache_len) for name in presents]
     graph = helper.make_graph(w.nodes, "llama_decode_step", inputs, outputs, w.initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                              producer_name="tessera bench/models/generate_large.py")
@@ -255,19 +286,25 @@ def main() -> int:
     parser.add_argument("--shape", required=True, choices=sorted(SHAPES))
     parser.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     parser.add_argument("--past", type=int, default=127, help="cached tokens before the step (default 127)")
+    parser.add_argument("--static-cache", type=int, default=0, metavar="L",
+                        help="a fixed-length cache of L positions written in place at cache_position "
+                             "(the form `tessera generate` loops over) instead of --past")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="folder for model.onnx and model.onnx.data")
     args = parser.parse_args()
     if args.past < 0:
         parser.error("--past must be at least 0")
+    if args.static_cache < 0:
+        parser.error("--static-cache must be at least 1")
     s = SHAPES[args.shape]
-    model = build(args.out, s, args.dtype, args.past, args.seed)
+    model = build(args.out, s, args.dtype, args.past, args.seed, args.static_cache)
     path = os.path.join(args.out, "model.onnx")
     onnx.save_model(model, path)
     onnx.checker.check_model(path)
     data = os.path.getsize(os.path.join(args.out, DATA_FILE))
     print(f"{path}: {args.shape} {args.dtype}, {s.parameters() / 1e6:.1f}M parameters, "
-          f"{data / 2**20:.1f} MiB of external data, past {args.past}")
+          f"{data / 2**20:.1f} MiB of external data, "
+          + (f"a fixed-length cache of {args.static_cache}" if args.static_cache else f"past {args.past}"))
     return 0
 
 

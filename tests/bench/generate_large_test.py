@@ -2,7 +2,11 @@
 (grouped-query attention, 2 layers) in f32 agrees in ONNX Runtime with a
 NumPy Llama decode step over the same weights; `tessera run` gives ONNX
 Runtime's outputs; the bf16 model of the same seed holds the f32 weights
-rounded to bf16 and runs in Tessera to the f32 outputs within bf16's error."""
+rounded to bf16 and runs in Tessera to the f32 outputs within bf16's error.
+The --static-cache form (a fixed-length cache written at cache_position by
+ScatterElements) computes the growing form's step at the same position,
+in ONNX Runtime and in Tessera, and `tessera generate` loops over it to
+ONNX Runtime's greedy ids."""
 import os
 import subprocess
 import sys
@@ -25,6 +29,12 @@ HEAD_DIM = HIDDEN // HEADS
 def generate(folder, dtype):
     subprocess.run([sys.executable, GENERATOR, "--shape", "tiny", "--dtype", dtype, "--past", str(PAST),
                     "--seed", "3", "--out", folder], check=True, capture_output=True)
+    return os.path.join(folder, "model.onnx")
+
+
+def generate_static(folder, length):
+    subprocess.run([sys.executable, GENERATOR, "--shape", "tiny", "--static-cache", str(length), "--seed", "3",
+                    "--out", folder], check=True, capture_output=True)
     return os.path.join(folder, "model.onnx")
 
 
@@ -169,6 +179,52 @@ class GenerateLarge(unittest.TestCase):
         want = ort.InferenceSession(self.f32, providers=["CPUExecutionProvider"]).run(None, f)
         got = tessera_run(self.bf16, f, os.path.join(self.tmp.name, "bf16"), bf16=True)
         self.assertLess(worst_error(got, want), 2e-2)  # measured 6.7e-3
+
+    def test_static_cache_step_is_the_growing_step(self):
+        length = 12  # PAST cached positions, the new one, and 4 never written
+        static = generate_static(os.path.join(self.tmp.name, "static"), length)
+        f = dict(self.feeds, attention_mask=np.ones((1, PAST + 1), dtype=np.int64))
+        want = ort.InferenceSession(self.f32, providers=["CPUExecutionProvider"]).run(None, f)
+        sf = {"input_ids": f["input_ids"], "cache_position": np.array([PAST], dtype=np.int64)}
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                cache = np.zeros((1, KV_HEADS, length, HEAD_DIM), np.float32)
+                cache[:, :, :PAST] = f[f"past_key_values.{i}.{kind}"]
+                sf[f"past_key_values.{i}.{kind}"] = cache
+        got = ort.InferenceSession(static, providers=["CPUExecutionProvider"]).run(None, sf)
+        self.assertLess(worst_error([got[0]], [want[0]]), 1e-5)
+        for g, w in zip(got[1:], want[1:]):
+            np.testing.assert_allclose(g[:, :, :PAST + 1], w, rtol=1e-5, atol=1e-6)
+            self.assertEqual(float(np.abs(g[:, :, PAST + 1:]).max()), 0.0)
+        ran = tessera_run(static, sf, os.path.join(self.tmp.name, "static"))
+        self.assertLess(worst_error(ran, got), 1e-4)
+
+    def test_generate_loops_over_the_static_cache_form(self):
+        length, prompt, steps = 16, [5, 9, 2], 10
+        static = generate_static(os.path.join(self.tmp.name, "loop"), length)
+        s = ort.InferenceSession(static, providers=["CPUExecutionProvider"])
+        caches = {i.name: np.zeros((1, KV_HEADS, length, HEAD_DIM), np.float32)
+                  for i in s.get_inputs() if i.name.startswith("past")}
+        names = [o.name for o in s.get_outputs()]
+
+        def step(token, position):
+            outs = dict(zip(names, s.run(None, {"input_ids": np.array([[token]], np.int64),
+                                                "cache_position": np.array([position], np.int64), **caches})))
+            for n in caches:
+                caches[n] = outs[n.replace("past_key_values", "present")]
+            return int(np.argmax(outs["logits"].reshape(-1)))
+
+        for i, t in enumerate(prompt):
+            nxt = step(t, i)
+        want = [nxt]
+        while len(want) < steps:
+            want.append(step(want[-1], len(prompt) + len(want) - 1))
+        r = subprocess.run([TESSERA, "generate", static, "--input-ids", ",".join(map(str, prompt)), "--steps",
+                            str(steps), "--carry", "present.*=past_key_values.*", "--threads", "1"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        line = [l for l in r.stdout.splitlines() if l.startswith("generated:")][0]
+        self.assertEqual([int(t) for t in line.split()[1:]], want)
 
 
 if __name__ == "__main__":

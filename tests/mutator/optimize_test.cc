@@ -266,7 +266,7 @@ TEST(OptimizeCli, WritesAPlanThatTesseraRunRuns) {
   std::ifstream plan(out / "plan.json");
   std::stringstream ss;
   ss << plan.rdbuf();
-  EXPECT_NE(ss.str().find("\"format_version\": 4"), std::string::npos);
+  EXPECT_NE(ss.str().find("\"format_version\": 5"), std::string::npos);
   EXPECT_PLAN_MATCHES_SCHEMA(out);
   EXPECT_NE(ss.str().find("fold-batchnorm-into-conv"), std::string::npos);
   std::string a, b;

@@ -28,7 +28,7 @@ TEST(Reports, AMeshPlanNamesItsShardingsCollectivesAndRanks) {
   mutator::Plan p = plan_for("tp=2", {"*/fc1/MatMul:in1=[S(1)]", "*/fc2/MatMul:in1=[S(0)]"}, false);
   ASSERT_TRUE(p.is_mesh());
   json j = json::parse(plan_json(p));
-  EXPECT_EQ(j["format_version"], 4);
+  EXPECT_EQ(j["format_version"], 5);
   EXPECT_EQ(j["mesh"], "tp=2");
   EXPECT_EQ(j["sharding"]["tensors"]["onnx::MatMul_1144"], "[S(1)]");
   EXPECT_EQ(j["ranks"].size(), 2u);

@@ -14,9 +14,13 @@ carried and sharded by KV heads:
   by KV heads across its boundary (by predicted time);
 - with the head split by vocabulary columns (a vocab-parallel argmax of
   (max, index) pairs), the ids are the same and no logits are gathered;
+- a rank that fails mid-generation, or is killed there, ends the others
+  (mpirun ends the job; each other rank says so in one line, naming its
+  step), time-bounded;
 - a carried tensor of the wrong shape is a one-line error naming it."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,33 @@ PROMPT, STEPS = [1, 2, 3], 8
 MEGATRON = ["*/q/MatMul:in1=[S(1)]", "*/k/MatMul:in1=[S(1)]", "*/v/MatMul:in1=[S(1)]", "*/o/MatMul:in1=[S(0)]",
             "*/gate/MatMul:in1=[S(1)]", "*/up/MatMul:in1=[S(1)]", "*/down/MatMul:in1=[S(0)]"]
 CARRY = "present.*=past_key_values.*"
+
+
+def rank_pid(root, rank):
+    """The pid of the process of MPI rank `rank` among root's descendants
+    (Open MPI gives each its rank in OMPI_COMM_WORLD_RANK), or None."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return pid
+    return None
 
 
 def generated(stdout):
@@ -193,6 +224,49 @@ class Generate(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("out of range", r.stderr)
         self.assertNotIn("generated:", r.stdout)
+
+    def test_one_rank_failing_mid_generation_ends_the_others(self):
+        # Two programs in one job (mpirun's MPMD form): rank 1's prompt has
+        # an id outside the vocabulary at its 3rd token, so rank 1's step 2
+        # fails in the embedding lookup while rank 0's step 2 waits for it
+        # in a collective. Rank 1 says why; mpirun ends rank 0, which says
+        # it was ended and where. Bounded by the timeout.
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe"]
+        rank = lambda ids: ["-np", "1", TESSERA, "generate", self.plan, "--input-ids", ids, "--steps", "40"]
+        r = subprocess.run(mpi + rank("1,2,3,4") + [":"] + rank("1,2,100000,4"), capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("generated:", r.stdout)
+        ours = [l for l in r.stderr.splitlines() if l.startswith("tessera: error:")]
+        self.assertEqual(len([l for l in ours if l.startswith("tessera: error: rank 1:")]), 1, r.stderr)
+        self.assertIn("out of range", [l for l in ours if "rank 1:" in l][0])
+        ended = [l for l in ours if l.startswith("tessera: error: rank 0: ended by signal")]
+        self.assertEqual(len(ended), 1, r.stderr)
+        self.assertIn("at step 2 of the generation", ended[0])
+
+    def test_a_rank_killed_mid_generation_ends_the_others(self):
+        # Rank 1 is killed (SIGKILL) once rank 0 has streamed its first
+        # generated id: mpirun notices and ends rank 0, which is waiting for
+        # rank 1 in a collective; rank 0 says so in one line.
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+        p = subprocess.Popen(mpi + [TESSERA, "generate", self.plan, "--input-ids", "1,2,3", "--steps", "60",
+                                    "--stream"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            first = p.stdout.readline()
+            self.assertTrue(first.startswith("token 0:"), first)
+            victim = rank_pid(p.pid, 1)
+            self.assertIsNotNone(victim, "no rank 1 process under mpirun")
+            os.kill(victim, signal.SIGKILL)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.assertNotEqual(p.returncode, 0)
+        self.assertNotIn("generated:", out)
+        ended = [l for l in err.splitlines() if l.startswith("tessera: error: rank 0: ended by signal")]
+        self.assertEqual(len(ended), 1, err)
 
     def test_carried_tensor_of_the_wrong_shape_is_a_one_line_error(self):
         r = subprocess.run([TESSERA, "generate", self.model, "--input-ids", "1", "--steps", "2", "--carry",

@@ -222,6 +222,28 @@ TEST_F(MeshRunTest, MpiTwoRanksMatchSingleDevice) {
   fs::remove_all(out);
 }
 
+// A plan.json of format 4 (before the boundary and the carried state were
+// recorded: no "carry", no "sharding.inputs"/"outputs") is still read: its
+// inputs and outputs cross whole, as its rank files take them.
+TEST_F(MeshRunTest, FormatVersion4PlanIsStillRead) {
+  fs::path p = scratch("version4");
+  fs::copy(plan_, p, fs::copy_options::recursive);
+  nlohmann::json j = nlohmann::json::parse(read_file(p / "plan.json"));
+  ASSERT_EQ(j["format_version"], mutator::kPlanFormatVersion);
+  ASSERT_TRUE(j.contains("carry") && j["sharding"].contains("inputs") && j["sharding"].contains("outputs"));
+  j["format_version"] = 4;
+  j.erase("carry");
+  j["sharding"].erase("inputs");
+  j["sharding"].erase("outputs");
+  std::ofstream(p / "plan.json") << j.dump(2);
+  fs::path out = scratch("version4_out");
+  Result r = run("", "run " + p.string() + " --seed 4 --output-dir " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_outputs(out, single_);
+  fs::remove_all(out);
+  fs::remove_all(p);
+}
+
 TEST_F(MeshRunTest, ThreadsMatchSingleDevice) {
   fs::path out = scratch("threads_out");
   Result r = run("", "run " + plan_.string() + " --seed 4 --output-dir " + out.string());
@@ -331,7 +353,7 @@ TEST_F(MeshRunTest, ReplacedRankFileIsRefused) {
 TEST_F(MeshRunTest, UnknownFormatVersionIsRefused) {
   fs::path p = broken_plan("version", read_file(plan_ / "rank1.onnx"));
   nlohmann::json j = nlohmann::json::parse(read_file(p / "plan.json"));
-  for (int version : {3, 5}) {
+  for (int version : {3, 6}) {
     j["format_version"] = version;
     std::ofstream(p / "plan.json") << j.dump(2);
     expect_refused(p, "plan format version " + std::to_string(version) + " is not one this Tessera reads");
@@ -603,6 +625,61 @@ TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
   }
   // An input neither fed nor carried.
   EXPECT_THROW(split.step({{"x", Tensor(DType::kF32, {1, 1, 16})}}), Error);
+}
+
+// The carried caches are written in place: each rank holds one buffer per
+// cache for the whole session (the step writes only the new position; its
+// block's data pointer does not change from step to step), on one device
+// and on 2 ranks as threads, with one device's outputs. A block held by
+// the caller across a step is a snapshot: that step writes a copy.
+TEST(SessionTest, CarriedCacheIsWrittenInPlaceOnEveryRank) {
+  Graph g = static_cache_attention();
+  api::OptimizeConfig c;
+  c.budget_s = 5;
+  c.measure = false;
+  c.mesh = "tp=2";
+  c.shards = {"past_*=[S(1)]"};
+  c.carry = {"present_*=past_*"};
+  api::Plan mesh = api::optimize(g, c);
+  api::OptimizeConfig one_c = c;
+  one_c.mesh = "";
+  one_c.shards.clear();
+  api::Plan one = api::optimize(g, one_c);
+  api::SessionOptions so;
+  so.run.threads = 1;
+  api::Session split(mesh, so), whole(one, so);
+  auto buffers = [](const api::Session& s, const char* name) {
+    std::vector<const uint8_t*> p;
+    for (const Tensor& b : s.state_blocks(name)) p.push_back(b.data());
+    return p;  // the blocks themselves are dropped here: the next step may write them
+  };
+  std::map<std::string, std::vector<const uint8_t*>> first;
+  for (int64_t pos = 0; pos < 5; ++pos) {
+    std::map<std::string, Tensor> feeds{
+        {"x", Tensor::from_doubles(DType::kF32, {1, 1, 16}, std::vector<double>(16, 0.2 * static_cast<double>(pos + 1)))},
+        {"cache_position", Tensor::vector_i64({pos})}};
+    std::map<std::string, Tensor> a = split.step(feeds), b = whole.step(feeds);
+    for (int64_t i = 0; i < 16; ++i) ASSERT_NEAR(a["y"].get_double(i), b["y"].get_double(i), 1e-5) << pos;
+    for (const char* name : {"past_k", "past_v"})
+      for (const api::Session* s : {&split, &whole}) {
+        std::string key = std::string(name) + (s == &split ? "/split" : "/whole");
+        if (pos == 0) first[key] = buffers(*s, name);
+        else EXPECT_EQ(buffers(*s, name), first[key]) << key << " moved at step " << pos;
+      }
+  }
+  for (const char* name : {"past_k", "past_v"}) {
+    Tensor s = split.state(name), w = whole.state(name);
+    for (int64_t i = 0; i < s.numel(); ++i) ASSERT_NEAR(s.get_double(i), w.get_double(i), 1e-5) << name << " " << i;
+  }
+  // Held across a step: the step writes elsewhere and the held block keeps
+  // the values it had.
+  Tensor held = whole.state_blocks("past_k")[0];
+  std::vector<double> before;
+  for (int64_t i = 0; i < held.numel(); ++i) before.push_back(held.get_double(i));
+  whole.step({{"x", Tensor::from_doubles(DType::kF32, {1, 1, 16}, std::vector<double>(16, 3.0))},
+              {"cache_position", Tensor::vector_i64({6})}});
+  EXPECT_NE(buffers(whole, "past_k")[0], held.data());
+  for (int64_t i = 0; i < held.numel(); ++i) ASSERT_EQ(held.get_double(i), before[static_cast<size_t>(i)]) << i;
 }
 
 // A vocab-parallel argmax: y split over its last dim at the boundary, each

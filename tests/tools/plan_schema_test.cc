@@ -81,7 +81,7 @@ TEST_F(PlanSchemaTest, EachKeywordIsEnforced) {
   d = single_, d["seed"] = -1;
   expect_error(d, "/seed", "below the minimum");  // minimum
   d = single_, d["format_version"] = 1;
-  expect_error(d, "/format_version", "must be 4");  // const
+  expect_error(d, "/format_version", "must be 5");  // const
   d = single_, d.erase("device");
   expect_error(d, "/", "missing required property \"device\"");  // required
   d = single_, d["predicted_cost"]["guess_s"] = 1;

@@ -3,6 +3,12 @@
 // device, on every rank as threads, or on this process's rank under mpirun.
 // A carried output's blocks are handed to the next step as its inputs on the
 // rank that made them; only the outputs that are not carried are gathered.
+//
+// A carried input is donated to the step (ExecutablePlan::run with donated
+// inputs): where the plan computes its output in place over it (a
+// fixed-length cache written at cache_position), the step writes only the
+// new entries into the buffer it holds, and that buffer is the next step's
+// input: one buffer per carried tensor per rank, for the whole session.
 #include <filesystem>
 #include <cstring>
 #include <fstream>
@@ -151,6 +157,18 @@ Session Session::open(const std::string& path, const SessionOptions& options, co
 
 namespace {
 
+// Every rank's plan run once as a thread, each on its own inputs, which it
+// may write in place where `donated` says.
+void run_threads_donating(MeshExecutable::State& st, std::vector<std::vector<Tensor>>& per_rank,
+                          const std::vector<bool>& donated, std::vector<std::vector<Tensor>>& outs) {
+  std::lock_guard<std::mutex> lock(st.mutex);
+  outs.assign(st.plans.size(), {});
+  st.world->run([&](int64_t r) {
+    auto k = static_cast<size_t>(r);
+    outs[k] = st.plans[k]->run(per_rank[k], donated);
+  });
+}
+
 // One step on every rank run here: its outputs, per rank (blocks), with
 // the carried ones kept for the next step.
 std::vector<std::vector<Tensor>> run_step(Session::State& st, const std::map<std::string, Tensor>& feeds) {
@@ -179,30 +197,44 @@ std::vector<std::vector<Tensor>> run_step(Session::State& st, const std::map<std
       if (fed[i]) {
         per_rank[static_cast<size_t>(k)].push_back(shard_of(*fed[i], b.in[i], b.mesh, r));
       } else if (st.has_state[i]) {
-        per_rank[static_cast<size_t>(k)].push_back(kept);  // where the last step left it, on this rank
+        // Where the last step left it, on this rank; moved, so that the
+        // step can write it in place (its storage held once).
+        per_rank[static_cast<size_t>(k)].push_back(std::move(kept));
       } else {
         const TensorType& t = g.type(g.inputs()[i]);
         per_rank[static_cast<size_t>(k)].push_back(Tensor(t.dtype, b.in[i].local_shape(b.mesh, t.shape)));
       }
     }
   }
-  RunConfig once = st.config;
-  once.repeat = 0;
+  std::vector<bool> donated(g.inputs().size());
+  for (size_t i = 0; i < donated.size(); ++i) donated[i] = st.carried_from[i] >= 0;
   std::vector<std::vector<Tensor>> outs;
-  switch (st.mode) {
-    case State::Mode::kOne:
-      outs.push_back(st.one->run(per_rank[0]));
-      break;
-    case State::Mode::kThreads:
-      detail::run_rank_threads(st.threads, per_rank, once, outs);
-      break;
-    case State::Mode::kMpi:
-      try {
-        outs.push_back(st.mpi->plan->run(per_rank[0]));
-      } catch (const std::exception& e) {
-        detail::fail_job(st.mpi->rank, e.what());  // its peers wait in a collective
-      }
-      break;
+  try {
+    switch (st.mode) {
+      case State::Mode::kOne:
+        outs.push_back(st.one->run(per_rank[0], donated));
+        break;
+      case State::Mode::kThreads:
+        run_threads_donating(st.threads, per_rank, donated, outs);
+        break;
+      case State::Mode::kMpi:
+        try {
+          outs.push_back(st.mpi->plan->run(per_rank[0], donated));
+        } catch (const std::exception& e) {
+          detail::fail_job(st.mpi->rank, e.what());  // its peers wait in a collective
+        }
+        break;
+    }
+  } catch (...) {
+    // The carried blocks go back to the session. A step that failed may
+    // have written some of them in place already (a later kernel failing
+    // after a layer's cache write): the state is then a partial step's. A
+    // scatter with a bad index fails before it writes anything.
+    for (size_t i = 0; i < g.inputs().size(); ++i)
+      if (!fed[i] && st.has_state[i])
+        for (int64_t k = 0; k < n; ++k)
+          st.state[static_cast<size_t>(k)][i] = std::move(per_rank[static_cast<size_t>(k)][i]);
+    throw;
   }
   ++st.steps;
   for (size_t i = 0; i < g.inputs().size(); ++i)
@@ -353,6 +385,17 @@ int64_t Session::steps() const { return state_->steps; }
 bool Session::mpi() const { return state_->mode == State::Mode::kMpi; }
 int64_t Session::rank() const { return mpi() ? state_->mpi->rank : 0; }
 int64_t Session::ranks() const { return state_->boundary.mesh.num_devices(); }
+std::string Session::profile_table() const {
+  const State& st = *state_;
+  if (!st.config.profile) return "";
+  switch (st.mode) {
+    case State::Mode::kOne: return st.one->profile().table();
+    case State::Mode::kThreads: return st.threads.plans[0]->profile().table();
+    case State::Mode::kMpi: return st.mpi->plan->profile().table();
+  }
+  return "";
+}
+
 int Session::threads_per_rank() const {
   switch (state_->mode) {
     case State::Mode::kOne: {

@@ -418,6 +418,12 @@ struct SessionOptions {
 // cache split by heads stays split between steps. A mesh plan runs its
 // ranks as threads of this process, or under mpirun this process's rank
 // (every process makes the same steps; every process gets the outputs).
+// Where the plan computes a carried output in place over its input (a
+// fixed-length cache written by ScatterElements/ScatterND at
+// cache_position: ExecutablePlan::in_place_inputs), each rank holds one
+// buffer per carried tensor for the whole session and a step writes only
+// its new entries there. A tensor from state() or state_blocks() is a
+// snapshot: while it is held, the next step writes a copy instead.
 class Session {
  public:
   // A plan in memory (one device or a mesh).
@@ -452,6 +458,9 @@ class Session {
   int64_t rank() const;   // under mpirun; else 0
   int64_t ranks() const;  // the plan's
   int threads_per_rank() const;
+  // Per-kernel times of this process's first rank over the steps so far
+  // (Profile::table), with RunConfig::profile; else empty.
+  std::string profile_table() const;
 
   struct State;
 

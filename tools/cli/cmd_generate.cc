@@ -25,10 +25,21 @@
 // The cache passes through this process each step (fed and returned as
 // plain inputs and outputs): a plan whose cache stays on the ranks is a
 // fixed-length cache written in place (cache_position, --carry).
+//
+// Faults under mpirun: a rank whose step fails says why and ends the job
+// (Session: MPI_Abort); a rank that dies is noticed by mpirun, which ends
+// the others with SIGTERM. Either way every other rank, blocked in a
+// collective of the step, is ended within mpirun's own bound, and says so
+// in one line (the handler below) naming its rank and the step it was on.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <sstream>
 
@@ -48,6 +59,7 @@ struct GenerateFlags {
   std::string model;
   std::string input_ids;
   int64_t steps = 16;
+  bool stream = false;
   std::vector<std::string> carry;
   LoadFlags load;
   api::RunConfig config;
@@ -67,6 +79,40 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   }
   if (ids.empty()) TESSERA_THROW(ErrorKind::kUsage, "--input-ids: give at least one token id");
   return ids;
+}
+
+// The rank and step a signal ends, for its one line; written before the
+// handler is installed and read only by it.
+std::atomic<int64_t> g_rank{0}, g_step{0};
+
+// Async-signal-safe: write(2) of digits formatted by hand, then _exit.
+void append_int(char* buf, size_t& n, size_t cap, int64_t v) {
+  char digits[24];
+  size_t d = 0;
+  do {
+    digits[d++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && d < sizeof digits);
+  while (d > 0 && n < cap) buf[n++] = digits[--d];
+}
+
+void append(char* buf, size_t& n, size_t cap, const char* text) {
+  for (; *text && n < cap; ++text) buf[n++] = *text;
+}
+
+extern "C" void ended_by_signal(int sig) {
+  char buf[256];
+  size_t n = 0, cap = sizeof buf - 1;
+  append(buf, n, cap, "tessera: error: rank ");
+  append_int(buf, n, cap, g_rank.load());
+  append(buf, n, cap, ": ended by signal ");
+  append_int(buf, n, cap, sig);
+  append(buf, n, cap, " at step ");
+  append_int(buf, n, cap, g_step.load());
+  append(buf, n, cap, " of the generation (mpirun ends the job when one of its ranks fails or dies)\n");
+  ssize_t ignored = ::write(STDERR_FILENO, buf, n);
+  (void)ignored;
+  ::_exit(1);
 }
 
 // What the step is fed: the token and its position, by the step's input
@@ -206,8 +252,14 @@ int generate(const GenerateFlags& flags) {
   std::vector<std::string> outs = session.output_names();
   if (outs.empty()) TESSERA_THROW(ErrorKind::kUsage, "every output of the step is carried: none gives the logits");
   std::string logits = std::find(outs.begin(), outs.end(), "logits") != outs.end() ? "logits" : outs[0];
+  if (session.mpi()) {
+    g_rank = session.rank();
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) std::signal(sig, ended_by_signal);
+  }
   using Clock = std::chrono::steady_clock;
+  bool stream = flags.stream && session.rank() == 0;
   auto step = [&](int64_t token, int64_t position) {
+    g_step = position;
     std::map<std::string, Tensor> feeds;
     feeds[in.ids] = Tensor::from_ints(DType::kI64, {1, 1}, {token});
     if (window) {
@@ -225,8 +277,16 @@ int generate(const GenerateFlags& flags) {
   for (size_t i = 0; i < ids.size(); ++i) next = step(ids[i], static_cast<int64_t>(i));
   auto t1 = Clock::now();
   std::vector<int64_t> generated{next};
-  while (static_cast<int64_t>(generated.size()) < flags.steps)
+  auto streamed = [&] {
+    if (!stream) return;
+    std::printf("token %zu: %lld\n", generated.size() - 1, static_cast<long long>(generated.back()));
+    std::fflush(stdout);
+  };
+  streamed();
+  while (static_cast<int64_t>(generated.size()) < flags.steps) {
     generated.push_back(step(generated.back(), static_cast<int64_t>(ids.size() + generated.size() - 1)));
+    streamed();
+  }
   auto t2 = Clock::now();
   if (session.rank() != 0) return 0;
   auto line = [](const char* what, const std::vector<int64_t>& v) {
@@ -246,6 +306,7 @@ int generate(const GenerateFlags& flags) {
               session.ranks() == 1 ? "" : "s",
               session.ranks() == 1 ? "" : (session.mpi() ? " (MPI processes)" : " (threads)"),
               session.threads_per_rank(), session.threads_per_rank() == 1 ? "" : "s", session.carried().size());
+  if (flags.config.profile) std::printf("%s", session.profile_table().c_str());
   return 0;
 }
 
@@ -260,6 +321,8 @@ Action add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--input-ids", flags->input_ids, "The prompt's token ids, comma-separated: 1,2,3")->required();
   cmd->add_option("--steps", flags->steps, "Token ids to generate (default 16)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--stream", flags->stream, "Print each id as it is generated ('token K: ID', flushed)");
+  cmd->add_flag("--profile", flags->config.profile, "Print per-kernel times over all steps (rank 0's)");
   cmd->add_option("--carry", flags->carry,
                   "Carried state besides the plan's: OUTPUT=INPUT or glob pairs such as "
                   "'present.*=past_key_values.*' (repeatable)");
