@@ -134,8 +134,10 @@ std::vector<ShardConstraint> annotations_on(Plan& p, const Graph& canonical, con
   }
 }
 
-// Carried pairs that no annotation places: the boundary sharding both ends
-// cross with is chosen here, among whole ([R]) and each sharding that a
+// Carried pairs that no annotation (nor the sharding search, which
+// chooses them among its moves) places: under annotations alone
+// (--no-shard-search) the boundary sharding both ends cross with is chosen
+// here, among whole ([R]) and each sharding that a
 // reader of the carried input can take it in (its strategies, graph/
 // strategy.h), by the predicted time of the partitioned plan, the one
 // already made first on ties. A cache split by heads then stays split from
@@ -223,6 +225,7 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
     so.budget_s = budget.take(shares.sharding);
     so.threads = o.threads;
     so.disabled_rules = rank_so.disabled_rules;
+    so.carry = p.carry;
     p.sharding_search = search_shardings(p.optimized, device, so);
     p.shard_searched = true;
     if (p.sharding_search.mesh.num_devices() == 1) return;  // one device: the plan found so far

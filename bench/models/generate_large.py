@@ -68,6 +68,12 @@ class Shape:
 # The configurations of the public checkpoints (their config.json).
 SHAPES = {
     "tiny": Shape(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=160, vocab=512),
+    # Small decoders of the structure of the public ones, for plans made in
+    # seconds: 16 query heads over 4 KV heads (TinyLlama's ratio and KV head
+    # count, so tp=8 has more ranks than KV heads), and Llama-2-7B's
+    # multi-head attention at a small hidden size.
+    "gqa-small": Shape(layers=2, hidden=256, heads=16, kv_heads=4, intermediate=688, vocab=1024),
+    "mha-small": Shape(layers=2, hidden=512, heads=8, kv_heads=8, intermediate=1376, vocab=1024),
     "tinyllama-1.1b": Shape(layers=22, hidden=2048, heads=32, kv_heads=4, intermediate=5632, vocab=32000),
     "llama2-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=32, intermediate=11008, vocab=32000),
     "mistral-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, vocab=32000),
