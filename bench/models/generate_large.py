@@ -22,11 +22,12 @@ bytes by offset. A model written in bf16 with the same --seed holds the f32
 model's weights rounded to bf16 (round to nearest even).
 
 Usage: generate_large.py --shape tinyllama-1.1b [--dtype f32|bf16] [--past 127]
-                         [--seed 0] --out DIR
+                         [--seed 0] [--layers N] --out DIR
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -262,11 +263,17 @@ def main() -> int:
     parser.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     parser.add_argument("--past", type=int, default=127, help="cached tokens before the step (default 127)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layers", type=int, default=0,
+                        help="layers instead of the checkpoint's (the same layer shape, fewer of them: plans in seconds)")
     parser.add_argument("--out", required=True, help="folder for model.onnx and model.onnx.data")
     args = parser.parse_args()
     if args.past < 0:
         parser.error("--past must be at least 0")
     s = SHAPES[args.shape]
+    if args.layers < 0:
+        parser.error("--layers must be at least 1")
+    if args.layers:
+        s = dataclasses.replace(s, layers=args.layers)
     model = build(args.out, s, args.dtype, args.past, args.seed)
     path = os.path.join(args.out, "model.onnx")
     onnx.save_model(model, path)

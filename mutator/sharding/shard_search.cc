@@ -316,7 +316,25 @@ class MeshSearch {
           }
           std::vector<int> s = state;
           for (const auto& [d, o] : moves[k]) s[d] = o;
-          results[k] = evaluate_threadsafe(s);
+          if (moves[k].size() == 1) {
+            results[k] = evaluate_threadsafe(s);
+            continue;
+          }
+          // A sibling move, and the same move completed: Q, K and V split
+          // by heads pay only with the output projection and the carried
+          // cache split alike, which no single move reaches from here.
+          ShardedGraph sg;
+          results[k] = evaluate_threadsafe(s, &sg);
+          if (!results[k].ok) continue;
+          Move more = completion(s, sg);
+          if (more.empty()) continue;
+          std::vector<int> c = s;
+          for (const auto& [d, o] : more) c[d] = o;
+          Eval e = evaluate_threadsafe(c);
+          if (better(e, results[k])) {
+            moves[k].insert(moves[k].end(), more.begin(), more.end());
+            results[k] = e;
+          }
         }
       };
       std::vector<std::thread> pool;
@@ -357,12 +375,32 @@ class MeshSearch {
       if (group.size() > 1) siblings_.push_back(group);
   }
 
-  Eval evaluate_threadsafe(const std::vector<int>& state) {
+  // The unpinned weight and carry decisions that the propagation of `sg`
+  // (from `state`) already placed as one of their options: pinned so, they
+  // hold what the move's split asked of them (a row split of the output
+  // projection after a head split, a cache split by the heads that write it).
+  Move completion(const std::vector<int>& state, const ShardedGraph& sg) const {
+    Move m;
+    for (size_t d = 0; d < decisions_.size(); ++d) {
+      const Decision& dec = decisions_[d];
+      if (state[d] != 0 || dec.kind == DecisionKind::kReduceAt) continue;
+      const Role& role = role_of(d);
+      const Sharding& placed = dec.kind == DecisionKind::kCarry
+                                   ? sg.values[static_cast<size_t>(role.values[0])]
+                                   : sg.nodes[static_cast<size_t>(role.reader)].inputs[static_cast<size_t>(role.slot)];
+      auto it = std::find(dec.options.begin(), dec.options.end(), placed);
+      if (it != dec.options.end()) m.push_back({d, static_cast<int>(it - dec.options.begin()) + 1});
+    }
+    return m;
+  }
+
+  Eval evaluate_threadsafe(const std::vector<int>& state, ShardedGraph* out = nullptr) {
     Eval e;
     evaluations_.fetch_add(1);
     try {
       ShardedGraph s = propagate(g_, mesh_, constraints(state, false), device_, &table_);
       e.cost = model_(s);
+      if (out) *out = s;
       e.ok = true;
       e.excess = std::max<int64_t>(0, e.cost.memory_bytes() - memory_);
     } catch (const Error&) {
