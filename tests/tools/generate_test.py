@@ -6,7 +6,11 @@ carried and sharded by KV heads:
 
 - the ids equal one device's and ONNX Runtime's greedy loop, as threads and
   under a real mpirun (time-bounded), on 2 ranks and on 4 (more ranks than
-  KV heads: the cache is then whole on every rank);
+  KV heads), with Megatron's K and V split, and with the KV heads held in
+  groups of 2 ranks (S(1/2)): then no rank gathers K or V and each holds
+  one KV head of the cache;
+- under the sharding search, with no annotation on the caches, the search
+  chooses to carry them split by KV heads;
 - each step moves no KV bytes: the rank files' only collectives are the
   formula's 2 AllReduces of the hidden size per layer;
 - each rank's cache inputs and outputs are 1/tp of the cache;
@@ -67,8 +71,8 @@ class Generate(unittest.TestCase):
         # No annotation on the caches: the plan chooses how carried state
         # crosses its boundary (by predicted time), from the weights' split.
         cls.chosen_plan = optimize(os.path.join(cls.dir, "chosen"), "--mesh", "tp=2", "--no-shard-search")
-        # tp=4 over 2 KV heads: more ranks than KV heads, the cache whole
-        # on every rank (the new token's K and V gathered).
+        # tp=4 over 2 KV heads with Megatron's K and V split [S(1)] (within
+        # heads at tp=4), the caches' boundary chosen after propagation.
         cls.tp4_plan = optimize(os.path.join(cls.dir, "tp4"), "--mesh", "tp=4", "--no-shard-search")
         # tp=4 over 2 KV heads with the K and V projections and the caches
         # in 2 groups (S(d/2)): each KV head held by 2 ranks, as Megatron-LM
