@@ -92,7 +92,8 @@ std::string DeviceMesh::str() const {
 std::string Placement::str() const {
   switch (kind) {
     case Kind::kReplicate: return "R";
-    case Kind::kShard: return "S(" + std::to_string(dim) + ")";
+    case Kind::kShard:
+      return "S(" + std::to_string(dim) + (groups > 0 ? "/" + std::to_string(groups) : "") + ")";
     case Kind::kPartial: return "P";
   }
   return "?";
@@ -113,25 +114,34 @@ void Sharding::validate(const DeviceMesh& mesh, const TensorType& global) const 
     if (p.dim < 0 || p.dim >= global.rank())
       TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << " splits dim " << p.dim << " of "
                                                           << type_str(global));
-    int64_t n = mesh.axes()[i].size;
+    int64_t n = p.blocks(mesh.axes()[i].size);
+    if (p.groups != 0 && (p.groups < 2 || p.groups >= mesh.axes()[i].size || mesh.axes()[i].size % p.groups != 0))
+      TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << ": " << p.groups << " blocks do not divide mesh axis '"
+                                                          << mesh.axes()[i].name << "' (" << mesh.axes()[i].size
+                                                          << ") into groups of two or more ranks");
     if (local[p.dim] % n != 0)
       TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << ": dim " << p.dim << " of " << type_str(global)
                                                           << " is not divisible by mesh axis '" << mesh.axes()[i].name
-                                                          << "' (" << n << ")");
+                                                          << "' (" << n << (p.groups ? " blocks" : "") << ")");
     local[p.dim] /= n;
+    // Blocks of a partly replicated shard do not nest with another axis's.
+    for (size_t j = 0; j < placements.size(); ++j)
+      if (j != i && placements[j].is_shard() && placements[j].dim == p.dim && (p.groups || placements[j].groups))
+        TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << " splits dim " << p.dim
+                                                            << " over two axes, one of them in groups");
   }
 }
 
 Shape Sharding::local_shape(const DeviceMesh& mesh, const Shape& global) const {
   Shape local = global;
   for (size_t i = 0; i < placements.size(); ++i)
-    if (placements[i].is_shard()) local[placements[i].dim] /= mesh.axes()[i].size;
+    if (placements[i].is_shard()) local[placements[i].dim] /= placements[i].blocks(mesh.axes()[i].size);
   return local;
 }
 
 Sharding Sharding::parse(const std::string& text) {
   if (text.size() < 2 || text.front() != '[' || text.back() != ']')
-    TESSERA_THROW(ErrorKind::kParse, "bad sharding '" << text << "': expected [R,S(1),P]");
+    TESSERA_THROW(ErrorKind::kParse, "bad sharding '" << text << "': expected [R,S(1),S(1/4),P]");
   Sharding s;
   std::string body = text.substr(1, text.size() - 2);
   size_t pos = 0;
@@ -143,10 +153,17 @@ Sharding Sharding::parse(const std::string& text) {
     else if (item.size() > 3 && item.rfind("S(", 0) == 0 && item.back() == ')') {
       try {
         std::string digits = item.substr(2, item.size() - 3);
+        size_t slash = digits.find('/');
         size_t used = 0;
-        int64_t dim = std::stoll(digits, &used);
-        if (used != digits.size()) throw std::invalid_argument("trailing characters");
-        s.placements.push_back(Placement::shard(dim));
+        int64_t dim = std::stoll(digits.substr(0, slash), &used);
+        if (used != digits.substr(0, slash).size()) throw std::invalid_argument("trailing characters");
+        int64_t groups = 0;
+        if (slash != std::string::npos) {
+          std::string g = digits.substr(slash + 1);
+          groups = std::stoll(g, &used);
+          if (used != g.size() || groups < 2) throw std::invalid_argument("bad groups");
+        }
+        s.placements.push_back(Placement::shard_groups(dim, groups));
       } catch (const std::exception&) {
         TESSERA_THROW(ErrorKind::kParse, "bad placement '" << item << "' in sharding '" << text << "'");
       }
@@ -173,6 +190,7 @@ uint64_t Sharding::hash() const {
   for (const Placement& p : placements) {
     h = (h ^ static_cast<uint64_t>(p.kind)) * 1099511628211ull;
     h = (h ^ static_cast<uint64_t>(p.dim)) * 1099511628211ull;
+    h = (h ^ static_cast<uint64_t>(p.groups)) * 1099511628211ull;
   }
   return h;
 }

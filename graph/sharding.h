@@ -44,16 +44,33 @@ class DeviceMesh {
   std::vector<Axis> axes_;
 };
 
+// What one mesh axis does to a tensor. A shard may cover only part of the
+// axis (GSPMD's partial replication, Shardy's sub-axes): `groups` g, a
+// divisor of the axis size n with 1 < g < n, splits `dim` into g blocks over
+// the axis's major sub-axis and replicates each block over the minor one, so
+// the rank at coordinate c holds block c / (n / g). That is how tensor
+// parallelism over more ranks than a model has KV heads holds K and V
+// (Megatron-LM, vLLM): at n = 8 with 4 KV heads, ranks 2h and 2h+1 both hold
+// KV head h. groups = 0 splits over the whole axis (block c of n).
 struct Placement {
   enum class Kind : uint8_t { kReplicate, kShard, kPartial };
   Kind kind = Kind::kReplicate;
-  int64_t dim = 0;  // for kShard
+  int64_t dim = 0;     // for kShard
+  int64_t groups = 0;  // for kShard: 0, or the blocks of a partly replicated shard
 
-  static Placement replicate() { return {Kind::kReplicate, 0}; }
-  static Placement shard(int64_t dim) { return {Kind::kShard, dim}; }
-  static Placement partial() { return {Kind::kPartial, 0}; }
+  static Placement replicate() { return {Kind::kReplicate, 0, 0}; }
+  static Placement shard(int64_t dim) { return {Kind::kShard, dim, 0}; }
+  static Placement shard_groups(int64_t dim, int64_t groups) { return {Kind::kShard, dim, groups}; }
+  static Placement partial() { return {Kind::kPartial, 0, 0}; }
   bool is_shard() const { return kind == Kind::kShard; }
-  std::string str() const;  // "R", "S(1)", "P"
+  bool is_grouped() const { return kind == Kind::kShard && groups > 0; }
+  // The blocks `dim` is cut into on an axis of `axis_size` ranks (1 unless
+  // a shard), and the block the rank at `coord` holds.
+  int64_t blocks(int64_t axis_size) const { return kind != Kind::kShard ? 1 : groups > 0 ? groups : axis_size; }
+  int64_t block_of(int64_t coord, int64_t axis_size) const {
+    return kind != Kind::kShard ? 0 : coord / (axis_size / blocks(axis_size));
+  }
+  std::string str() const;  // "R", "S(1)", "S(1/4)" (dim 1 in 4 blocks), "P"
   bool operator==(const Placement&) const = default;
 };
 

@@ -34,12 +34,18 @@ bool major_dim(const DimMap& m, const std::vector<DimExpr>& dims, const Shape& s
 // Partial). nullopt when some tensor holds f where a dim shard cannot carry
 // it, or a sharded dim's reads disagree on their major factor (Softmax's
 // axis is read at the element and along the row).
-std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const DimMap& m, int f) {
+// `groups` > 0: the factor in that many blocks, each replicated over the
+// rest of the axis (a pass factor only: a Partial summed over a group's
+// replicas would count each block n/g times).
+std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const DimMap& m, int f, int64_t groups) {
   const Factor& fac = m.factors[static_cast<size_t>(f)];
   bool contracted = fac.kind != FactorKind::kPass;
+  if (contracted && groups > 0) return std::nullopt;
+  auto shard = [groups](int64_t d) { return Placement::shard_groups(d, groups); };
   AxisStrategy s;
   s.kind = Kind::kShardFactor;
   s.factor = f;
+  s.groups = groups;
   s.factor_kind = fac.kind;
   s.inputs.assign(n.inputs.size(), Placement::replicate());
   std::vector<int64_t> in_dim(n.inputs.size(), -2);  // -2: not read yet, -1: read without f
@@ -55,7 +61,7 @@ std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const Di
         if (d < 0 && r.bias && contracted) s.inputs[i] = Placement::partial();
       }
   for (size_t i = 0; i < n.inputs.size(); ++i)
-    if (in_dim[i] >= 0) s.inputs[i] = Placement::shard(in_dim[i]);
+    if (in_dim[i] >= 0) s.inputs[i] = shard(in_dim[i]);
   for (size_t o = 0; o < m.outputs.size(); ++o) {
     const TensorType& t = g.type(n.outputs[o]);
     if (contracted) {
@@ -71,7 +77,7 @@ std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const Di
       dim = d;
     }
     if (dim < 0) return std::nullopt;
-    s.outputs.push_back(Placement::shard(dim));
+    s.outputs.push_back(shard(dim));
   }
   // A pass factor no input holds is made by the op from its attributes
   // (Expand's broadcast dims, Tile's repeats): a rank makes its block only
@@ -80,7 +86,7 @@ std::optional<AxisStrategy> factor_split(const Graph& g, const Node& n, const Di
       !op_def(n.kind).localize)
     return std::nullopt;
   s.name = std::string(contracted ? "contract " : "shard ") + factor_kind_name(fac.kind) + " factor of size " +
-           std::to_string(fac.size);
+           std::to_string(fac.size) + (groups > 0 ? " in " + std::to_string(groups) + " groups" : "");
   return s;
 }
 
@@ -134,7 +140,8 @@ bool same_placements(const AxisStrategy& a, const AxisStrategy& b) {
 bool factors_divide(const DimMap& m, const DeviceMesh& mesh, const std::vector<const AxisStrategy*>& axes) {
   std::vector<int64_t> ways(m.factors.size(), 1);
   for (size_t a = 0; a < axes.size(); ++a)
-    if (axes[a]->kind == Kind::kShardFactor) ways[static_cast<size_t>(axes[a]->factor)] *= mesh.axes()[a].size;
+    if (axes[a]->kind == Kind::kShardFactor)
+      ways[static_cast<size_t>(axes[a]->factor)] *= axes[a]->groups > 0 ? axes[a]->groups : mesh.axes()[a].size;
   for (size_t f = 0; f < m.factors.size(); ++f)
     if (ways[f] > 1 && m.factors[f].size % ways[f] != 0) return false;
   return true;
@@ -189,7 +196,16 @@ std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t
   for (size_t f = 0; f < m.factors.size(); ++f) {
     const Factor& fac = m.factors[f];
     if (fac.kind == FactorKind::kReduce || fac.size < axis_size || fac.size % axis_size != 0) continue;
-    if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f))) out.push_back(std::move(*s));
+    if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f), 0)) out.push_back(std::move(*s));
+  }
+  for (int64_t groups = axis_size / 2; groups >= 2; --groups) {
+    if (axis_size % groups != 0) continue;
+    for (size_t f = 0; f < m.factors.size(); ++f) {
+      const Factor& fac = m.factors[f];
+      if (fac.kind != FactorKind::kPass || fac.size % groups != 0) continue;
+      if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f), groups))
+        out.push_back(std::move(*s));
+    }
   }
   for (AxisStrategy& s : partial_through(g, n, m)) out.push_back(std::move(s));
   if (def.explicit_strategies)
@@ -274,8 +290,9 @@ void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& 
     const Placement& p = sharding.placements[a];
     if (!p.is_shard()) continue;
     auto d = static_cast<size_t>(p.dim);
-    size[d] /= mesh.axes()[a].size;
-    offset[d] += c[a] * size[d];
+    int64_t n = mesh.axes()[a].size;
+    size[d] /= p.blocks(n);
+    offset[d] += p.block_of(c[a], n) * size[d];
   }
 }
 
@@ -343,7 +360,11 @@ Tensor unshard(const std::vector<Tensor>& blocks, const Sharding& sharding, cons
   for (int64_t rank = 0; rank < mesh.num_devices(); ++rank) {
     std::vector<int64_t> c = mesh.coords(rank);
     bool replica = false;  // another rank at coordinate 0 holds the same block
-    for (size_t a = 0; a < sharding.placements.size(); ++a) replica |= !sharding.placements[a].is_shard() && c[a] != 0;
+    for (size_t a = 0; a < sharding.placements.size(); ++a) {
+      const Placement& p = sharding.placements[a];
+      int64_t n = mesh.axes()[a].size;
+      replica |= !p.is_shard() ? c[a] != 0 : c[a] % (n / p.blocks(n)) != 0;
+    }
     if (replica) continue;
     std::vector<int64_t> off;
     Shape size;
@@ -378,7 +399,8 @@ Tensor unshard(const std::vector<Tensor>& blocks, const Sharding& sharding, cons
 Shape global_shape(const Sharding& sharding, const DeviceMesh& mesh, const Shape& local) {
   Shape g = local;
   for (size_t a = 0; a < sharding.placements.size(); ++a)
-    if (sharding.placements[a].is_shard()) g[static_cast<size_t>(sharding.placements[a].dim)] *= mesh.axes()[a].size;
+    if (sharding.placements[a].is_shard())
+      g[static_cast<size_t>(sharding.placements[a].dim)] *= sharding.placements[a].blocks(mesh.axes()[a].size);
   return g;
 }
 

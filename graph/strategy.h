@@ -39,6 +39,11 @@ struct AxisStrategy {
   };
   Kind kind = Kind::kReplicate;
   int factor = -1;                 // kShardFactor: the factor
+  // kShardFactor: 0 splits the factor over the whole axis; g (a divisor of
+  // the axis size) into g blocks, each computed by the n/g ranks of a group
+  // (Placement::groups): a pass factor the axis does not divide, a KV head
+  // that several ranks' query heads read.
+  int64_t groups = 0;
   FactorKind factor_kind = FactorKind::kPass;
   std::vector<Placement> inputs;   // per input slot (R for omitted inputs)
   std::vector<Placement> outputs;  // per output
@@ -56,8 +61,10 @@ struct Strategy {
 };
 
 // The choices for one mesh axis of `axis_size` ranks: the replicate fallback
-// first, then every factor split, Partial pass-through and explicit entry
-// that fits. Collectives have only the fallback (they are rank programs,
+// first, then every factor split (over the whole axis, then in groups: a
+// pass factor of size divisible by g, for each divisor 1 < g < n of the
+// axis size, split into g blocks each replicated over n/g ranks), Partial
+// pass-through and explicit entry that fits. Collectives have only the fallback (they are rank programs,
 // not global ops).
 std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t axis_size);
 

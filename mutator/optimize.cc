@@ -86,11 +86,21 @@ class Budget {
  public:
   Budget(Clock::time_point start, double total_s) : start_(start), total_s_(total_s) {}
   double take(double share) const { return std::max(0.05, (total_s_ - since(start_)) * share); }
+  // Its share of what is left, but at least `floor` of the whole: a stage
+  // that must not be starved by an earlier one's overrun (the sharding
+  // search after the rewrite search on a Llama-2-7B-shaped decoder at tp=4
+  // with --budget 60: 44 s of rewrite search and the import left it 0.05 s,
+  // the whole mesh never searched, attention kept whole).
+  double take_at_least(double share, double floor) const { return std::max(take(share), total_s_ * floor); }
 
  private:
   Clock::time_point start_;
   double total_s_;
 };
+
+// The least share of the whole budget the sharding search gets, whatever
+// the stages before it took.
+constexpr double kShardSearchFloor = 0.2;
 
 // The rewrite search on every rank's program at its local shapes (a rewrite
 // that pays on the whole tensor may not on a rank's block, and the
@@ -134,8 +144,10 @@ std::vector<ShardConstraint> annotations_on(Plan& p, const Graph& canonical, con
   }
 }
 
-// Carried pairs that no annotation places: the boundary sharding both ends
-// cross with is chosen here, among whole ([R]) and each sharding that a
+// Carried pairs that no annotation (nor the sharding search, which
+// chooses them among its moves) places: under annotations alone
+// (--no-shard-search) the boundary sharding both ends cross with is chosen
+// here, among whole ([R]) and each sharding that a
 // reader of the carried input can take it in (its strategies, graph/
 // strategy.h), by the predicted time of the partitioned plan, the one
 // already made first on ties. A cache split by heads then stays split from
@@ -220,9 +232,10 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
     so.specs = o.specs;
     so.rewrite = o.shard_rewrite;
     so.device_memory = o.device_memory;
-    so.budget_s = budget.take(shares.sharding);
+    so.budget_s = budget.take_at_least(shares.sharding, kShardSearchFloor);
     so.threads = o.threads;
     so.disabled_rules = rank_so.disabled_rules;
+    so.carry = p.carry;
     p.sharding_search = search_shardings(p.optimized, device, so);
     p.shard_searched = true;
     if (p.sharding_search.mesh.num_devices() == 1) return;  // one device: the plan found so far

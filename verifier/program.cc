@@ -15,8 +15,8 @@ std::vector<int64_t> block_offset(const DeviceMesh& mesh, const Sharding& s, con
     const Placement& p = s.placements[a];
     if (!p.is_shard()) continue;
     int64_t n = mesh.axes()[a].size;
-    size[p.dim] /= n;
-    offset[p.dim] += coords[a] * size[p.dim];
+    size[p.dim] /= p.blocks(n);
+    offset[p.dim] += p.block_of(coords[a], n) * size[p.dim];
   }
   return offset;
 }
@@ -57,7 +57,7 @@ TensorType global_type(const DeviceMesh& mesh, const Sharding& sharding, const T
     if (p.dim < 0 || p.dim >= t.rank())
       TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << sharding.str() << " names dim " << p.dim << " of "
                                                           << type_str(local));
-    t.shape[p.dim] *= mesh.axes()[a].size;
+    t.shape[p.dim] *= p.blocks(mesh.axes()[a].size);
   }
   sharding.validate(mesh, t);
   return t;
@@ -126,7 +126,9 @@ GlobalOutputs<T> Program::run(const std::vector<RefTensor<T>>& global_inputs) co
     programs.push_back(sp.per_rank.empty() ? &sp.local : &sp.per_rank[static_cast<size_t>(r)]);
   std::vector<std::vector<RefTensor<T>>> local_outputs = interpret_ranks<T>(programs, sp.mesh, local_inputs);
   // Gather: Shard axes place blocks, Partial axes sum, Replicate axes read
-  // coordinate 0 and must agree with the other coordinates.
+  // coordinate 0 and must agree with the other coordinates; a shard in
+  // groups reads the first rank of each group, and the group's other ranks
+  // must agree with it.
   for (size_t j = 0; j < output_types_.size(); ++j) {
     const Sharding& s = sp.output_shardings[j];
     RefTensor<T> global;
@@ -136,11 +138,17 @@ GlobalOutputs<T> Program::run(const std::vector<RefTensor<T>>& global_inputs) co
     for (int64_t r = 0; r < ranks; ++r) {
       std::vector<int64_t> c = sp.mesh.coords(r), c0 = c;
       bool replica = false;
-      for (size_t a = 0; a < s.placements.size(); ++a)
-        if (s.placements[a].kind == Placement::Kind::kReplicate && c[a] != 0) {
+      for (size_t a = 0; a < s.placements.size(); ++a) {
+        const Placement& p = s.placements[a];
+        int64_t group = p.is_shard() ? sp.mesh.axes()[a].size / p.blocks(sp.mesh.axes()[a].size) : 1;
+        if (p.kind == Placement::Kind::kReplicate && c[a] != 0) {
           c0[a] = 0;
           replica = true;
+        } else if (p.is_grouped() && c[a] % group != 0) {
+          c0[a] = c[a] - c[a] % group;
+          replica = true;
         }
+      }
       const RefTensor<T>& mine = local_outputs[r][j];
       std::vector<int64_t> off = block_offset(sp.mesh, s, global.type.shape, c);
       std::vector<int64_t> zero_off(off.size(), 0);

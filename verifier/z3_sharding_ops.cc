@@ -1,7 +1,8 @@
 // Proof obligations of the sharding strategies of ops whose dims map less
 // simply than a contraction's: Reshape carrying a shard, row-wise Softmax and
 // LayerNorm, the vocab-parallel Gather, ScatterElements split on a dim it
-// does not write, and the shardings of a convolution.
+// does not write, grouped-query attention with KV heads held in groups, and
+// the shardings of a convolution.
 // As in z3_sharding.cc, one side is the ranks' local programs plus the
 // collective, the other the global op, and a wrong twin keeps the axiom
 // instances of its correct twin that stay true.
@@ -352,6 +353,35 @@ z3::expr conv_groups(Enc& e, int n, bool wrong) {
   return z3::implies(e.in_range(p, e.num(n) * Gl), gathered == conv3(e, Cg, weight(W, p), o, L, group(X, p)));
 }
 
+// Grouped-query attention over more ranks than KV heads (Megatron-LM,
+// vLLM): G = n / m KV heads, each read by the m * Hl query heads of m
+// ranks. Q [H, E] sharded on heads (H = n * Hl), K [G, T] held in G groups
+// (S(0/G): the strategies' shard in groups), rank r holding KV head r / m,
+// which each of its query heads reads (the local repeat_kv):
+//   AllGather_0(f(Q_r[hl, i], K_r[0, j]))[g*m*Hl + q, i, j] = f(Q[g*m*Hl + q, i], K[g, j])
+// for every KV head g and q in [0, m * Hl): global query head h reads KV
+// head h / (m * Hl), as repeat_kv's Expand and Reshape have it.
+// `wrong`: rank r given KV head r % G (the groups dealt out cyclically).
+z3::expr grouped_kv_heads(Enc& e, int n, int m, bool wrong) {
+  int G = n / m;
+  z3::expr Hl = e.dim("Hl"), E = e.dim("E"), T = e.dim("T");
+  z3::func_decl Q = e.tensor("Q", 2), K = e.tensor("K", 2);
+  z3::func_decl f = e.real_fn("f", 2);
+  auto Qs = blocks(e, Q, "Q", 0, n, Hl);
+  auto Ks = blocks(e, K, "K", 0, G, e.num(1));
+  z3::expr q = e.index("q"), i = e.index("i"), j = e.index("j");
+  z3::expr claim = e.ctx().bool_val(true);
+  for (int g = 0; g < G; ++g) {
+    z3::expr p = g == 0 ? q : e.num(g * m) * Hl + q;
+    z3::expr gathered = all_gather(e, n, Hl, p, [&](int r, const z3::expr& hl) {
+      return f(Qs[static_cast<size_t>(r)](hl, i), Ks[static_cast<size_t>(wrong ? r % G : r / m)](e.num(0), j));
+    });
+    claim = claim && z3::implies(e.in_range(q, e.num(m) * Hl) && e.in_range(i, E) && e.in_range(j, T),
+                                 gathered == f(Q(p, i), K(e.num(g), j)));
+  }
+  return claim;
+}
+
 z3::expr conv(Enc& e, int n, ConvShard how, bool wrong) {
   switch (how) {
     case ConvShard::kBatch: return conv_batch(e, n, wrong);
@@ -381,6 +411,10 @@ std::vector<Obligation> op_sharding_obligations() {
                      "AllGather_0(ScatterElements_1(X[block r, :], I[block r, :], U[block r, :])) = "
                      "ScatterElements_1(X, I, U), 2 updates a row",
                      [](Enc& e, int n) { return scatter_elements(e, n, false); });
+  add_per_rank_count(v, "shard-grouped-kv-heads", 1,
+                     "AllGather_0(f(Q[heads block r], K[KV head r / 2])) = f(Q, repeat_kv(K)), n / 2 KV heads "
+                     "each held by 2 ranks",
+                     [](Enc& e, int n) { return grouped_kv_heads(e, n, 2, false); });
   add_per_rank_count(v, "shard-conv-batch", 1, "AllGather_0(Conv(X[block r], W)) = Conv(X, W)",
                      [](Enc& e, int n) { return conv(e, n, ConvShard::kBatch, false); });
   add_per_rank_count(v, "shard-conv-out-channels", 1, "AllGather_0(Conv(X, W[block r]) + B[block r]) = Conv(X, W) + B",
@@ -411,6 +445,10 @@ std::vector<Obligation> wrong_op_sharding_obligations() {
       wrong("wrong-scatter-elements-written-axis-local-indices",
             "AllGather_0(ScatterElements_0(X[block r], I, U)) = ScatterElements_0(X, I, U), indices read as local",
             [](Enc& e) { return scatter_elements(e, 2, true); }),
+      wrong("wrong-grouped-kv-heads-cyclic",
+            "AllGather_0(f(Q[heads block r], K[KV head r % 2])) = f(Q, repeat_kv(K)) on 4 ranks: a rank given "
+            "another group's KV head",
+            [](Enc& e) { return grouped_kv_heads(e, 4, 2, true); }),
       wrong("wrong-conv-spatial-no-halo", "AllGather_1(Conv(X[:, block r], W)) = Conv(X, W) without halo",
             [](Enc& e) { return conv(e, 2, ConvShard::kBatch, true); }),
       wrong("wrong-conv-out-channels-bias-unsliced", "AllGather_0(Conv(X, W[block r]) + B[local]) = Conv(X, W) + B",

@@ -32,11 +32,12 @@ bytes by offset. A model written in bf16 with the same --seed holds the f32
 model's weights rounded to bf16 (round to nearest even).
 
 Usage: generate_large.py --shape tinyllama-1.1b [--dtype f32|bf16]
-                         [--past 127 | --static-cache L] [--seed 0] --out DIR
+                         [--past 127 | --static-cache L] [--seed 0] [--layers N] --out DIR
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -78,6 +79,12 @@ class Shape:
 # The configurations of the public checkpoints (their config.json).
 SHAPES = {
     "tiny": Shape(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=160, vocab=512),
+    # Small decoders of the structure of the public ones, for plans made in
+    # seconds: 16 query heads over 4 KV heads (TinyLlama's ratio and KV head
+    # count, so tp=8 has more ranks than KV heads), and Llama-2-7B's
+    # multi-head attention at a small hidden size.
+    "gqa-small": Shape(layers=2, hidden=256, heads=16, kv_heads=4, intermediate=688, vocab=1024),
+    "mha-small": Shape(layers=2, hidden=512, heads=8, kv_heads=8, intermediate=1376, vocab=1024),
     "tinyllama-1.1b": Shape(layers=22, hidden=2048, heads=32, kv_heads=4, intermediate=5632, vocab=32000),
     "llama2-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=32, intermediate=11008, vocab=32000),
     "mistral-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, vocab=32000),
@@ -290,6 +297,8 @@ def main() -> int:
                         help="a fixed-length cache of L positions written in place at cache_position "
                              "(the form `tessera generate` loops over) instead of --past")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layers", type=int, default=0,
+                        help="layers instead of the checkpoint's (the same layer shape, fewer of them: plans in seconds)")
     parser.add_argument("--out", required=True, help="folder for model.onnx and model.onnx.data")
     args = parser.parse_args()
     if args.past < 0:
@@ -297,6 +306,10 @@ def main() -> int:
     if args.static_cache < 0:
         parser.error("--static-cache must be at least 1")
     s = SHAPES[args.shape]
+    if args.layers < 0:
+        parser.error("--layers must be at least 1")
+    if args.layers:
+        s = dataclasses.replace(s, layers=args.layers)
     model = build(args.out, s, args.dtype, args.past, args.seed, args.static_cache)
     path = os.path.join(args.out, "model.onnx")
     onnx.save_model(model, path)

@@ -134,7 +134,7 @@ class Propagation {
     double ways = 1;
     for (size_t a = 0; a < s.axes.size(); ++a)
       if (s.axes[a].kind == AxisStrategy::Kind::kShardFactor || s.axes[a].kind == AxisStrategy::Kind::kExplicit)
-        ways *= static_cast<double>(mesh_.axes()[a].size);
+        ways *= static_cast<double>(s.axes[a].groups > 0 ? s.axes[a].groups : mesh_.axes()[a].size);
     double bytes = 0;
     for (ValueId v : node.inputs)
       if (v != kNoValue) bytes += static_cast<double>(g_.type(v).nbytes());

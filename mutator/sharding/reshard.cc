@@ -11,10 +11,11 @@ namespace {
 using Kind = ReshardStep::Kind;
 
 // Per tensor dim, the mesh axes that split it, major first (the nesting).
-std::vector<int> axes_of(const Sharding& s, int64_t dim) {
+std::vector<int> axes_of(const Sharding& s, int64_t dim, bool grouped = false) {
   std::vector<int> v;
   for (size_t a = 0; a < s.placements.size(); ++a)
-    if (s.placements[a] == Placement::shard(dim)) v.push_back(static_cast<int>(a));
+    if (s.placements[a] == Placement::shard(dim) || (grouped && s.placements[a].is_shard() && s.placements[a].dim == dim))
+      v.push_back(static_cast<int>(a));
   return v;
 }
 
@@ -63,18 +64,28 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
     // A split that stays but sits under a changed major split must be redone.
     bool renest = f.is_shard() && holds(changed_axes(from, to, f.dim, true), a);
     if (f == t && !renest) continue;
+    int64_t n = mesh.axes()[k].size;
+    // A shard in groups refined to smaller blocks of the same dim: each
+    // rank cuts its block from the one it holds.
+    if (f.is_shard() && t.is_shard() && f.dim == t.dim && (f.groups || t.groups) && t.blocks(n) > f.blocks(n) &&
+        t.blocks(n) % f.blocks(n) == 0 && only(axes_of(to, t.dim, true), a)) {
+      give.push_back({Kind::kSlice, a, t.dim, -1, f.blocks(n), t.blocks(n), 0});
+      continue;
+    }
+    bool grouped = f.is_grouped() || t.is_grouped();
     bool done = false;  // the split of `t` happened with the removal
     if (f.is_shard()) {
       // Directly only when nothing else on either dim must be undone first.
-      if (t.is_shard() && t.dim != f.dim && only(changed_axes(from, to, f.dim, true), a) &&
+      if (!grouped && t.is_shard() && t.dim != f.dim && only(changed_axes(from, to, f.dim, true), a) &&
           only(changed_axes(from, to, t.dim, false), a) && changed_axes(from, to, t.dim, true).empty()) {
         take.push_back({Kind::kAllToAll, a, f.dim, t.dim});
         done = true;
       } else {
-        take.push_back({Kind::kAllGather, a, f.dim, -1});
+        take.push_back({Kind::kAllGather, a, f.dim, -1, 1, 0, f.groups});
       }
     } else if (f.kind == Placement::Kind::kPartial) {
-      if (t.is_shard() && only(changed_axes(from, to, t.dim, false), a) && changed_axes(from, to, t.dim, true).empty()) {
+      if (!grouped && t.is_shard() && only(changed_axes(from, to, t.dim, false), a) &&
+          changed_axes(from, to, t.dim, true).empty()) {
         take.push_back({Kind::kReduceScatter, a, t.dim, -1});
         done = true;
       } else {
@@ -82,7 +93,7 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
       }
     }
     if (done) continue;
-    if (t.is_shard()) give.push_back({Kind::kSlice, a, t.dim, -1});
+    if (t.is_shard()) give.push_back({Kind::kSlice, a, t.dim, -1, 1, t.blocks(n), 0});
     if (t.kind == Placement::Kind::kPartial) give.push_back({Kind::kKeepOnFirst, a, -1, -1});
   }
   std::reverse(give.begin(), give.end());  // major axes first
@@ -104,10 +115,34 @@ ValueId emit_reshard(Graph& local, ValueId v, const Sharding& from, const Shardi
       a.set("group_size", axis.size);
     }
     switch (s.kind) {
-      case Kind::kAllGather:
+      case Kind::kAllGather: {
         a.set("axis", s.dim);
+        Shape block = local.type(v).shape;
         v = local.add(OpKind::kAllGather, {v}, a, step_name(name, i, "all_gather"));
+        if (s.groups == 0) break;
+        // Ranks of a group sent the same block: [.., g, n/g, b, ..], keep
+        // copy 0 of each block.
+        auto d = static_cast<size_t>(s.dim);
+        Shape split(block.begin(), block.begin() + static_cast<int64_t>(d));
+        split.push_back(s.groups);
+        split.push_back(axis.size / s.groups);
+        split.insert(split.end(), block.begin() + static_cast<int64_t>(d), block.end());
+        Attrs shape;
+        shape.set("shape", split);
+        v = local.add(OpKind::kReshape, {v}, shape, step_name(name, i, "group_copies"));
+        Attrs one;
+        one.set("starts", std::vector<int64_t>{0});
+        one.set("ends", std::vector<int64_t>{1});
+        one.set("axes", std::vector<int64_t>{s.dim + 1});
+        one.set("steps", std::vector<int64_t>{1});
+        v = local.add(OpKind::kSlice, {v}, one, step_name(name, i, "one_copy"));
+        Shape whole = block;
+        whole[d] *= s.groups;
+        Attrs back;
+        back.set("shape", whole);
+        v = local.add(OpKind::kReshape, {v}, back, step_name(name, i, "gathered"));
         break;
+      }
       case Kind::kAllReduce:
         v = local.add(OpKind::kAllReduce, {v}, a, step_name(name, i, "all_reduce"));
         break;
@@ -121,8 +156,12 @@ ValueId emit_reshard(Graph& local, ValueId v, const Sharding& from, const Shardi
         v = local.add(OpKind::kAllToAll, {v}, a, step_name(name, i, "all_to_all"));
         break;
       case Kind::kSlice: {
-        int64_t size = local.type(v).shape[static_cast<size_t>(s.dim)] / axis.size;
-        int64_t start = coords[static_cast<size_t>(s.axis)] * size;
+        // The rank's block of to_blocks lies inside its block of
+        // from_blocks, at this index among to/from parts.
+        int64_t parts = s.to_blocks / s.from_blocks;
+        int64_t size = local.type(v).shape[static_cast<size_t>(s.dim)] / parts;
+        int64_t c = coords[static_cast<size_t>(s.axis)];
+        int64_t start = (c / (axis.size / s.to_blocks)) % parts * size;
         a.set("starts", std::vector<int64_t>{start});
         a.set("ends", std::vector<int64_t>{start + size});
         a.set("axes", std::vector<int64_t>{s.dim});

@@ -6,6 +6,11 @@
 //   P -> S  ReduceScatter      S(i) -> S(j)  AllToAll  R -> P  keep on coordinate 0, zero elsewhere
 //   S -> P  AllGather, then keep on coordinate 0
 //
+// A shard in groups (Placement::groups, g blocks over n ranks) is cut from
+// R or refined into smaller blocks (S(d/g) -> S(d), S(d/2) -> S(d/4)) by a
+// local Slice; it is gathered by an AllGather over the whole axis, which
+// brings each block n/g times, followed by a Slice that keeps one copy.
+//
 // Steps that take a shard or a partial away run first, minor mesh axes
 // first (a dim split over two axes nests the minor axis inside the major
 // one, so gathering the minor axis first leaves the major axis's blocks
@@ -28,6 +33,11 @@ struct ReshardStep {
   int axis = 0;          // the mesh axis
   int64_t dim = -1;      // AllGather: the dim gathered; ReduceScatter, Slice: the dim split; AllToAll: the dim gathered
   int64_t to_dim = -1;   // AllToAll: the dim split
+  // Slice: the rank's block of `from_blocks` is cut into its block of
+  // `to_blocks` (1 and n: R -> S); AllGather: the blocks of a shard in
+  // groups (0: a shard over the whole axis).
+  int64_t from_blocks = 1, to_blocks = 0;
+  int64_t groups = 0;
 };
 const char* reshard_step_name(ReshardStep::Kind k);
 

@@ -42,8 +42,9 @@ std::string gb(int64_t bytes) {
   return buf;
 }
 
-// Pin a weight role, or reduce a role of Partial values there.
-enum class DecisionKind { kPinWeight, kReduceAt };
+// Pin a weight role, reduce a role of Partial values there, or choose how
+// carried state crosses the boundary (both ends of each pair alike).
+enum class DecisionKind { kPinWeight, kReduceAt, kCarry };
 
 // One decision: a role and the shardings it may be pinned to (index 0 of
 // the state is "not pinned").
@@ -73,10 +74,12 @@ bool better(const Eval& a, const Eval& b) {
 class MeshSearch {
  public:
   MeshSearch(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
-             const std::vector<ShardConstraint>& fixed, int64_t memory, int threads, Clock::time_point deadline)
+             const std::vector<ShardConstraint>& fixed, const std::vector<std::pair<ValueId, ValueId>>& carried,
+             int64_t memory, int threads, Clock::time_point deadline)
       : g_(g), mesh_(mesh), device_(device), fixed_(fixed), memory_(memory), threads_(threads), deadline_(deadline),
         table_(strategy_table(g, mesh)), model_(g, mesh, device) {
     for (const ShardConstraint& c : fixed) annotated_.insert(c.value);
+    add_carry_decisions(carried);
     weight_roles_ = weight_roles(g);
     for (size_t r = 0; r < weight_roles_.size(); ++r) {
       const Role& role = weight_roles_[r];
@@ -150,15 +153,64 @@ class MeshSearch {
   }
   const Role& role_of(size_t d) const {
     const Decision& dec = decisions_[d];
-    return dec.kind == DecisionKind::kPinWeight ? weight_roles_[static_cast<size_t>(dec.role)]
-                                                   : value_roles_[static_cast<size_t>(dec.role)];
+    auto r = static_cast<size_t>(dec.role);
+    return dec.kind == DecisionKind::kPinWeight ? weight_roles_[r]
+           : dec.kind == DecisionKind::kCarry   ? carry_roles_[r]
+                                                : value_roles_[r];
+  }
+
+  // Carried pairs (output, input) no constraint places, grouped by type
+  // (every layer's key cache is one decision): each offered whole (the
+  // decision unpinned) or crossing as a sharding that a reader of the
+  // input takes it in, split and not Partial, at both ends. The state then
+  // stays on the ranks from one step to the next, and the step is priced so.
+  void add_carry_decisions(const std::vector<std::pair<ValueId, ValueId>>& carried) {
+    std::vector<std::vector<NodeId>> users = g_.users();
+    std::map<std::string, size_t> by_type;
+    for (const auto& [out, in] : carried) {
+      if (annotated_.count(out) || annotated_.count(in) || users[static_cast<size_t>(in)].empty()) continue;
+      std::string key = type_str(g_.type(in));
+      auto it = by_type.find(key);
+      if (it == by_type.end()) {
+        it = by_type.emplace(key, carry_roles_.size()).first;
+        Role role;
+        role.reader = users[static_cast<size_t>(in)][0];
+        const Node& rn = g_.node(role.reader);
+        role.slot = static_cast<int>(std::find(rn.inputs.begin(), rn.inputs.end(), in) - rn.inputs.begin());
+        role.label = "carried " + g_.value(out).name + "=" + g_.value(in).name;
+        carry_roles_.push_back(std::move(role));
+        carry_options_.emplace_back();
+      }
+      Role& role = carry_roles_[it->second];
+      role.values.push_back(out);
+      role.values.push_back(in);
+      std::vector<Sharding>& opts = carry_options_[it->second];
+      for (NodeId u : users[static_cast<size_t>(in)]) {
+        const Node& node = g_.node(u);
+        for (const Strategy& st : table_[static_cast<size_t>(u)])
+          for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+            if (node.inputs[slot] != in) continue;
+            const Sharding& sh = st.inputs[slot];
+            bool split = std::any_of(sh.placements.begin(), sh.placements.end(), [](const Placement& p) { return p.is_shard(); });
+            bool partial = std::any_of(sh.placements.begin(), sh.placements.end(),
+                                       [](const Placement& p) { return p.kind == Placement::Kind::kPartial; });
+            if (split && !partial && std::find(opts.begin(), opts.end(), sh) == opts.end()) opts.push_back(sh);
+          }
+      }
+    }
+    for (size_t r = 0; r < carry_roles_.size(); ++r) {
+      Role& role = carry_roles_[r];
+      if (role.values.size() > 2) role.label += " (x" + std::to_string(role.values.size() / 2) + ")";
+      if (!carry_options_[r].empty())
+        decisions_.push_back({DecisionKind::kCarry, static_cast<int>(r), std::move(carry_options_[r]), true});
+    }
   }
 
   std::string describe_move(size_t d, int option) const {
     const Decision& dec = decisions_[d];
     const Role& role = role_of(d);
     const Sharding& s = dec.options[static_cast<size_t>(option - 1)];
-    std::string what = dec.kind == DecisionKind::kPinWeight ? "pin " : "reduce ";
+    std::string what = dec.kind == DecisionKind::kPinWeight ? "pin " : dec.kind == DecisionKind::kCarry ? "carry " : "reduce ";
     return what + role.label + " (" + g_.value(role.values[0]).name + (role.values.size() > 1 ? ", ..." : "") +
            ") to " + s.str();
   }
@@ -169,7 +221,7 @@ class MeshSearch {
       if (state[d] == 0) continue;
       const Sharding& s = decisions_[d].options[static_cast<size_t>(state[d] - 1)];
       std::string origin = with_origin ? "search: " + describe_move(d, state[d]) : "";
-      for (ValueId v : role_of(d).values) out.push_back({v, s, origin});
+      for (ValueId v : role_of(d).values) out.push_back({v, s, origin, decisions_[d].kind == DecisionKind::kCarry});
     }
     return out;
   }
@@ -197,7 +249,7 @@ class MeshSearch {
         bool changes = false;
         for (size_t d : group) {
           const std::vector<Sharding>& opts = decisions_[d].options;
-          auto it = std::find(opts.begin(), opts.end(), want);
+          auto it = closest(opts, want);
           if (it == opts.end()) {
             m.clear();
             break;
@@ -210,6 +262,32 @@ class MeshSearch {
       }
     }
     return moves;
+  }
+
+  // `want` among `opts`, or where a sibling's dim is too small for the
+  // axis (4 KV heads beside 16 query heads on 8 ranks), the same split in
+  // the most groups that `opts` has: Megatron's and vLLM's replicated KV
+  // heads beside the query heads' split.
+  static std::vector<Sharding>::const_iterator closest(const std::vector<Sharding>& opts, const Sharding& want) {
+    auto it = std::find(opts.begin(), opts.end(), want);
+    if (it != opts.end()) return it;
+    auto best = opts.end();
+    for (auto o = opts.begin(); o != opts.end(); ++o) {
+      bool like = o->placements.size() == want.placements.size();
+      int64_t blocks = 1;
+      for (size_t a = 0; like && a < want.placements.size(); ++a) {
+        const Placement &p = o->placements[a], &w = want.placements[a];
+        like = p.kind == w.kind && p.dim == w.dim && (p == w || (p.is_grouped() && !w.is_grouped()));
+        blocks *= p.groups;
+      }
+      if (like && (best == opts.end() || blocks > [&] {
+            int64_t b = 1;
+            for (const Placement& p : best->placements) b *= p.groups;
+            return b;
+          }()))
+        best = o;
+    }
+    return best;
   }
 
   std::string describe(const Move& m) const {
@@ -238,7 +316,25 @@ class MeshSearch {
           }
           std::vector<int> s = state;
           for (const auto& [d, o] : moves[k]) s[d] = o;
-          results[k] = evaluate_threadsafe(s);
+          if (moves[k].size() == 1) {
+            results[k] = evaluate_threadsafe(s);
+            continue;
+          }
+          // A sibling move, and the same move completed: Q, K and V split
+          // by heads pay only with the output projection and the carried
+          // cache split alike, which no single move reaches from here.
+          ShardedGraph sg;
+          results[k] = evaluate_threadsafe(s, &sg);
+          if (!results[k].ok) continue;
+          Move more = completion(s, sg);
+          if (more.empty()) continue;
+          std::vector<int> c = s;
+          for (const auto& [d, o] : more) c[d] = o;
+          Eval e = evaluate_threadsafe(c);
+          if (better(e, results[k])) {
+            moves[k].insert(moves[k].end(), more.begin(), more.end());
+            results[k] = e;
+          }
         }
       };
       std::vector<std::thread> pool;
@@ -279,12 +375,32 @@ class MeshSearch {
       if (group.size() > 1) siblings_.push_back(group);
   }
 
-  Eval evaluate_threadsafe(const std::vector<int>& state) {
+  // The unpinned weight and carry decisions that the propagation of `sg`
+  // (from `state`) already placed as one of their options: pinned so, they
+  // hold what the move's split asked of them (a row split of the output
+  // projection after a head split, a cache split by the heads that write it).
+  Move completion(const std::vector<int>& state, const ShardedGraph& sg) const {
+    Move m;
+    for (size_t d = 0; d < decisions_.size(); ++d) {
+      const Decision& dec = decisions_[d];
+      if (state[d] != 0 || dec.kind == DecisionKind::kReduceAt) continue;
+      const Role& role = role_of(d);
+      const Sharding& placed = dec.kind == DecisionKind::kCarry
+                                   ? sg.values[static_cast<size_t>(role.values[0])]
+                                   : sg.nodes[static_cast<size_t>(role.reader)].inputs[static_cast<size_t>(role.slot)];
+      auto it = std::find(dec.options.begin(), dec.options.end(), placed);
+      if (it != dec.options.end()) m.push_back({d, static_cast<int>(it - dec.options.begin()) + 1});
+    }
+    return m;
+  }
+
+  Eval evaluate_threadsafe(const std::vector<int>& state, ShardedGraph* out = nullptr) {
     Eval e;
     evaluations_.fetch_add(1);
     try {
       ShardedGraph s = propagate(g_, mesh_, constraints(state, false), device_, &table_);
       e.cost = model_(s);
+      if (out) *out = s;
       e.ok = true;
       e.excess = std::max<int64_t>(0, e.cost.memory_bytes() - memory_);
     } catch (const Error&) {
@@ -340,7 +456,8 @@ class MeshSearch {
   StrategyTable table_;
   ShardedCostModel model_;
   std::set<ValueId> annotated_;
-  std::vector<Role> weight_roles_, value_roles_;
+  std::vector<Role> weight_roles_, value_roles_, carry_roles_;
+  std::vector<std::vector<Sharding>> carry_options_;
   std::vector<Decision> decisions_;
   std::vector<std::vector<size_t>> siblings_;
   std::vector<std::string> taken_;
@@ -560,7 +677,13 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
       if (!fixed) continue;
       // A rank's share of the host where ranks share one (CPUs).
       const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
-      MeshSearch s(variants[v].graph, mesh, rank_device, *fixed, r.device_memory, threads, deadline);
+      // Carried pairs by name on this graph (a rewrite keeps the boundary's names).
+      std::vector<std::pair<ValueId, ValueId>> carried;
+      for (const CarryPair& c : options.carry) {
+        std::optional<ValueId> out = variants[v].graph.find_value(c.output), in = variants[v].graph.find_value(c.input);
+        if (out && in) carried.emplace_back(*out, *in);
+      }
+      MeshSearch s(variants[v].graph, mesh, rank_device, *fixed, carried, r.device_memory, threads, deadline);
       if (r.roles == 0) {
         r.roles = s.weight_decisions();
         for (const Role& role : s.weight_roles_list()) r.weights_in_roles += static_cast<int64_t>(role.values.size());

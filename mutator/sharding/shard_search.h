@@ -9,6 +9,10 @@
 //     ReduceScatter it along a dim (S(d): sequence parallelism over the
 //     LayerNorm and element-wise region that follows, ended by the
 //     AllGather the next column-parallel product asks for);
+//   - carry state (--carry) across the boundary as blocks: both ends of
+//     each pair of one type at once (every layer's key cache), in a
+//     sharding a reader of the input takes, so the cache stays on the
+//     ranks between steps instead of being gathered and cut again;
 //   - a rewrite of the graph that sharding can use (split-merged-projection:
 //     GPT-2's merged QKV projection as three, so that each is split by
 //     heads), compared with the graph as it is under the same cost.
@@ -39,6 +43,7 @@
 
 #include "cost/device_profile.h"
 #include "cost/plan_cost.h"
+#include "mutator/carry.h"
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/propagate.h"
 
@@ -76,6 +81,11 @@ struct ShardSearchOptions {
   // Rules the user turned off (--disable-rule): mesh rules among them are
   // not tried.
   std::set<std::string> disabled_rules;
+  // Carried state (--carry): outputs that feed inputs at the next step. A
+  // pair no constraint places is a decision of the search: how both ends
+  // cross the boundary (whole, or split as a reader of the input takes it),
+  // priced with the state staying on the ranks.
+  std::vector<CarryPair> carry;
 };
 
 // One point of the degree curve.

@@ -33,8 +33,13 @@ Assembled assemble(const std::vector<Tensor>& locals, const Sharding& s, const D
   Assembled out{Tensor(global.dtype, global.shape)};
   for (int64_t r = 0; r < mesh.num_devices(); ++r) {
     std::vector<int64_t> c = mesh.coords(r), c0 = c;
-    for (size_t a = 0; a < s.placements.size(); ++a)
-      if (s.placements[a].kind == Placement::Kind::kReplicate) c0[a] = 0;
+    for (size_t a = 0; a < s.placements.size(); ++a) {
+      const Placement& p = s.placements[a];
+      int64_t n = mesh.axes()[a].size;
+      if (p.kind == Placement::Kind::kReplicate) c0[a] = 0;
+      // A shard in groups: the group's first rank holds the block.
+      if (p.is_grouped()) c0[a] = c[a] - c[a] % (n / p.groups);
+    }
     const Tensor& mine = locals[static_cast<size_t>(r)];
     std::vector<int64_t> off;
     Shape size;

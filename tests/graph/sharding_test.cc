@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
+#include "graph/strategy.h"
 #include "tests/graph/op_test_util.h"
 
 namespace tessera {
@@ -120,6 +121,42 @@ TEST(ShardingTest, LocalShape) {
   EXPECT_EQ(Sharding::parse("[S(0),S(1)]").local_shape(m, {8, 12}), (Shape{4, 3}));
   EXPECT_EQ(Sharding::parse("[S(1),S(1)]").local_shape(m, {8, 16}), (Shape{8, 2}));
   EXPECT_EQ(Sharding::parse("[R,P]").local_shape(m, {8, 12}), (Shape{8, 12}));
+}
+
+// A shard in groups: dim 1 in 4 blocks over 8 ranks, each block held by
+// 2 ranks (rank r holds block r / 2), as KV heads replicated over tp=8.
+TEST(ShardingTest, ShardInGroups) {
+  DeviceMesh m = DeviceMesh::parse("tp=8");
+  Sharding s = Sharding::parse("[S(1/4)]");
+  EXPECT_EQ(s.placements[0], Placement::shard_groups(1, 4));
+  EXPECT_EQ(s.str(), "[S(1/4)]");
+  EXPECT_NE(s.hash(), Sharding::parse("[S(1)]").hash());
+  EXPECT_FALSE(s == Sharding::parse("[S(1)]"));
+  TensorType cache{DType::kF32, {1, 4, 64, 16}};
+  s.validate(m, cache);
+  EXPECT_EQ(s.local_shape(m, cache.shape), (Shape{1, 1, 64, 16}));
+  for (int64_t r = 0; r < 8; ++r) {
+    std::vector<int64_t> off;
+    Shape size;
+    local_block(m, s, cache.shape, r, off, size);
+    EXPECT_EQ(off[1], r / 2) << r;
+    EXPECT_EQ(size, (Shape{1, 1, 64, 16}));
+  }
+  // The blocks of every rank give the tensor back; the second rank of each
+  // group is a replica.
+  Tensor whole = Tensor::from_doubles(DType::kF32, {2, 4}, {0, 1, 2, 3, 4, 5, 6, 7});
+  std::vector<Tensor> blocks;
+  for (int64_t r = 0; r < 8; ++r) blocks.push_back(shard_of(whole, s, m, r));
+  EXPECT_EQ(blocks[5].to_doubles(), (std::vector<double>{2, 6}));
+  EXPECT_EQ(unshard(blocks, s, m, {2, 4}).to_doubles(), whole.to_doubles());
+  // The groups divide the axis, leave two or more ranks a group, and do not
+  // share a dim with another axis.
+  for (const char* bad : {"[S(1/3)]", "[S(1/8)]"})
+    EXPECT_EQ(error_of([&] { Sharding::parse(bad).validate(m, cache); }).kind(), ErrorKind::kInvalidGraph) << bad;
+  EXPECT_THROW(Sharding::parse("[S(1/4)]").validate(m, TensorType{DType::kF32, {1, 6, 64, 16}}), Error);
+  DeviceMesh two = DeviceMesh::parse("dp=2,tp=4");
+  EXPECT_THROW(Sharding::parse("[S(1),S(1/2)]").validate(two, TensorType{DType::kF32, {1, 8}}), Error);
+  EXPECT_EQ(error_of([] { Sharding::parse("[S(1/1)]"); }).kind(), ErrorKind::kParse);
 }
 
 }  // namespace

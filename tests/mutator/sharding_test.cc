@@ -156,6 +156,47 @@ TEST(Reshard, EveryPairMovesTheData) {
   EXPECT_EQ(pairs, 16 + 16 + 15 * 15);
 }
 
+// Shards in groups on tp=4 (2 blocks, each on 2 ranks): every move to and
+// from them, refined by a local slice or gathered with one copy of each
+// block kept, gives each rank its block.
+TEST(Reshard, ShardsInGroupsMoveTheData) {
+  DeviceMesh mesh = DeviceMesh::parse("tp=4");
+  TensorType t{DType::kF32, {12, 6}};
+  std::vector<Sharding> all;
+  for (const char* s : {"[R]", "[P]", "[S(0)]", "[S(0/2)]", "[S(1/2)]"}) all.push_back(Sharding::parse(s));
+  Tensor x = ramp(t, 3);
+  int gathers = 0;
+  for (const Sharding& from : all)
+    for (const Sharding& to : all) {
+      std::vector<Graph> ranks;
+      std::vector<std::vector<RefTensor<double>>> ins;
+      for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+        Graph g;
+        Tensor mine = shard_of(x, from, mesh, r);
+        ValueId in = g.add_input("x", mine.type());
+        g.set_outputs({emit_reshard(g, in, from, to, t, mesh, r, "x")});
+        if (g.outputs()[0] == in) g.set_outputs({g.add(OpKind::kIdentity, {in})});
+        for (NodeId n = 0; n < g.num_nodes(); ++n) gathers += g.node(n).kind == OpKind::kAllGather && r == 0;
+        ranks.push_back(std::move(g));
+        ins.push_back({to_ref<double>(mine)});
+      }
+      std::vector<const Graph*> graphs;
+      for (const Graph& g : ranks) graphs.push_back(&g);
+      std::vector<Tensor> locals;
+      for (auto& o : interpret_ranks<double>(graphs, mesh, ins)) locals.push_back(from_ref<double>(o[0]));
+      tessera::testing::Assembled a = tessera::testing::assemble(locals, to, mesh, t);
+      EXPECT_TRUE(a.replicas_agree) << from.str() << " -> " << to.str();
+      EXPECT_LE(tessera::testing::relative_error(a.value, x), 1e-6) << from.str() << " -> " << to.str();
+    }
+  // A refinement (S(0/2) -> S(0)) and a cut (R -> S(0/2)) are local.
+  EXPECT_EQ(reshard_steps(Sharding::parse("[S(0/2)]"), Sharding::parse("[S(0)]"), mesh).size(), 1u);
+  EXPECT_EQ(reshard_steps(Sharding::parse("[S(0/2)]"), Sharding::parse("[S(0)]"), mesh)[0].kind,
+            ReshardStep::Kind::kSlice);
+  EXPECT_EQ(reshard_steps(Sharding::parse("[R]"), Sharding::parse("[S(0/2)]"), mesh)[0].kind,
+            ReshardStep::Kind::kSlice);
+  EXPECT_GT(gathers, 0);
+}
+
 TEST(Reshard, CollectivesArePricedConstantsAreFree) {
   DeviceMesh tp = DeviceMesh::parse("tp=4");
   TensorType t{DType::kF32, {1024, 1024}};

@@ -6,7 +6,11 @@ carried and sharded by KV heads:
 
 - the ids equal one device's and ONNX Runtime's greedy loop, as threads and
   under a real mpirun (time-bounded), on 2 ranks and on 4 (more ranks than
-  KV heads: the cache is then whole on every rank);
+  KV heads), with Megatron's K and V split, and with the KV heads held in
+  groups of 2 ranks (S(1/2)): then no rank gathers K or V and each holds
+  one KV head of the cache;
+- under the sharding search, with no annotation on the caches, the search
+  chooses to carry them split by KV heads;
 - each step moves no KV bytes: the rank files' only collectives are the
   formula's 2 AllReduces of the hidden size per layer;
 - each rank's cache inputs and outputs are 1/tp of the cache;
@@ -83,9 +87,9 @@ class Generate(unittest.TestCase):
         cls.model = os.path.join(cls.dir, "llama_static_step", "model.onnx")
         megatron = [a for s in MEGATRON for a in ("--shard", s)]
 
-        def optimize(out, *extra):
+        def optimize(out, *extra, annotations=megatron):
             args = [TESSERA, "optimize", cls.model, "-o", out, "--no-calibrate", "--budget", "10",
-                    "--carry", CARRY, *megatron, *extra]
+                    "--carry", CARRY, *annotations, *extra]
             r = subprocess.run(args, capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
             return out
@@ -98,9 +102,19 @@ class Generate(unittest.TestCase):
         # No annotation on the caches: the plan chooses how carried state
         # crosses its boundary (by predicted time), from the weights' split.
         cls.chosen_plan = optimize(os.path.join(cls.dir, "chosen"), "--mesh", "tp=2", "--no-shard-search")
-        # tp=4 over 2 KV heads: more ranks than KV heads, the cache whole
-        # on every rank (the new token's K and V gathered).
+        # tp=4 over 2 KV heads with Megatron's K and V split [S(1)] (within
+        # heads at tp=4), the caches' boundary chosen after propagation.
         cls.tp4_plan = optimize(os.path.join(cls.dir, "tp4"), "--mesh", "tp=4", "--no-shard-search")
+        # tp=4 over 2 KV heads with the K and V projections and the caches
+        # in 2 groups (S(d/2)): each KV head held by 2 ranks, as Megatron-LM
+        # and vLLM replicate KV heads; nothing gathered.
+        grouped = [a for s in MEGATRON if "/k/" not in s and "/v/" not in s for a in ("--shard", s)]
+        grouped += ["--shard", "*/k/MatMul:in1=[S(1/2)]", "--shard", "*/v/MatMul:in1=[S(1/2)]"]
+        cls.tp4_grouped = optimize(os.path.join(cls.dir, "tp4g"), "--mesh", "tp=4", "--no-shard-search",
+                                   "--shard", "past_key_values.*=[S(1/2)]", annotations=grouped)
+        # The sharding search with Megatron's weights and no annotation on
+        # the caches: the caches' boundary is one of its decisions.
+        cls.searched_carry = optimize(os.path.join(cls.dir, "searched"), "--mesh", "tp=2")
 
     @classmethod
     def tearDownClass(cls):
@@ -174,6 +188,44 @@ class Generate(unittest.TestCase):
         self.assertEqual(self.generate([], self.tp4_plan), one)
         mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
         self.assertEqual(self.generate(mpi, self.tp4_plan), one)
+
+    def test_kv_heads_in_groups_on_four_ranks(self):
+        one = self.generate([], self.model, "--carry", CARRY)
+        self.assertEqual(self.generate([], self.tp4_grouped), one)
+        mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+        self.assertEqual(self.generate(mpi, self.tp4_grouped), one)
+        import json
+        with open(os.path.join(self.tp4_grouped, "plan.json")) as f:
+            j = json.load(f)
+        self.assertEqual(j["sharding"]["outputs"]["present.0.key"], "[S(1/2)]")
+        for r in range(4):
+            model = onnx.load(os.path.join(self.tp4_grouped, f"rank{r}.onnx"), load_external_data=False)
+            kinds = [n.op_type for n in model.graph.node if n.domain == "tessera"]
+            # No AllGather of K or V: the formula's AllReduces only.
+            self.assertEqual(kinds, ["AllReduce"] * (2 * LAYERS), r)
+            for edge in (model.graph.input, model.graph.output):
+                for v in edge:
+                    if v.name.startswith(("past_key_values", "present")):
+                        # 1/kv_heads of the cache: one KV head of two.
+                        self.assertEqual([d.dim_value for d in v.type.tensor_type.shape.dim],
+                                         [1, 1, MAX_LEN, HEAD_DIM], v.name)
+
+    def test_the_search_chooses_the_carried_boundary(self):
+        import json
+        with open(os.path.join(self.searched_carry, "plan.json")) as f:
+            j = json.load(f)
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
+                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        # No KV bytes move: no collective reads a cache-length tensor.
+        model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.searched_carry, "rank0.onnx")))
+        shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+                  for v in list(model.graph.value_info) + list(model.graph.input)}
+        for n in model.graph.node:
+            if n.domain == "tessera":
+                self.assertNotIn(MAX_LEN, shapes[n.input[0]], n.name)
+        self.assertEqual(self.generate([], self.searched_carry), self.generate([], self.model, "--carry", CARRY))
 
     def test_a_vocab_parallel_head_gathers_no_logits(self):
         model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.vocab_plan, "rank0.onnx")))

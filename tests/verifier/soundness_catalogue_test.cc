@@ -284,6 +284,7 @@ TEST(Catalogue, WrongShardingsAreCatalogued) {
            "wrong-all-gather-block-order",           // gather with the blocks in the wrong order
            "wrong-all-to-all-chunk",                 // AllToAll with the wrong chunk
            "wrong-scatter-elements-written-axis-local-indices",  // a KV cache split along the axis written
+           "wrong-grouped-kv-heads-cyclic",          // a rank given another group's KV head
        })
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
 }
