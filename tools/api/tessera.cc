@@ -24,6 +24,7 @@ ImportOptions import_options(const LoadOptions& options) {
   import.input_shapes = options.input_shapes;
   import.allow_unused_inputs = options.allow_unused_inputs;
   import.initializers_as_constants = options.initializers_as_constants;
+  import.progress = options.progress;
   return import;
 }
 
