@@ -88,8 +88,8 @@ void check_plan_folder(const std::string& dir) {
       auto want = files[name]["bytes"].get<int64_t>();
       auto got = static_cast<int64_t>(fs::file_size(path, ec));
       if (!ec && got != want)
-        refuse(path, "is " + std::to_string(got) + " bytes, plan.json records " + std::to_string(want) +
-                         ": the file was truncated or changed after the plan was written");
+        refuse(path, "does not match the plan (" + std::to_string(got) + " bytes, plan.json records " +
+                         std::to_string(want) + "): the file was truncated or changed after the plan was written");
     }
     std::string want = files[name]["sha256"].get<std::string>();
     std::string got = sha256_file_hex(path.string());
