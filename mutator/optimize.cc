@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -289,6 +290,7 @@ namespace {
 verifier::EndToEndReport check_plan(const Plan& p, const OptimizeOptions& o) {
   verifier::EndToEndOptions check;
   check.seed = o.seed ^ 0x5eed;
+  check.progress = o.progress;
   check.trials = check_trials(p.original);
   check.given_inputs = o.check_inputs;
   check.input_ranges = o.input_ranges;
@@ -419,7 +421,8 @@ Plan optimize(const Graph& g, const OptimizeOptions& given) {
   so.threads = options.threads;
   so.disabled_rules = disabled;
   so.partial = options.partial;
-  so.progress = options.progress;
+  if (options.progress)
+    so.progress = [&](double f) { options.progress({"searching", "", std::llround(f * 100), 100, false}); };
   plan.search = search(work, so);
   plan.optimized = std::move(plan.search.graph);
   plan.search.graph = Graph();

@@ -15,6 +15,7 @@
 
 #include "cost/graph_cost.h"
 #include "graph/graph.h"
+#include "graph/progress.h"
 #include "mutator/canonicalize.h"
 #include "mutator/carry.h"
 #include "mutator/plan_files.h"
@@ -36,7 +37,9 @@ struct OptimizeOptions {
   // Validated: unknown names throw Error(kUsage). Mesh rules among them are
   // not tried by the sharding search either.
   std::vector<std::string> disabled_rules;
-  std::function<void(double)> progress;
+  // Long work under way: "searching" (percent of the rewrite search's
+  // subprograms), then "checking" (input sets).
+  ProgressFn progress;
   // Seconds of the budget the caller needs once optimize returns (measuring
   // both graphs, writing the files): the search leaves them free so that the
   // whole run stays within budget_s.

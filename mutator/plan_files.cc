@@ -72,13 +72,26 @@ void check_plan_folder(const std::string& dir) {
                      "); write the plan again with `tessera optimize`");
   if (!j.contains("files") || !j["files"].is_object()) refuse(plan, "the plan lists no \"files\" with their SHA-256");
   const nlohmann::json& files = j["files"];
-  for (const std::string& name : needed_files(j, plan)) {
+  std::vector<std::string> names = needed_files(j, plan);
+  // A program's external data, where plan.json lists it (plans written
+  // since the digests were taken while writing; older ones list none).
+  for (size_t k = 0, n = names.size(); k < n; ++k)
+    if (files.contains(names[k] + ".data")) names.push_back(names[k] + ".data");
+  for (const std::string& name : names) {
     fs::path path = fs::path(dir) / name;
     if (!files.contains(name) || !files[name].is_object() || !files[name].contains("sha256") ||
         !files[name]["sha256"].is_string())
       refuse(plan, "the plan lists no SHA-256 for " + name);
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) refuse(path, "missing; plan.json lists it as one of the plan's files");
+    // The size first: a truncated file is named as one without reading it.
+    if (files[name].contains("bytes") && files[name]["bytes"].is_number_integer()) {
+      auto want = files[name]["bytes"].get<int64_t>();
+      auto got = static_cast<int64_t>(fs::file_size(path, ec));
+      if (!ec && got != want)
+        refuse(path, "does not match the plan (" + std::to_string(got) + " bytes, plan.json records " +
+                         std::to_string(want) + "): the file was truncated or changed after the plan was written");
+    }
     std::string want = files[name]["sha256"].get<std::string>();
     std::string got = sha256_file_hex(path.string());
     if (got != want)

@@ -1,6 +1,7 @@
 // A plan folder's contract: plan.json names its format version and, for
 // every program file it lists (model.onnx, or rank<i>.onnx for a mesh), the
-// file's size and SHA-256. `tessera run` checks both before it loads
+// file's size and SHA-256, and so for each program's external data
+// (rank<i>.onnx.data) where it has one. `tessera run` checks both before it loads
 // anything, so a folder whose files were edited, swapped or lost after
 // `tessera optimize` wrote it is refused instead of run. The schema of
 // plan.json is docs/plan.schema.json.
@@ -51,8 +52,9 @@ bool has_plan_json(const std::string& path);
 
 // Checks the plan folder `dir` against its plan.json: a known
 // format_version, the program files the plan's form needs (model.onnx, or
-// rank<i>.onnx for each rank) listed under "files", present, and with the
-// size and SHA-256 recorded there. Throws Error(kParse) naming plan.json or
+// rank<i>.onnx for each rank) and the external data (NAME.onnx.data) that
+// "files" lists for them, present, and with the size and SHA-256 recorded
+// there. Throws Error(kParse) naming plan.json or
 // the file that does not match, in one line.
 void check_plan_folder(const std::string& dir);
 

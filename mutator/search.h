@@ -2,9 +2,11 @@
 // rules and mutants rewrite lives between them); each subprogram gets a
 // best-first search with alpha relaxation over Mutations (TASO): candidates
 // costing less than alpha times the best so far are expanded, duplicates are
-// dropped by structural hash confirmed by equality, every accepted mutation
-// is verified, and every candidate is costed with the cost model. The best
-// program of each subprogram is spliced back.
+// dropped by structural hash confirmed by equality, every candidate is
+// costed with the cost model, and every mutation of a program that is kept
+// is verified: when the program is chosen (only where it saves min_gain),
+// or, for a mutant that may need corrections, before it is expanded. The
+// best program of each subprogram is spliced back.
 //
 // Deterministic for a seed: subprograms are searched in parallel but each
 // search depends only on its subprogram and the seed, and results are

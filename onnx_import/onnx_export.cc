@@ -16,6 +16,7 @@
 
 #include "graph/error.h"
 #include "graph/permute.h"
+#include "graph/sha256.h"
 #include "onnx/onnx_pb.h"
 #include "onnx_import/resize_attrs.h"
 #include "onnx_import/tensor_proto.h"
@@ -531,20 +532,25 @@ void write_file_atomic(const std::string& path, const std::string& what,
 // time straight from its storage (a mapped weight is read where it is
 // mapped), and points their protos at them.
 void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializer>& deferred,
-                    const std::string& path) {
+                    const std::string& path, const std::function<void(int64_t)>& wrote, const ExportOptions& options) {
   std::string data_name = fs::path(path).filename().string() + ".data";
+  Sha256 sha;
+  int64_t offset = 0;
   write_file_atomic((fs::path(path).parent_path() / data_name).string(), "external data", [&](std::ofstream& out) {
-    int64_t offset = 0;
+    auto put = [&](const void* p, int64_t n) {
+      out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+      if (options.digest) sha.update(p, static_cast<size_t>(n));
+    };
     for (const DeferredInitializer& d : deferred) {
       static const char kZeros[64] = {};
       int64_t pad = -offset & 63;  // aligned for mmap
-      out.write(kZeros, static_cast<std::streamsize>(pad));
+      put(kZeros, pad);
       offset += pad;
       int64_t n = d.tensor.nbytes();
       // Read once: a mapped weight's pages, a rank's made block, leave memory once written.
-      d.tensor.read_once(
-          [&](const uint8_t* p) { out.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n)); });
+      d.tensor.read_once([&](const uint8_t* p) { put(p, n); });
       d.tensor.drop_mapped_pages();  // made bytes an earlier reader kept
+      wrote(n);
       onnx::TensorProto& t = *model.mutable_graph()->mutable_initializer(d.index);
       t.set_data_location(onnx::TensorProto::EXTERNAL);
       for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
@@ -557,6 +563,7 @@ void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializ
       offset += n;
     }
   });
+  if (options.digest) options.digest(data_name, sha.hex_digest(), offset);
 }
 
 }  // namespace
@@ -566,10 +573,16 @@ onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options) { ret
 void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions& options) {
   std::vector<DeferredInitializer> deferred;
   onnx::ModelProto model = Exporter(g, options, &deferred).run();
-  int64_t bytes = static_cast<int64_t>(model.ByteSizeLong());
-  for (const DeferredInitializer& d : deferred) bytes += d.tensor.nbytes();
+  int64_t bytes = static_cast<int64_t>(model.ByteSizeLong()), weights = 0;
+  for (const DeferredInitializer& d : deferred) weights += d.tensor.nbytes();
+  bytes += weights;
+  int64_t done = 0;
+  auto wrote = [&](int64_t n) {
+    done += n;
+    if (options.written) options.written(done, weights);
+  };
   if (bytes > options.external_data_above) {
-    write_external(model, deferred, path);
+    write_external(model, deferred, path, wrote, options);
   } else {
     // Read once: a rank's made block is not kept beside its copy in the
     // proto (Llama-2-7B on tp=8: 1.7 GB rank files, inline, kept 9 GB).
@@ -579,6 +592,7 @@ void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions
                                                                            static_cast<size_t>(d.tensor.nbytes()));
       });
       d.tensor.drop_mapped_pages();
+      wrote(d.tensor.nbytes());
     }
   }
   std::string serialized;
@@ -586,6 +600,8 @@ void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions
   write_file_atomic(path, "the model", [&](std::ofstream& out) {
     out.write(serialized.data(), static_cast<std::streamsize>(serialized.size()));
   });
+  if (options.digest)
+    options.digest(fs::path(path).filename().string(), sha256_hex(serialized), static_cast<int64_t>(serialized.size()));
 }
 
 }  // namespace tessera

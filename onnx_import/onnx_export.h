@@ -1,6 +1,7 @@
 // Graph -> ONNX: a ModelProto that onnx.checker accepts and ONNX Runtime runs.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "graph/graph.h"
@@ -20,6 +21,14 @@ struct ExportOptions {
   // is written with its initializers of 1 KiB or more in `PATH.data` beside
   // it, streamed one tensor at a time from the graph's constants.
   int64_t external_data_above = int64_t{1800} << 20;
+  // save_onnx_file: called as the weights are written (bytes done, bytes in
+  // all), for a progress bar.
+  std::function<void(int64_t, int64_t)> written;
+  // save_onnx_file: called once per file written (the model, and PATH.data
+  // where there is one) with its name in the folder, the SHA-256 of its
+  // bytes, hashed as they were written, and its size: what plan.json records
+  // without reading the files again.
+  std::function<void(const std::string& file, const std::string& sha256, int64_t bytes)> digest;
 };
 
 onnx::ModelProto export_onnx(const Graph& g, const ExportOptions& options = {});

@@ -13,6 +13,7 @@
 #include "graph/error.h"
 #include "graph/memory_limit.h"
 #include "onnx/onnx_pb.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "onnx_import/if_branch.h"
 #include "onnx_import/node_importer.h"
 #include "onnx_import/tensor_proto.h"
@@ -416,6 +417,33 @@ Graph import_model(const onnx::ModelProto& model, const ImportOptions& options, 
   return graph;
 }
 
+// A file read for protobuf that reports the bytes read so far.
+class ReportingInput : public google::protobuf::io::CopyingInputStream {
+ public:
+  ReportingInput(std::istream& in, int64_t total, const ProgressFn& progress)
+      : in_(in), total_(total), progress_(progress) {}
+  int Read(void* buffer, int size) override {
+    in_.read(static_cast<char*>(buffer), size);
+    auto n = static_cast<int>(in_.gcount());
+    if (n == 0) return in_.bad() ? -1 : 0;
+    done_ += n;
+    progress_({"loading", "", done_, total_, true});
+    return n;
+  }
+
+ private:
+  std::istream& in_;
+  int64_t total_, done_ = 0;
+  const ProgressFn& progress_;
+};
+
+bool parse_model(std::ifstream& in, int64_t size, const ProgressFn& progress, onnx::ModelProto& model) {
+  if (!progress) return model.ParseFromIstream(&in);
+  ReportingInput reporting(in, size, progress);
+  google::protobuf::io::CopyingInputStreamAdaptor stream(&reporting, 4 << 20);
+  return model.ParseFromZeroCopyStream(&stream);
+}
+
 }  // namespace
 
 Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
@@ -431,7 +459,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   onnx::ModelProto model;
   std::string why;
   if (size == 0) why = "the file is empty";
-  else if (!model.ParseFromIstream(&in)) why = in.bad() ? "read failed" : "protobuf parse failed: truncated or not a ModelProto";
+  else if (!parse_model(in, static_cast<int64_t>(size), options.progress, model)) why = in.bad() ? "read failed" : "protobuf parse failed: truncated or not a ModelProto";
   else if (!model.has_graph() || model.opset_import_size() == 0) why = "no graph or no opset_import";
   if (!why.empty()) TESSERA_THROW(ErrorKind::kParse, path << ": not a valid ONNX model (" << why << ")");
   fs::path dir = fs::path(path).parent_path();

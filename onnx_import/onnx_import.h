@@ -8,6 +8,7 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "graph/progress.h"
 
 namespace onnx {
 class ModelProto;
@@ -39,6 +40,8 @@ struct ImportOptions {
   // lets a caller override; it is refused unless the user asks for it to be
   // folded as a constant.
   bool initializers_as_constants = false;
+  // import_onnx_file: called as the file is read ("loading", bytes).
+  ProgressFn progress;
 };
 
 // Parses "name=1x3x224x224" into options.input_shapes; throws Error(kUsage).

@@ -98,7 +98,9 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
   for (const IntRange& b : ranges) bounds.emplace_back(b.lo, b.hi);
   r.given = static_cast<int>(o.given_inputs.size());
   SplitMix rng(o.seed);
-  for (int t = 0; t < o.trials + r.given; ++t) {
+  const int sets = o.trials + r.given;
+  for (int t = 0; t < sets; ++t) {
+    if (o.progress) o.progress({"checking", "set " + std::to_string(t + 1) + "/" + std::to_string(sets), t, sets, false});
     std::vector<RefTensor<float>> in;
     if (t < o.trials) {
       in = random_inputs<float>(original.input_types(), rng, &bounds);
@@ -140,6 +142,7 @@ EndToEndReport check_end_to_end(const Program& original, const Program& candidat
       }
     }
   }
+  if (o.progress) o.progress({"checking", "set " + std::to_string(sets) + "/" + std::to_string(sets), sets, sets, false});
   r.passed = r.mismatches == 0;
   if (!r.passed) r.detail = std::to_string(r.mismatches) + " positions out of tolerance, first at " + r.detail;
   return r;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/progress.h"
 #include "graph/tensor.h"
 #include "verifier/input_ranges.h"
 #include "verifier/program.h"
@@ -52,6 +53,8 @@ struct EndToEndOptions {
   // 0.10, so a 25% error in a weight still fails. f32 models keep the floor
   // (eps <= 1e-5 for K < 10^7). A wrong program differs by the values.
   bool from_precision = true;
+  // Called before each input set: "checking", "set k/N".
+  ProgressFn progress;
 };
 
 // The tolerance `o` gives for comparisons against `original`, and the rule's

@@ -46,11 +46,21 @@ DimSplits constant_splits(const RefTensor<Zp>& r, int64_t cap) {
   Builder b(shape, cap);
   std::vector<int64_t> strides = shape_strides(shape);
   auto at = [&](int64_t i) { return r.is_num() ? r.num[static_cast<size_t>(i)].v : static_cast<uint64_t>(r.ints[static_cast<size_t>(i)]); };
-  for (size_t d = 0; d < shape.size(); ++d)
-    for (int64_t i = 0; i < r.numel(); ++i) {
-      int64_t pos = (i / strides[d]) % shape[d];
-      if (pos > 0 && at(i) != at(i - strides[d])) b.add(d, pos);
+  // Position pos of dim d splits when any element there differs from its
+  // neighbour at pos - 1: the scan of a position stops at its first
+  // difference, so random weights cost one comparison per position, not
+  // per element (GPT-2's 768x2304 projection: 3.5M set insertions, a
+  // third of a fold-scale-into-weights test, before).
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t stride = strides[d], outer = r.numel() / std::max<int64_t>(1, shape[d] * stride);
+    for (int64_t pos = 1; pos < shape[d]; ++pos) {
+      bool differs = false;
+      for (int64_t o = 0; o < outer && !differs; ++o)
+        for (int64_t i = (o * shape[d] + pos) * stride, end = i + stride; i < end && !differs; ++i)
+          differs = at(i) != at(i - stride);
+      if (differs) b.add(d, pos);
     }
+  }
   return b.done();
 }
 

@@ -11,7 +11,9 @@
 #include <thread>
 #include <unistd.h>
 
+#include "graph/sha256.h"
 #include "mutator/plan_files.h"
+#include "onnx_import/onnx_export.h"
 #include "mutator/rules/rule.h"
 #include "tools/api/tessera.h"
 
@@ -90,6 +92,59 @@ TEST(ApiPlan, SaveWritesExactlyWhatThePlanHolds) {
   EXPECT_EQ(std::distance(fs::directory_iterator(other), fs::directory_iterator()), 1);
   fs::remove_all(dir);
   fs::remove_all(other);
+}
+
+// A program with external data: its .data file's digest is taken as it is
+// written, plan.json lists it, and a truncated or edited .data file is
+// refused in one line naming it, before anything is loaded.
+TEST(ApiPlan, ExternalDataIsRecordedAndACutDataFileIsRefusedInOneLine) {
+  Graph g = load(kExamples + "/tiny_cnn.onnx");
+  fs::path dir = scratch("external");
+  fs::create_directories(dir);
+  ExportOptions options;
+  options.external_data_above = 0;  // every initializer of 1 KiB or more to model.onnx.data
+  std::vector<mutator::PlanFile> files;
+  options.digest = [&](const std::string& f, const std::string& sha, int64_t bytes) { files.push_back({f, sha, bytes}); };
+  save_onnx_file(g, (dir / "model.onnx").string(), options);
+  const fs::path data = dir / "model.onnx.data";
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].name, "model.onnx.data");
+  EXPECT_EQ(files[1].name, "model.onnx");
+  for (const mutator::PlanFile& f : files) {
+    EXPECT_EQ(f.sha256, sha256_file_hex((dir / f.name).string())) << f.name << ": hashed as written";
+    EXPECT_EQ(f.bytes, static_cast<int64_t>(fs::file_size(dir / f.name))) << f.name;
+  }
+  ASSERT_GT(files[0].bytes, 1024);
+  std::ofstream(dir / "plan.json") << mutator::with_plan_files(
+      "{\"format_version\": " + std::to_string(mutator::kPlanFormatVersion) + "}", files);
+  mutator::check_plan_folder(dir.string());
+  std::vector<Tensor> inputs = random_inputs(g, 3);
+  EXPECT_EQ(max_diff(run(load(dir.string()), inputs), run(g, inputs)), 0.0);
+
+  auto refusal = [&] {
+    try {
+      load(dir.string());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kParse);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // One byte changed in place: the digest differs.
+  std::string bytes = read_file(data);
+  bytes[bytes.size() / 2] ^= 1;
+  std::ofstream(data, std::ios::binary | std::ios::trunc) << bytes;
+  std::string edited = refusal();
+  EXPECT_NE(edited.find("model.onnx.data"), std::string::npos) << edited;
+  EXPECT_NE(edited.find("does not match the plan"), std::string::npos) << edited;
+  EXPECT_EQ(edited.find('\n'), std::string::npos) << edited;
+  // Cut short: named by its size, without hashing it.
+  fs::resize_file(data, fs::file_size(data) - 100);
+  std::string cut = refusal();
+  EXPECT_NE(cut.find("model.onnx.data"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("truncated"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find('\n'), std::string::npos) << cut;
+  fs::remove_all(dir);
 }
 
 TEST(ApiPlan, OptimizeToAFolderRefusesABadOneBeforeSearching) {

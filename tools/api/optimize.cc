@@ -122,21 +122,30 @@ std::vector<std::string> Plan::files() const {
   return f;
 }
 
-void Plan::save(const std::string& dir) const {
+void Plan::save(const std::string& dir, const ProgressFn& progress) const {
   fs::path dest = destination(dir);
   write_folder(dest, [&](const fs::path& tmp) {
-    std::vector<std::string> programs;
+    // Every file written, with the digest of its bytes as they were
+    // written: the programs and their external data (rank<i>.onnx.data).
+    std::vector<mutator::PlanFile> files;
+    // "writing rank 3/4  0.9/1.1 GB": the bytes of the file under way.
+    auto write = [&](const Graph& g, const std::string& name, const std::string& item) {
+      ExportOptions options;
+      if (progress) options.written = [&](int64_t done, int64_t total) { progress({"writing", item, done, total, true}); };
+      options.digest = [&](const std::string& file, const std::string& sha256, int64_t bytes) {
+        files.push_back({file, sha256, bytes});
+      };
+      save_onnx_file(g, (tmp / name).string(), options);
+    };
     if (is_mesh()) {
-      for (size_t r = 0; r < ranks.size(); ++r) {
-        programs.push_back(mutator::rank_file(static_cast<int64_t>(r)));
-        export_onnx(ranks[r], (tmp / programs.back()).string());
-      }
+      for (size_t r = 0; r < ranks.size(); ++r)
+        write(ranks[r], mutator::rank_file(static_cast<int64_t>(r)),
+              "rank " + std::to_string(r + 1) + "/" + std::to_string(ranks.size()));
     } else {
-      programs.push_back("model.onnx");
-      export_onnx(model, (tmp / programs.back()).string());
+      write(model, "model.onnx", "");
     }
     // plan.json records each program file's size and digest as written.
-    write_text(tmp / "plan.json", mutator::with_plan_files(plan_json, mutator::describe_plan_files(tmp.string(), programs)));
+    write_text(tmp / "plan.json", mutator::with_plan_files(plan_json, files));
     write_text(tmp / "report.json", report_json);
     write_text(tmp / "report.txt", report_text);
     write_text(tmp / "report.html", report_html);
@@ -261,7 +270,7 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
 OptimizeSummary optimize(const Graph& g, const std::string& out_dir, const OptimizeConfig& config) {
   fs::path dest = destination(out_dir);
   Plan plan = optimize(g, config);
-  plan.save(dest.string());
+  plan.save(dest.string(), config.progress);
   OptimizeSummary s = std::move(plan.summary);
   s.out_dir = dest.string();
   return s;

@@ -25,6 +25,7 @@ ImportOptions import_options(const LoadOptions& options) {
   import.input_values = options.input_values;
   import.allow_unused_inputs = options.allow_unused_inputs;
   import.initializers_as_constants = options.initializers_as_constants;
+  import.progress = options.progress;
   return import;
 }
 

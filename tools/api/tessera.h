@@ -18,6 +18,7 @@
 
 #include "graph/error.h"
 #include "graph/graph.h"
+#include "graph/progress.h"
 #include "graph/tensor.h"
 
 namespace tessera::api {
@@ -27,6 +28,7 @@ struct LoadOptions {
   std::map<std::string, std::string> input_values;  // fixes inputs to constants (ImportOptions)
   bool allow_unused_inputs = false;           // ImportOptions
   bool initializers_as_constants = false;     // ImportOptions
+  ProgressFn progress;                        // ImportOptions: "loading", bytes read
 };
 
 // Imports an ONNX model file. Throws tessera::Error naming file, node and op.
@@ -178,7 +180,9 @@ struct OptimizeConfig {
   // 0.2 s of runs, at most 100) and report the gain.
   bool measure = true;
   int measure_runs = 5;
-  std::function<void(double)> progress;  // search progress in [0, 1]
+  // Long work under way: searching, checking, then writing (Plan::save's
+  // bytes per rank file), for a progress bar; called on the calling thread.
+  ProgressFn progress;
   // Seconds of budget_s already spent before optimize() (loading the model):
   // the budget covers the whole command.
   double spent_s = 0;
@@ -282,7 +286,7 @@ struct Plan {
   // half-written. Throws Error(kUsage) for a dir that exists and is neither
   // empty nor a previous plan folder (which it replaces), Error(kIo) when
   // writing fails.
-  void save(const std::string& dir) const;
+  void save(const std::string& dir, const ProgressFn& progress = {}) const;
 };
 
 // Optimizes g in memory: canonicalization, the search, the end-to-end check

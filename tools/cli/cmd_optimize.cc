@@ -17,6 +17,7 @@
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/cost_calibration.h"
+#include "tools/cli/progress_bar.h"
 
 namespace tessera::cli {
 
@@ -37,15 +38,6 @@ struct OptimizeFlags {
   std::string device_memory;
   api::OptimizeConfig config;
 };
-
-// A one-line bar redrawn in place; only on a terminal.
-void draw_progress(double fraction) {
-  int width = 30, filled = static_cast<int>(fraction * width);
-  std::fprintf(stderr, "\rsearching [%s%s] %3d%%", std::string(filled, '#').c_str(),
-               std::string(width - filled, '.').c_str(), static_cast<int>(fraction * 100));
-  if (fraction >= 1.0) std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-}
 
 }  // namespace
 
@@ -110,11 +102,15 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.partial = !flags->no_partial;
     flags->config.shard_search = !flags->no_shard_search;
     flags->config.measure = !flags->no_measure;
-    if (::isatty(STDERR_FILENO)) flags->config.progress = draw_progress;
-    auto start = std::chrono::steady_clock::now();
+    // Loading, searching, checking and writing on one line of stderr, on a terminal only.
+    ProgressBar bar(stderr, ::isatty(STDERR_FILENO));
+    flags->config.progress = bar.callback();
     api::LoadOptions load = load_options(flags->load);
+    load.progress = bar.callback();
+    auto start = std::chrono::steady_clock::now();
     flags->config.input_values = load.input_values;
     Graph g = api::load(flags->model, load);
+    bar.clear();
     flags->config.check_inputs = test_data_sets(flags->model, g);
     if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -122,6 +118,7 @@ Action add_optimize_command(CLI::App& app) {
     // off the budget's clock: a first-use calibration is not search time.
     if (flags->config.device == "cpu") prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
+    bar.clear();
     std::cout << s.report_text;
     std::string files;
     for (const std::string& f : s.files) files += f + ", ";
