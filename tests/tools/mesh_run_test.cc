@@ -566,18 +566,25 @@ TEST(MeshRunStaticCacheTest, KvHeadSplitCacheMatchesSingleDevice) {
   fs::remove_all(dir);
 }
 
-// A session over the static-cache step planned for tp=2 with the caches
-// carried and split by KV heads: step after step its outputs are one
-// device's session's, each rank holds its half of the caches (its blocks,
-// kept between steps), and the state assembled is one device's.
-TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
-  Graph g = static_cache_attention();
+// static_cache_attention planned for tp=2 with its caches carried and
+// split by KV heads.
+api::OptimizeConfig carried_cache_config() {
   api::OptimizeConfig c;
   c.budget_s = 5;
   c.measure = false;
   c.mesh = "tp=2";
   c.shards = {"past_*=[S(1)]"};
   c.carry = {"present_*=past_*"};
+  return c;
+}
+
+// A session over the static-cache step planned for tp=2 with the caches
+// carried and split by KV heads: step after step its outputs are one
+// device's session's, each rank holds its half of the caches (its blocks,
+// kept between steps), and the state assembled is one device's.
+TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
+  Graph g = static_cache_attention();
+  api::OptimizeConfig c = carried_cache_config();
   api::Plan mesh = api::optimize(g, c);
   ASSERT_TRUE(mesh.is_mesh());
   ASSERT_EQ(mesh.carry.size(), 2u);
@@ -634,12 +641,7 @@ TEST(SessionTest, CarriedCacheStaysSplitAndMatchesOneDevice) {
 // the caller across a step is a snapshot: that step writes a copy.
 TEST(SessionTest, CarriedCacheIsWrittenInPlaceOnEveryRank) {
   Graph g = static_cache_attention();
-  api::OptimizeConfig c;
-  c.budget_s = 5;
-  c.measure = false;
-  c.mesh = "tp=2";
-  c.shards = {"past_*=[S(1)]"};
-  c.carry = {"present_*=past_*"};
+  api::OptimizeConfig c = carried_cache_config();
   api::Plan mesh = api::optimize(g, c);
   api::OptimizeConfig one_c = c;
   one_c.mesh = "";
