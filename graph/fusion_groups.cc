@@ -131,7 +131,10 @@ bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out) {
   if (root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm) {
     const Shape& as = g.type(root.inputs[0]).shape;
     if (!as.empty()) reduce = root.kind == OpKind::kGemm && root.attrs.i("transA") != 0 ? as[0] : as.back();
-    return elements * reduce < kOneThreadMacs;
+    // A product of few rows does few multiply-adds per element of B but
+    // reads all of B: over the elements' line it is memory-bound work, not
+    // little (a decode step's 1024x2816 weight, 2.9 M multiply-adds, 11.5 MB).
+    return elements * reduce < kOneThreadMacs && g.type(root.inputs[1]).numel() < kOneThreadElements;
   }
   return elements < kOneThreadElements;
 }

@@ -54,8 +54,8 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
 
 // Below these sizes a CPU kernel runs on the calling thread (the runtime's
 // Kernel::max_threads; the cost model charges such a kernel one core):
-// multiply-adds for convolution and matmul, output elements for the
-// memory-bound rest. bert_base's 128x768 activations are under the line, its
+// multiply-adds for convolution and matmul (and, for matmul, the elements
+// of B it reads), output elements for the memory-bound rest. bert_base's 128x768 activations are under the line, its
 // matmuls and resnet18's convolutions over it. Measured on 2 shared cores:
 // gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its second
 // thread; element-wise ops of this size take 20-40 us on one.
