@@ -338,7 +338,11 @@ class CpuCompiler {
       ValueId wide_out = new_value(t, t.nbytes());
       k->remap_value(out, wide_out);
       out = wide_out;
-      k->set_impl(k->impl().substr(std::string("onednn:").size()) + " (f16 via f32)");
+      // The impl without the "onednn:" that impl() adds (a native step's
+      // "native:..." is kept whole).
+      std::string impl = k->impl();
+      if (impl.rfind("onednn:", 0) == 0) impl = impl.substr(std::string("onednn:").size());
+      k->set_impl(impl + " (f16 via f32)");
     }
     // Constants the kernel prepacked are not read at run time: the plan need
     // not keep the graph's copy.
