@@ -127,6 +127,17 @@ class Generate(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return generated(r.stdout)
 
+    def caches_cross_split_by_heads(self, plan):
+        """Asserts every cache enters and leaves `plan` as [S(1)]; returns its plan.json."""
+        import json
+        with open(os.path.join(plan, "plan.json")) as f:
+            j = json.load(f)
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
+                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        return j
+
     def onnxruntime_ids(self):
         import onnxruntime as ort
         s = ort.InferenceSession(self.model, providers=["CPUExecutionProvider"])
@@ -174,13 +185,7 @@ class Generate(unittest.TestCase):
         self.assertEqual(self.generate(mpi, self.vocab_plan), one)
 
     def test_the_plan_chooses_to_keep_unannotated_carried_state_split(self):
-        import json
-        with open(os.path.join(self.chosen_plan, "plan.json")) as f:
-            j = json.load(f)
-        for i in range(LAYERS):
-            for kind in ("key", "value"):
-                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
-                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        j = self.caches_cross_split_by_heads(self.chosen_plan)
         self.assertEqual([c["kind"] for c in j["collectives"]], ["AllReduce"] * (2 * LAYERS))
         self.assertEqual(self.generate([], self.chosen_plan), self.generate([], self.model, "--carry", CARRY))
 
@@ -212,13 +217,7 @@ class Generate(unittest.TestCase):
                                          [1, 1, MAX_LEN, HEAD_DIM], v.name)
 
     def test_the_search_chooses_the_carried_boundary(self):
-        import json
-        with open(os.path.join(self.searched_carry, "plan.json")) as f:
-            j = json.load(f)
-        for i in range(LAYERS):
-            for kind in ("key", "value"):
-                self.assertEqual(j["sharding"]["inputs"][f"past_key_values.{i}.{kind}"], "[S(1)]")
-                self.assertEqual(j["sharding"]["outputs"][f"present.{i}.{kind}"], "[S(1)]")
+        j = self.caches_cross_split_by_heads(self.searched_carry)
         # No KV bytes move: no collective reads a cache-length tensor.
         model = onnx.shape_inference.infer_shapes(onnx.load(os.path.join(self.searched_carry, "rank0.onnx")))
         shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
