@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <tuple>
 
 #include "graph/error.h"
 #include "graph/memory_limit.h"
@@ -92,14 +95,26 @@ void round_to_dtype(RefTensor<T>& t) {
 // last use. A constant is converted when its first reader runs (value_of),
 // not up front: a model's weights are never all converted at once.
 template <class T>
+using ConstKey = std::tuple<const void*, DType, Shape>;
+
+// Constants converted once for all the ranks whose programs hold the same
+// bytes (a weight replicated over the mesh), keyed by the bytes' identity
+// and type: kept while some rank still reads one.
+template <class T>
+using ConstCache = std::map<ConstKey<T>, std::weak_ptr<const RefTensor<T>>>;
+
+template <class T>
 struct Env {
   std::vector<RefTensor<T>> values;
+  std::vector<std::shared_ptr<const RefTensor<T>>> consts;  // a constant's converted value, where read
   std::vector<bool> ready;
+  ConstCache<T>* shared = nullptr;  // set where ranks run in lockstep
 };
 
 template <class T>
 void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>& env) {
   env.values.assign(static_cast<size_t>(g.num_values()), RefTensor<T>{});
+  env.consts.assign(static_cast<size_t>(g.num_values()), nullptr);
   env.ready.assign(static_cast<size_t>(g.num_values()), false);
   if (inputs.size() != g.inputs().size())
     TESSERA_THROW(ErrorKind::kUsage, "graph takes " << g.inputs().size() << " inputs, got " << inputs.size());
@@ -120,11 +135,22 @@ void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>
 template <class T>
 const RefTensor<T>& value_of(const Graph& g, ValueId v, Env<T>& env) {
   if (!env.ready[v] && g.value(v).constant) {
-    env.values[v] = to_ref<T>(*g.value(v).constant);
+    const Tensor& c = *g.value(v).constant;
+    std::shared_ptr<const RefTensor<T>> ref;
+    std::weak_ptr<const RefTensor<T>>* slot = nullptr;
+    if (env.shared && c.bytes_identity()) {
+      slot = &(*env.shared)[ConstKey<T>{c.bytes_identity(), c.dtype(), c.shape()}];
+      ref = slot->lock();
+    }
+    if (!ref) {
+      ref = std::make_shared<const RefTensor<T>>(to_ref<T>(c));
+      if (slot) *slot = ref;
+    }
+    env.consts[v] = std::move(ref);
     env.ready[v] = true;
   }
   TESSERA_CHECK(env.ready[v], "value '" << g.value(v).name << "' read before it is computed");
-  return env.values[v];
+  return env.consts[v] ? *env.consts[v] : env.values[v];
 }
 
 // Index in `order` of each value's last reader (graph outputs live forever).
@@ -209,6 +235,7 @@ void release_dead(const Node& node, int64_t k, const std::vector<int64_t>& last,
   for (ValueId in : node.inputs)
     if (in != kNoValue && last[in] == k) {
       env.values[in] = RefTensor<T>{};
+      env.consts[in].reset();
       env.ready[in] = false;
     }
 }
@@ -240,35 +267,52 @@ std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<
   return outputs_of(g, env);
 }
 
+namespace {
+
+// Runs instance i = s * ranks + r (input set s on rank r: graphs[r] on
+// inputs[i]) in lockstep with every other, one step of all at a time; a
+// collective exchanges among the ranks of one set. Constants the programs
+// hold alike (a replicated weight, every set's copy of a weight) are
+// converted once per step. `mesh` null: one rank, no collectives.
 template <class T>
-std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
-                                                       const std::vector<std::vector<RefTensor<T>>>& inputs) {
-  int64_t ranks = mesh.num_devices();
-  if (static_cast<int64_t>(inputs.size()) != ranks || static_cast<int64_t>(graphs.size()) != ranks)
-    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got " << graphs.size()
-                                             << " programs and inputs for " << inputs.size());
+std::vector<std::vector<RefTensor<T>>> run_lockstep(const std::vector<const Graph*>& graphs, const DeviceMesh* mesh,
+                                                    const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                    const StepFn& steps) {
+  const int64_t ranks = static_cast<int64_t>(graphs.size());
+  const size_t instances = inputs.size();
   std::vector<std::vector<NodeId>> order;
   std::vector<std::vector<int64_t>> last;
-  std::vector<Env<T>> envs(static_cast<size_t>(ranks));
+  std::vector<Env<T>> envs(instances);
+  ConstCache<T> shared;
+  for (Env<T>& env : envs) env.shared = &shared;
   int64_t need = 0;
   for (int64_t r = 0; r < ranks; ++r) {
     const Graph& g = *graphs[static_cast<size_t>(r)];
     order.push_back(g.topo_order());
     last.push_back(last_uses(g, order.back()));
-    need += peak_bytes<T>(g, order.back(), last.back());
-  }
-  check_memory(need, "the reference interpreter on " + std::to_string(ranks) + " ranks of '" + graphs[0]->name + "'");
-  for (int64_t r = 0; r < ranks; ++r) {
-    const Graph& g = *graphs[static_cast<size_t>(r)];
-    bind_inputs(g, inputs[r], envs[r]);
     if (order.back().size() != order[0].size())
       TESSERA_THROW(ErrorKind::kInvalidGraph, "rank " << r << "'s program has " << order.back().size()
                                                       << " nodes, rank 0's " << order[0].size());
+    // Every set of this rank: a constant is counted in each, though they share it.
+    need += peak_bytes<T>(g, order.back(), last.back()) * static_cast<int64_t>(instances / static_cast<size_t>(ranks));
   }
+  check_memory(need, "the reference interpreter on " +
+                         (mesh ? std::to_string(ranks) + " ranks of '" : std::string("graph '")) + graphs[0]->name +
+                         "'" + (instances > static_cast<size_t>(ranks)
+                                    ? " (" + std::to_string(instances / static_cast<size_t>(ranks)) + " input sets)"
+                                    : std::string()));
+  auto rank_of = [&](size_t i) { return static_cast<int64_t>(i % static_cast<size_t>(ranks)); };
+  auto graph_of = [&](size_t i) -> const Graph& { return *graphs[static_cast<size_t>(rank_of(i))]; };
+  for (size_t i = 0; i < instances; ++i) bind_inputs(graph_of(i), inputs[i], envs[i]);
   auto node_of = [&](int64_t r, size_t k) -> const Node& { return graphs[static_cast<size_t>(r)]->node(order[r][k]); };
+  const auto total = static_cast<int64_t>(order[0].size());
   for (size_t k = 0; k < order[0].size(); ++k) {
+    if (steps) steps(static_cast<int64_t>(k), total);
     const Node& node = node_of(0, k);
     bool collective = op_def(node.kind).is_collective();
+    if (collective && !mesh)
+      throw Error(ErrorKind::kUsage, "collective op needs a device mesh: use interpret_on_mesh",
+                  {"", node.name, op_name(node.kind)});
     for (int64_t r = 1; r < ranks; ++r)
       if (collective != op_def(node_of(r, k).kind).is_collective() ||
           (collective && !(node_of(r, k).kind == node.kind && node_of(r, k).attrs == node.attrs)))
@@ -276,42 +320,81 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
                                                     << node.name << " (" << op_name(node.kind) << "), rank " << r
                                                     << " " << node_of(r, k).name << " (" << op_name(node_of(r, k).kind) << ")");
     if (!collective) {
-      for (int64_t r = 0; r < ranks; ++r) run_node(*graphs[static_cast<size_t>(r)], node_of(r, k), envs[r], nullptr);
+      for (size_t i = 0; i < instances; ++i) run_node(graph_of(i), node_of(rank_of(i), k), envs[i], nullptr);
     } else {
-      // Every rank reads its peers' inputs before any output is stored.
-      std::vector<const void*> peers;
-      for (int64_t r = 0; r < ranks; ++r)
-        peers.push_back(&value_of(*graphs[static_cast<size_t>(r)], node_of(r, k).inputs[0], envs[r]));
-      std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
-      for (int64_t r = 0; r < ranks; ++r) {
-        const Graph& g = *graphs[static_cast<size_t>(r)];
-        const Node& mine = node_of(r, k);
-        MeshEvalContext ctx{&mesh, r, peers};
-        EvalArgs<T> args{mine, {&envs[r].values[mine.inputs[0]]}, nullptr, &ctx};
-        std::vector<RefTensor<T>> outs(mine.outputs.size());
-        for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(mine.outputs[i]);
-        args.outputs = &outs;
-        try {
-          eval_for<T>(op_def(mine.kind))(args);
-        } catch (const Error& e) {
-          throw e.with_context({"", mine.name, op_name(mine.kind)});
+      for (size_t first = 0; first < instances; first += static_cast<size_t>(ranks)) {
+        // Every rank of the set reads its peers' inputs before any output is stored.
+        std::vector<const void*> peers;
+        std::vector<const RefTensor<T>*> firsts;
+        for (int64_t r = 0; r < ranks; ++r) {
+          size_t i = first + static_cast<size_t>(r);
+          firsts.push_back(&value_of(graph_of(i), node_of(r, k).inputs[0], envs[i]));
+          peers.push_back(firsts.back());
         }
-        results[r] = std::move(outs);
-      }
-      for (int64_t r = 0; r < ranks; ++r) {
-        const Node& mine = node_of(r, k);
-        for (size_t i = 0; i < mine.outputs.size(); ++i) {
-          envs[r].values[mine.outputs[i]] = std::move(results[r][i]);
-          envs[r].ready[mine.outputs[i]] = true;
+        std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
+        for (int64_t r = 0; r < ranks; ++r) {
+          const Graph& g = *graphs[static_cast<size_t>(r)];
+          const Node& mine = node_of(r, k);
+          MeshEvalContext ctx{mesh, r, peers};
+          EvalArgs<T> args{mine, {firsts[static_cast<size_t>(r)]}, nullptr, &ctx};
+          std::vector<RefTensor<T>> outs(mine.outputs.size());
+          for (size_t o = 0; o < outs.size(); ++o) outs[o].type = g.type(mine.outputs[o]);
+          args.outputs = &outs;
+          try {
+            eval_for<T>(op_def(mine.kind))(args);
+          } catch (const Error& e) {
+            throw e.with_context({"", mine.name, op_name(mine.kind)});
+          }
+          results[r] = std::move(outs);
+        }
+        for (int64_t r = 0; r < ranks; ++r) {
+          const Node& mine = node_of(r, k);
+          Env<T>& env = envs[first + static_cast<size_t>(r)];
+          for (size_t o = 0; o < mine.outputs.size(); ++o) {
+            env.values[mine.outputs[o]] = std::move(results[r][o]);
+            env.ready[mine.outputs[o]] = true;
+          }
         }
       }
     }
-    for (int64_t r = 0; r < ranks; ++r)
-      release_dead(node_of(r, k), static_cast<int64_t>(k), last[r], envs[r]);
+    for (size_t i = 0; i < instances; ++i)
+      release_dead(node_of(rank_of(i), k), static_cast<int64_t>(k), last[rank_of(i)], envs[i]);
   }
-  std::vector<std::vector<RefTensor<T>>> outs(static_cast<size_t>(ranks));
-  for (int64_t r = 0; r < ranks; ++r) outs[r] = outputs_of(*graphs[static_cast<size_t>(r)], envs[r]);
+  std::vector<std::vector<RefTensor<T>>> outs(instances);
+  for (size_t i = 0; i < instances; ++i) outs[i] = outputs_of(graph_of(i), envs[i]);
+  if (steps) steps(total, total);
   return outs;
+}
+
+}  // namespace
+
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_sets(const Graph& g, const std::vector<std::vector<RefTensor<T>>>& sets,
+                                                      const StepFn& steps) {
+  if (sets.empty()) return {};
+  return run_lockstep<T>({&g}, nullptr, sets, steps);
+}
+
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
+                                                       const std::vector<std::vector<RefTensor<T>>>& inputs) {
+  int64_t ranks = mesh.num_devices();
+  if (static_cast<int64_t>(inputs.size()) != ranks || static_cast<int64_t>(graphs.size()) != ranks)
+    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got " << graphs.size()
+                                             << " programs and inputs for " << inputs.size());
+  return run_lockstep<T>(graphs, &mesh, inputs, {});
+}
+
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
+                                                            const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                            const StepFn& steps) {
+  int64_t ranks = mesh.num_devices();
+  if (static_cast<int64_t>(graphs.size()) != ranks || inputs.size() % static_cast<size_t>(ranks) != 0)
+    TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got " << graphs.size()
+                                             << " programs and inputs for " << inputs.size());
+  if (inputs.empty()) return {};
+  return run_lockstep<T>(graphs, &mesh, inputs, steps);
 }
 
 template <class T>
@@ -339,7 +422,12 @@ std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs, 
   template std::vector<std::vector<RefTensor<T>>> interpret_on_mesh<T>(                                \
       const Graph&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);                  \
   template std::vector<std::vector<RefTensor<T>>> interpret_ranks<T>(                                  \
-      const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&);
+      const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&); \
+  template std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets<T>(                             \
+      const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&,  \
+      const StepFn&);                                                                                  \
+  template std::vector<std::vector<RefTensor<T>>> interpret_sets<T>(                                   \
+      const Graph&, const std::vector<std::vector<RefTensor<T>>>&, const StepFn&);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)
 TESSERA_INSTANTIATE(Zp)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "graph/graph.h"
@@ -38,6 +39,26 @@ std::vector<std::vector<RefTensor<T>>> interpret_on_mesh(
 template <class T>
 std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
                                                        const std::vector<std::vector<RefTensor<T>>>& inputs);
+
+// interpret_ranks on several input sets at once: inputs[s * ranks + r] is
+// rank r's inputs of set s, and so are the outputs; collectives exchange
+// within a set. Every step runs for all sets before the next, so a weight
+// is converted once for them all (and once for the ranks holding the same
+// bytes) instead of once per set and rank.
+// `steps`, where set, is called before each step (steps done, steps in all)
+// and once at the end: the end-to-end check's progress.
+using StepFn = std::function<void(int64_t done, int64_t total)>;
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets(const std::vector<const Graph*>& graphs,
+                                                            const DeviceMesh& mesh,
+                                                            const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                            const StepFn& steps = {});
+
+// interpret on several input sets at once (outputs[s] for sets[s]), each
+// weight converted once for all of them.
+template <class T>
+std::vector<std::vector<RefTensor<T>>> interpret_sets(const Graph& g, const std::vector<std::vector<RefTensor<T>>>& sets,
+                                                      const StepFn& steps = {});
 
 enum class Precision { kF32, kF64 };
 // Convenience over Tensor: runs in float or double and converts back to each

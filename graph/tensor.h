@@ -195,6 +195,16 @@ class Tensor {
   // keeps alive (a contiguous block of a weight, without copying it).
   Tensor view_part(Shape shape, int64_t offset) const;
 
+  // Where the bytes live: two tensors of one identity and byte size hold the
+  // same bytes (copies of one tensor, or views of the same memory); an
+  // identity, not a hash, though different identities may hold equal bytes.
+  // Null for an undefined tensor. A made tensor's is its storage's (its
+  // bytes are not made for this).
+  const void* bytes_identity() const {
+    if (!data_) return nullptr;
+    return data_->is_made() ? static_cast<const void*>(data_.get()) : static_cast<const void*>(data_->data());
+  }
+
   // Bitwise equality of type and data.
   bool identical(const Tensor& other) const;
   // Of type and data; computed once and kept with the tensor (copies share

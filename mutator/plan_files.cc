@@ -77,6 +77,7 @@ void check_plan_folder(const std::string& dir) {
   // since the digests were taken while writing; older ones list none).
   for (size_t k = 0, n = names.size(); k < n; ++k)
     if (files.contains(names[k] + ".data")) names.push_back(names[k] + ".data");
+  if (j.contains("mesh") && files.contains(kSharedDataFile)) names.push_back(kSharedDataFile);
   for (const std::string& name : names) {
     fs::path path = fs::path(dir) / name;
     if (!files.contains(name) || !files[name].is_object() || !files[name].contains("sha256") ||

@@ -1,7 +1,8 @@
 // A plan folder's contract: plan.json names its format version and, for
 // every program file it lists (model.onnx, or rank<i>.onnx for a mesh), the
 // file's size and SHA-256, and so for each program's external data
-// (rank<i>.onnx.data) where it has one. `tessera run` checks both before it loads
+// (rank<i>.onnx.data, and shared.data for weights several ranks hold) where
+// it has one. `tessera run` checks both before it loads
 // anything, so a folder whose files were edited, swapped or lost after
 // `tessera optimize` wrote it is refused instead of run. The schema of
 // plan.json is docs/plan.schema.json.
@@ -29,6 +30,10 @@ namespace tessera::mutator {
 inline constexpr int kPlanFormatVersion = 5;
 inline constexpr int kOldestReadablePlanFormatVersion = 4;
 
+// The external data that a mesh plan's rank files share: the weights two or
+// more ranks hold the same bytes of, written once (tools/api Plan::save).
+inline constexpr const char* kSharedDataFile = "shared.data";
+
 // The name of rank r's file in a plan folder.
 std::string rank_file(int64_t rank);
 
@@ -52,8 +57,8 @@ bool has_plan_json(const std::string& path);
 
 // Checks the plan folder `dir` against its plan.json: a known
 // format_version, the program files the plan's form needs (model.onnx, or
-// rank<i>.onnx for each rank) and the external data (NAME.onnx.data) that
-// "files" lists for them, present, and with the size and SHA-256 recorded
+// rank<i>.onnx for each rank) and the external data (NAME.onnx.data,
+// shared.data) that "files" lists for them, present, and with the size and SHA-256 recorded
 // there. Throws Error(kParse) naming plan.json or
 // the file that does not match, in one line.
 void check_plan_folder(const std::string& dir);

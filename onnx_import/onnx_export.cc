@@ -528,42 +528,72 @@ void write_file_atomic(const std::string& path, const std::string& what,
   }
 }
 
-// Streams the deferred initializers' bytes to `path`.data, one tensor at a
-// time straight from its storage (a mapped weight is read where it is
-// mapped), and points their protos at them.
-void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializer>& deferred,
-                    const std::string& path, const std::function<void(int64_t)>& wrote, const ExportOptions& options) {
-  std::string data_name = fs::path(path).filename().string() + ".data";
+// Streams `tensors`' bytes to `path`, one tensor at a time straight from its
+// storage (a mapped weight is read where it is mapped), each aligned for
+// mmap; returns each one's offset. Reports the digest as `name`.
+std::vector<int64_t> stream_data(const std::vector<const Tensor*>& tensors, const std::string& path,
+                                 const std::function<void(int64_t)>& wrote, const ExportOptions& options) {
   Sha256 sha;
   int64_t offset = 0;
-  write_file_atomic((fs::path(path).parent_path() / data_name).string(), "external data", [&](std::ofstream& out) {
+  std::vector<int64_t> offsets;
+  write_file_atomic(path, "external data", [&](std::ofstream& out) {
     auto put = [&](const void* p, int64_t n) {
       out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
       if (options.digest) sha.update(p, static_cast<size_t>(n));
     };
-    for (const DeferredInitializer& d : deferred) {
+    for (const Tensor* t : tensors) {
       static const char kZeros[64] = {};
       int64_t pad = -offset & 63;  // aligned for mmap
       put(kZeros, pad);
       offset += pad;
-      int64_t n = d.tensor.nbytes();
+      int64_t n = t->nbytes();
       // Read once: a mapped weight's pages, a rank's made block, leave memory once written.
-      d.tensor.read_once([&](const uint8_t* p) { put(p, n); });
-      d.tensor.drop_mapped_pages();  // made bytes an earlier reader kept
+      t->read_once([&](const uint8_t* p) { put(p, n); });
+      t->drop_mapped_pages();  // made bytes an earlier reader kept
       wrote(n);
-      onnx::TensorProto& t = *model.mutable_graph()->mutable_initializer(d.index);
-      t.set_data_location(onnx::TensorProto::EXTERNAL);
-      for (auto [k, v] : {std::pair<std::string, std::string>{"location", data_name},
-                          {"offset", std::to_string(offset)},
-                          {"length", std::to_string(n)}}) {
-        auto* e = t.add_external_data();
-        e->set_key(k);
-        e->set_value(v);
-      }
+      offsets.push_back(offset);
       offset += n;
     }
   });
-  if (options.digest) options.digest(data_name, sha.hex_digest(), offset);
+  if (options.digest) options.digest(fs::path(path).filename().string(), sha.hex_digest(), offset);
+  return offsets;
+}
+
+void point_at(onnx::TensorProto& t, const ExternalBytes& where) {
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<std::string, std::string>{"location", where.location},
+                      {"offset", std::to_string(where.offset)},
+                      {"length", std::to_string(where.length)}}) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+}
+
+// Points the deferred initializers that `options.shared` places at their
+// shared bytes, and streams the others' to `path`.data.
+void write_external(onnx::ModelProto& model, const std::vector<DeferredInitializer>& deferred,
+                    const std::string& path, const std::function<void(int64_t)>& wrote, const ExportOptions& options) {
+  std::vector<const DeferredInitializer*> own;
+  for (const DeferredInitializer& d : deferred) {
+    const ExternalBytes* where = options.shared ? options.shared(d.tensor) : nullptr;
+    if (!where) {
+      own.push_back(&d);
+      continue;
+    }
+    TESSERA_CHECK(where->length == d.tensor.nbytes(), "shared bytes of " << d.tensor.nbytes() << " bytes recorded as "
+                                                                         << where->length);
+    point_at(*model.mutable_graph()->mutable_initializer(d.index), *where);
+    wrote(d.tensor.nbytes());
+  }
+  if (own.empty()) return;
+  std::string data_name = fs::path(path).filename().string() + ".data";
+  std::vector<const Tensor*> tensors;
+  for (const DeferredInitializer* d : own) tensors.push_back(&d->tensor);
+  std::vector<int64_t> offsets = stream_data(tensors, (fs::path(path).parent_path() / data_name).string(), wrote, options);
+  for (size_t i = 0; i < own.size(); ++i)
+    point_at(*model.mutable_graph()->mutable_initializer(own[i]->index),
+             {data_name, offsets[i], own[i]->tensor.nbytes()});
 }
 
 }  // namespace
@@ -581,7 +611,7 @@ void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions
     done += n;
     if (options.written) options.written(done, weights);
   };
-  if (bytes > options.external_data_above) {
+  if (bytes > options.external_data_above || options.shared) {
     write_external(model, deferred, path, wrote, options);
   } else {
     // Read once: a rank's made block is not kept beside its copy in the
@@ -602,6 +632,22 @@ void save_onnx_file(const Graph& g, const std::string& path, const ExportOptions
   });
   if (options.digest)
     options.digest(fs::path(path).filename().string(), sha256_hex(serialized), static_cast<int64_t>(serialized.size()));
+}
+
+std::vector<ExternalBytes> save_shared_data(const std::vector<Tensor>& tensors, const std::string& path,
+                                            const ExportOptions& options) {
+  int64_t total = 0, done = 0;
+  for (const Tensor& t : tensors) total += t.nbytes();
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : tensors) ptrs.push_back(&t);
+  std::vector<int64_t> offsets = stream_data(ptrs, path, [&](int64_t n) {
+    done += n;
+    if (options.written) options.written(done, total);
+  }, options);
+  std::vector<ExternalBytes> out;
+  std::string name = fs::path(path).filename().string();
+  for (size_t i = 0; i < tensors.size(); ++i) out.push_back({name, offsets[i], tensors[i].nbytes()});
+  return out;
 }
 
 }  // namespace tessera

@@ -49,6 +49,12 @@ class Program {
 
   template <class T>
   GlobalOutputs<T> run(const std::vector<RefTensor<T>>& global_inputs) const;
+  // run on several input sets at once (outputs[s] for sets[s]): each step
+  // runs for every set before the next, so a weight is converted once for
+  // all of them (graph/interpreter.h interpret_ranks_sets).
+  template <class T>
+  std::vector<GlobalOutputs<T>> run_sets(const std::vector<std::vector<RefTensor<T>>>& sets,
+                                         const StepFn& steps = {}) const;
 
  private:
   void init_types();

@@ -1,6 +1,6 @@
 // The CLI's progress bar: one line on stderr, redrawn in place, for the
 // libraries' Progress reports (graph/progress.h): `loading  [####......]
-// 1.2/4.4 GB`, `checking set 2/3 [##########]`, `writing rank 3/4 [###...]
+// 1.2/4.4 GB`, `checking 3 sets, plan [####......]`, `writing rank 3/4 [###...]
 // 0.9/1.1 GB`. Drawn only when enabled (the CLI enables it when stderr is a
 // terminal, so pipes, logs and the tests' captured stderr get nothing), and
 // at most once per interval within one part of the work.
