@@ -258,5 +258,59 @@ TEST(CollectiveTest, Errors) {
   EXPECT_THROW(bad.add(OpKind::kReduceScatter, {x}, collective("tp", 2, {{"axis", 0}})), Error);
 }
 
+// Ranks that hold their blocks of a weight as constants (what partitioning
+// writes), run on three input sets at once: each set's outputs are those of
+// running it alone, and the collectives exchange within a set only.
+TEST(CollectiveTest, InputSetsRunTogetherGiveEachSetsOwnResult) {
+  const int64_t m = 2, k = 8, n = 3, tp = 2;
+  std::vector<double> w = sample(k * n, 7), shared_bias = sample(m * n, 8);
+  Tensor bias = Tensor::from_doubles(DType::kF64, {m, n}, shared_bias);  // one storage, on both ranks
+  std::vector<Graph> ranks(tp);
+  std::vector<const Graph*> programs;
+  for (int64_t r = 0; r < tp; ++r) {
+    Graph& g = ranks[static_cast<size_t>(r)];
+    ValueId x = g.add_input("x_cols", {DType::kF64, {m, k / tp}});
+    ValueId wr = g.add_constant("w_rows", Tensor::from_doubles(DType::kF64, {k / tp, n}, row_block(w, k, n, r, tp)));
+    ValueId sum = g.add(OpKind::kAllReduce, {g.add(OpKind::kMatMul, {x, wr}, {}, "mm")}, collective("tp", tp), "reduce");
+    g.set_outputs({g.add(OpKind::kAdd, {sum, g.add_constant("bias", bias)}, {}, "add")});
+    programs.push_back(&g);
+  }
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  std::vector<std::vector<Ref>> together;
+  std::vector<std::vector<double>> expected;
+  for (int set = 0; set < 3; ++set) {
+    std::vector<double> x = sample(m * k, 20 + set);
+    std::vector<std::vector<Ref>> alone;
+    for (int64_t r = 0; r < tp; ++r) {
+      alone.push_back({ref({m, k / tp}, column_block(x, m, k, r, tp))});
+      together.push_back(alone.back());
+    }
+    std::vector<double> want = global_matmul(x, w, m, k, n);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += shared_bias[i];
+    expected.push_back(want);
+    auto out = interpret_ranks<double>(programs, mesh, alone);
+    for (int64_t r = 0; r < tp; ++r) EXPECT_EQ(out[r][0].num, want) << "set " << set << " rank " << r << " alone";
+  }
+  auto out = interpret_ranks_sets<double>(programs, mesh, together);
+  ASSERT_EQ(out.size(), 6u);
+  for (size_t set = 0; set < 3; ++set)
+    for (size_t r = 0; r < tp; ++r)
+      EXPECT_EQ(out[set * tp + r][0].num, expected[set]) << "set " << set << " rank " << r;
+  // One graph on several sets: interpret_sets, each set as interpret gives it.
+  Graph one;
+  ValueId x = one.add_input("x", {DType::kF64, {m, k}});
+  ValueId wv = one.add_constant("w", Tensor::from_doubles(DType::kF64, {k, n}, w));
+  one.set_outputs({one.add(OpKind::kMatMul, {x, wv}, {}, "mm")});
+  std::vector<std::vector<Ref>> sets;
+  for (int set = 0; set < 3; ++set) sets.push_back({ref({m, k}, sample(m * k, 20 + set))});
+  auto each = interpret_sets<double>(one, sets);
+  ASSERT_EQ(each.size(), 3u);
+  for (size_t set = 0; set < 3; ++set) EXPECT_EQ(each[set][0].num, interpret<double>(one, sets[set])[0].num);
+  // A program of a mesh needs one: interpret_sets refuses its collectives.
+  EXPECT_THROW(interpret_sets<double>(ranks[0], {{ref({m, k / tp}, sample(m * k / tp, 1))}}), Error);
+  // Inputs that are not a whole number of sets.
+  EXPECT_THROW(interpret_ranks_sets<double>(programs, mesh, {together[0]}), Error);
+}
+
 }  // namespace
 }  // namespace tessera

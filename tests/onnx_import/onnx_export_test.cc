@@ -185,6 +185,59 @@ TEST(OnnxExport, LargeInitializersGoToAlignedExternalData) {
   EXPECT_TRUE(import_onnx_file(path).value(*import_onnx_file(path).find_value("w")).constant->identical(w));
 }
 
+// Two models of one folder that hold the same weight (a mesh plan's ranks):
+// its bytes are written once to a shared file both point at, and each
+// model's other large weights go to its own PATH.data.
+TEST(OnnxExport, SharedWeightsAreWrittenOnceForTheModelsThatHoldThem) {
+  fs::path dir = fs::path(TESSERA_BINARY_DIR) / "onnx_export_shared";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<double> big(300 * 5);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(i % 89) - 30;
+  Tensor w = Tensor::from_doubles(DType::kF32, {300, 5}, big);
+  auto model = [&](int rank) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 300}});
+    std::vector<double> own(5 * 400);
+    for (size_t i = 0; i < own.size(); ++i) own[i] = static_cast<double>(rank * 7 + static_cast<int>(i % 13));
+    ValueId y = g.add(OpKind::kMatMul, {x, g.add_constant("w", w)}, {}, "mm");
+    ValueId o = g.add_constant("own", Tensor::from_doubles(DType::kF32, {5, 400}, own));
+    g.set_outputs({g.add(OpKind::kMatMul, {y, o}, {}, "mm2")});
+    return g;
+  };
+  std::vector<std::string> digested;
+  ExportOptions options;
+  options.digest = [&](const std::string& file, const std::string&, int64_t) { digested.push_back(file); };
+  std::vector<ExternalBytes> where = save_shared_data({w}, (dir / "shared.data").string(), options);
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_EQ(where[0].location, "shared.data");
+  EXPECT_EQ(where[0].offset, 0);
+  EXPECT_EQ(where[0].length, w.nbytes());
+  EXPECT_EQ(fs::file_size(dir / "shared.data"), static_cast<uintmax_t>(w.nbytes()));
+  options.shared = [&](const Tensor& t) -> const ExternalBytes* {
+    return t.bytes_identity() == w.bytes_identity() && t.nbytes() == w.nbytes() ? &where[0] : nullptr;
+  };
+  for (int rank = 0; rank < 2; ++rank) {
+    Graph g = model(rank);
+    std::string path = (dir / ("rank" + std::to_string(rank) + ".onnx")).string();
+    save_onnx_file(g, path, options);  // far below external_data_above: `shared` decides
+    ASSERT_TRUE(fs::exists(path + ".data"));
+    EXPECT_EQ(fs::file_size(path + ".data"), 5u * 400 * 4);  // its own weight only
+    Graph back = import_onnx_file(path);
+    const Tensor& bw = *back.value(*back.find_value("w")).constant;
+    const Tensor& bo = *back.value(*back.find_value("own")).constant;
+    EXPECT_TRUE(bw.is_view());
+    EXPECT_TRUE(bw.identical(w));
+    EXPECT_TRUE(bo.identical(*g.value(*g.find_value("own")).constant));
+  }
+  EXPECT_EQ(digested, (std::vector<std::string>{"shared.data", "rank0.onnx.data", "rank0.onnx", "rank1.onnx.data",
+                                                "rank1.onnx"}));
+  // A tensor of the same bytes at another address is not the shared one.
+  Tensor copy = Tensor::from_doubles(DType::kF32, {300, 5}, big);
+  EXPECT_NE(copy.bytes_identity(), w.bytes_identity());
+  EXPECT_EQ(Tensor(w).bytes_identity(), w.bytes_identity());
+}
+
 // Reshape -> Transpose -> Reshape chains that move elements as DepthToSpace
 // or SpaceToDepth are written as those ops; others stay as they are.
 TEST(OnnxExport, DepthToSpaceChainsBecomeTheOp) {

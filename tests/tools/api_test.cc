@@ -3,6 +3,8 @@
 // plan runs from memory as it does from its folder.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -189,6 +191,47 @@ TEST(ApiPlan, MeshPlanRunsFromMemoryAsFromItsFolder) {
   EXPECT_EQ(read_file(dir / "rank1.onnx"), onnx_bytes(plan.ranks[1]));
   MeshRunResult folder = run_mesh(read_mesh_plan(dir.string()), [&](const Graph&) { return inputs; }, rc);
   EXPECT_EQ(max_diff(memory, folder.outputs), 0.0) << "the same programs, the same kernels";
+  fs::remove_all(dir);
+}
+
+// Rows split over the ranks, so both hold the whole weights (2 MiB): the
+// folder holds them once, in shared.data, which both rank files point at and
+// plan.json lists with its digest; an edited byte of it is refused.
+TEST(ApiPlan, WeightsTheRanksReplicateAreWrittenOnce) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {4, 256}});
+  std::vector<double> a(256 * 1024), b(1024 * 256);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(static_cast<int>(i % 31) - 15) / 64;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<double>(static_cast<int>(i % 17) - 8) / 64;
+  ValueId h = g.add(OpKind::kRelu, {g.add(OpKind::kMatMul, {x, g.add_constant("w1", Tensor::from_doubles(DType::kF32, {256, 1024}, a))}, {}, "mm1")}, {}, "relu");
+  g.set_outputs({g.add(OpKind::kMatMul, {h, g.add_constant("w2", Tensor::from_doubles(DType::kF32, {1024, 256}, b))}, {}, "mm2")});
+  OptimizeConfig c = quick();
+  c.mesh = "tp=2";
+  c.shard_search = false;
+  c.shards = {"x=[S(0)]"};
+  Plan plan = optimize(g, c);
+  ASSERT_TRUE(plan.is_mesh());
+  fs::path dir = scratch("shared");
+  plan.save(dir.string());
+  ASSERT_TRUE(fs::exists(dir / "shared.data"));
+  EXPECT_GE(fs::file_size(dir / "shared.data"), 2u << 20);
+  for (const char* rank : {"rank0.onnx", "rank1.onnx"}) EXPECT_LT(fs::file_size(dir / rank), 64u << 10) << rank;
+  nlohmann::json j = nlohmann::json::parse(read_file(dir / "plan.json"));
+  EXPECT_TRUE(j["files"].contains("shared.data"));
+  std::vector<Tensor> inputs = random_inputs(g, 5);
+  RunConfig rc;
+  rc.threads = 1;
+  MeshRunResult folder = run_mesh(read_mesh_plan(dir.string()), [&](const Graph&) { return inputs; }, rc);
+  EXPECT_LT(max_diff(folder.outputs, run(g, inputs)), 1e-4);
+  std::string bytes = read_file(dir / "shared.data");
+  bytes[bytes.size() / 3] ^= 1;
+  std::ofstream(dir / "shared.data", std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    read_mesh_plan(dir.string());
+    ADD_FAILURE() << "an edited shared.data was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shared.data"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 
