@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <optional>
 #include <unordered_set>
 
@@ -528,6 +529,9 @@ void write_file_atomic(const std::string& path, const std::string& what,
   }
 }
 
+// A tensor of at least this many bytes is hashed beside its write, not after.
+constexpr int64_t kHashBesideAbove = int64_t{1} << 20;
+
 // Streams `tensors`' bytes to `path`, one tensor at a time straight from its
 // storage (a mapped weight is read where it is mapped), each aligned for
 // mmap; returns each one's offset. Reports the digest as `name`.
@@ -538,6 +542,14 @@ std::vector<int64_t> stream_data(const std::vector<const Tensor*>& tensors, cons
   std::vector<int64_t> offsets;
   write_file_atomic(path, "external data", [&](std::ofstream& out) {
     auto put = [&](const void* p, int64_t n) {
+      if (options.digest && n >= kHashBesideAbove) {
+        // Hashed on another core while this one copies the bytes into the
+        // page cache (GPT-2's 495 MB: 0.8 s of SHA-256 and 0.5 s of write).
+        std::future<void> hashed = std::async(std::launch::async, [&] { sha.update(p, static_cast<size_t>(n)); });
+        out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+        hashed.get();
+        return;
+      }
       out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
       if (options.digest) sha.update(p, static_cast<size_t>(n));
     };

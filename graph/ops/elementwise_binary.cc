@@ -135,9 +135,14 @@ void eval_binary(const EvalArgs<T>& a) {
   ops::alloc(out);
   OpKind kind = a.node.kind;
   bool fmod = kind == OpKind::kMod && a.node.attrs.i("fmod") != 0;
+  int64_t n = out.numel();
+  if (x.is_num() && out.is_num() && x.numel() == n && y.numel() == 1) {
+    const T b = y.num[0];  // a tensor by a scalar (GPT-2's Mul by 0.5, Pow by 3)
+    for (int64_t i = 0; i < n; ++i) out.num[i] = binary_num(kind, fmod, x.num[i], b);
+    return;
+  }
   std::vector<int64_t> mx = ops::broadcast_index_map(x.type.shape, out.type.shape);
   std::vector<int64_t> my = ops::broadcast_index_map(y.type.shape, out.type.shape);
-  int64_t n = out.numel();
   if (x.is_num() && out.is_num())
     for (int64_t i = 0; i < n; ++i) out.num[i] = binary_num(kind, fmod, x.num[mx[i]], y.num[my[i]]);
   else if (x.is_num())

@@ -1,5 +1,7 @@
 #include "graph/ops/op_util.h"
 
+#include <numeric>
+
 namespace tessera::ops {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -29,6 +31,13 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
 std::vector<int64_t> broadcast_index_map(const Shape& in, const Shape& out) {
   int64_t n = shape_numel(out);
   std::vector<int64_t> map(static_cast<size_t>(n));
+  // The common cases without an index per dimension: the same shape (or
+  // one that differs by leading 1s), and a single element.
+  if (shape_numel(in) == n) {
+    std::iota(map.begin(), map.end(), int64_t{0});
+    return map;
+  }
+  if (shape_numel(in) == 1) return map;
   size_t rank = out.size(), off = rank - in.size();
   std::vector<int64_t> in_strides = shape_strides(in);
   std::vector<int64_t> idx(rank, 0);

@@ -4,6 +4,7 @@
 // weights of the MatMul or Gemm that starts the chain, where it costs nothing
 // at run time. Example: attention's 1/sqrt(d) after Q@K^T (BERT's Div by 8,
 // GPT-2's Mul by 0.125) folds into the Q projection's weight and bias.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -20,19 +21,35 @@ struct Section {
   bool whole() const { return hi == 0; }
 };
 
-// t * f on the section of `axis` (negative: from the end), or nullopt when
-// t cannot carry it (not float; a section of an axis t broadcasts).
-std::optional<Tensor> scaled(const Tensor& t, double f, Section s, int64_t axis, int64_t width) {
-  if (!is_float(t.dtype())) return std::nullopt;
+// Whether t can carry a scale on the section of `axis` (negative: from the
+// end): a float tensor whose axis is the section's whole width.
+bool can_scale(const Tensor& t, Section s, int64_t axis, int64_t width) {
+  if (!is_float(t.dtype())) return false;
   int64_t ax = axis < 0 ? t.rank() + axis : axis;
-  if (!s.whole() && (ax < 0 || ax >= t.rank() || t.shape()[ax] != width)) return std::nullopt;
-  Tensor out(t.dtype(), t.shape());
+  return s.whole() || (ax >= 0 && ax < t.rank() && t.shape()[ax] == width);
+}
+
+// t * f on the section of `axis`, or nullopt when t cannot carry it
+// (can_scale). An f32 weight (GPT-2's twelve 768x2304 projections) is
+// scaled on a copy of its bytes, without a conversion per element.
+std::optional<Tensor> scaled(const Tensor& t, double f, Section s, int64_t axis, int64_t width) {
+  if (!can_scale(t, s, axis, width)) return std::nullopt;
+  int64_t ax = axis < 0 ? t.rank() + axis : axis;
+  Tensor out = t;
   int64_t inner = 1;
   for (int64_t d = ax + 1; d < t.rank(); ++d) inner *= t.shape()[d];
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    bool in = s.whole() || ((i / inner) % width >= s.lo && (i / inner) % width < s.hi);
-    out.set_double(i, in ? t.get_double(i) * f : t.get_double(i));
+  const int64_t n = t.numel();
+  // Runs of `inner` elements share one position on the axis.
+  auto in_section = [&](int64_t i) { return s.whole() || ((i / inner) % width >= s.lo && (i / inner) % width < s.hi); };
+  if (t.dtype() == DType::kF32) {
+    auto* p = out.mutable_data_as<float>();
+    for (int64_t i = 0; i < n; i += inner)
+      if (in_section(i))
+        for (int64_t k = i; k < std::min(n, i + inner); ++k) p[k] = static_cast<float>(static_cast<double>(p[k]) * f);
+    return out;
   }
+  for (int64_t i = 0; i < n; ++i)
+    if (in_section(i)) out.set_double(i, t.get_double(i) * f);
   return out;
 }
 
@@ -147,9 +164,8 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
     MutationBuilder b(g, "fold-scale-into-weights", nodes);
     // t scaled on `section` of `axis` (-1: last; 0 with transB).
     auto scale = [&](const Tensor& t, int64_t axis) -> std::optional<ValueId> {
-      auto folded = scaled(t, f, section, axis, width);
-      if (!folded) return std::nullopt;
-      if (fold) return b.constant(*folded);
+      if (!can_scale(t, section, axis, width)) return std::nullopt;
+      if (fold) return b.constant(*scaled(t, f, section, axis, width));
       Tensor by = c.reshaped({});
       if (!section.whole()) {
         by = Tensor(c.dtype(), axis == 0 ? Shape{width, 1} : Shape{width});
