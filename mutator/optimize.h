@@ -91,11 +91,6 @@ double estimated_check_seconds(const Graph& original, int trials);
 // runs more than one set (the reference interpreter takes ~2.4 s per set on
 // BERT-base by the estimate below; a plan that changed nothing is not run).
 inline constexpr int kCheckTrials = 3;
-// Above this many bytes of weights the check runs one random input set
-// (and the given ones), which the report says: each set converts every
-// weight to float once per program, and Llama-2-7B in bf16 (12.5 GiB) took
-// 220 s for three on this 2-core host, against the 3 minutes issue 39 allows.
-inline constexpr int64_t kFewerCheckTrialsAbove = int64_t{8} << 30;
 // The random input sets the check runs for `original`.
 int check_trials(const Graph& original);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "graph/error.h"
+#include "graph/memory_limit.h"
 #include "verifier/input_ranges.h"
 #include "verifier/plan_check.h"
 #include "verifier/program.h"
@@ -97,6 +98,38 @@ TEST(PlanCheck, CatchesAWrongMutationOfEmbeddingRowsFromTwoOn) {
   EXPECT_GT(r.mismatches, 0);
   EXPECT_GE(r.trials, 3);
   EXPECT_NE(r.summary().find("input_ids over [0, 50)"), std::string::npos) << r.summary();
+}
+
+// Three sets at once need three sets' values; under a memory limit that
+// holds one set but not three, the check runs them one after another and
+// still catches the planted error.
+TEST(PlanCheck, SetsThatDoNotFitTogetherRunOneAfterAnother) {
+  std::vector<double> w(256 * 256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001 * static_cast<double>(i % 13);
+  auto product = [&](double planted) {
+    Graph g;
+    ValueId x = g.add_input("x", TensorType{DType::kF32, {64, 256}});
+    Tensor wt = Tensor::from_doubles(DType::kF32, {256, 256}, w);
+    wt.set_double(5, wt.get_double(5) + planted);
+    g.set_outputs({g.add(OpKind::kMatMul, {x, g.add_constant("w", wt)}, {}, "mm")});
+    return g;
+  };
+  Graph g = product(0), wrong = product(1);
+  int64_t before = memory_limit();
+  // One set: x and y (64 KiB each) and w (256 KiB); three sets need 3x.
+  set_memory_limit(600 << 10);
+  EndToEndReport same, caught;
+  try {
+    same = check_end_to_end(Program(g), Program(g));
+    caught = check_end_to_end(Program(g), Program(wrong));
+  } catch (...) {
+    set_memory_limit(before);
+    throw;
+  }
+  set_memory_limit(before);
+  EXPECT_TRUE(same.passed) << same.summary();
+  EXPECT_EQ(same.trials, 3);
+  EXPECT_FALSE(caught.passed) << caught.summary();
 }
 
 TEST(PlanCheck, PassesTheSameProgram) {
