@@ -111,8 +111,10 @@ struct Env {
   ConstCache<T>* shared = nullptr;  // set where ranks run in lockstep
 };
 
+// Taken by value: a caller done with its inputs moves them in, and they are
+// freed after their last reader instead of kept to the end.
 template <class T>
-void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>& env) {
+void bind_inputs(const Graph& g, std::vector<RefTensor<T>> inputs, Env<T>& env) {
   env.values.assign(static_cast<size_t>(g.num_values()), RefTensor<T>{});
   env.consts.assign(static_cast<size_t>(g.num_values()), nullptr);
   env.ready.assign(static_cast<size_t>(g.num_values()), false);
@@ -126,7 +128,7 @@ void bind_inputs(const Graph& g, const std::vector<RefTensor<T>>& inputs, Env<T>
     size_t want = static_cast<size_t>(inputs[i].numel());
     if ((inputs[i].is_num() ? inputs[i].num.size() : inputs[i].ints.size()) != want)
       TESSERA_THROW(ErrorKind::kUsage, "input '" << g.value(v).name << "' has the wrong amount of data");
-    env.values[v] = inputs[i];
+    env.values[v] = std::move(inputs[i]);
     env.ready[v] = true;
   }
 }
@@ -276,7 +278,7 @@ namespace {
 // converted once per step. `mesh` null: one rank, no collectives.
 template <class T>
 std::vector<std::vector<RefTensor<T>>> run_lockstep(const std::vector<const Graph*>& graphs, const DeviceMesh* mesh,
-                                                    const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                    std::vector<std::vector<RefTensor<T>>> inputs,
                                                     const StepFn& steps) {
   const int64_t ranks = static_cast<int64_t>(graphs.size());
   const size_t instances = inputs.size();
@@ -303,7 +305,7 @@ std::vector<std::vector<RefTensor<T>>> run_lockstep(const std::vector<const Grap
                                     : std::string()));
   auto rank_of = [&](size_t i) { return static_cast<int64_t>(i % static_cast<size_t>(ranks)); };
   auto graph_of = [&](size_t i) -> const Graph& { return *graphs[static_cast<size_t>(rank_of(i))]; };
-  for (size_t i = 0; i < instances; ++i) bind_inputs(graph_of(i), inputs[i], envs[i]);
+  for (size_t i = 0; i < instances; ++i) bind_inputs(graph_of(i), std::move(inputs[i]), envs[i]);
   auto node_of = [&](int64_t r, size_t k) -> const Node& { return graphs[static_cast<size_t>(r)]->node(order[r][k]); };
   const auto total = static_cast<int64_t>(order[0].size());
   for (size_t k = 0; k < order[0].size(); ++k) {
@@ -387,14 +389,14 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
 
 template <class T>
 std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets(const std::vector<const Graph*>& graphs, const DeviceMesh& mesh,
-                                                            const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                            std::vector<std::vector<RefTensor<T>>> inputs,
                                                             const StepFn& steps) {
   int64_t ranks = mesh.num_devices();
   if (static_cast<int64_t>(graphs.size()) != ranks || inputs.size() % static_cast<size_t>(ranks) != 0)
     TESSERA_THROW(ErrorKind::kUsage, "mesh " << mesh.str() << " has " << ranks << " ranks, got " << graphs.size()
                                              << " programs and inputs for " << inputs.size());
   if (inputs.empty()) return {};
-  return run_lockstep<T>(graphs, &mesh, inputs, steps);
+  return run_lockstep<T>(graphs, &mesh, std::move(inputs), steps);
 }
 
 template <class T>
@@ -424,7 +426,7 @@ std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs, 
   template std::vector<std::vector<RefTensor<T>>> interpret_ranks<T>(                                  \
       const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&); \
   template std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets<T>(                             \
-      const std::vector<const Graph*>&, const DeviceMesh&, const std::vector<std::vector<RefTensor<T>>>&,  \
+      const std::vector<const Graph*>&, const DeviceMesh&, std::vector<std::vector<RefTensor<T>>>,        \
       const StepFn&);                                                                                  \
   template std::vector<std::vector<RefTensor<T>>> interpret_sets<T>(                                   \
       const Graph&, const std::vector<std::vector<RefTensor<T>>>&, const StepFn&);

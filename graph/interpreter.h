@@ -48,10 +48,12 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
 // `steps`, where set, is called before each step (steps done, steps in all)
 // and once at the end: the end-to-end check's progress.
 using StepFn = std::function<void(int64_t done, int64_t total)>;
+// The inputs are taken (a caller done with them moves them in) and each is
+// freed after its last reader.
 template <class T>
 std::vector<std::vector<RefTensor<T>>> interpret_ranks_sets(const std::vector<const Graph*>& graphs,
                                                             const DeviceMesh& mesh,
-                                                            const std::vector<std::vector<RefTensor<T>>>& inputs,
+                                                            std::vector<std::vector<RefTensor<T>>> inputs,
                                                             const StepFn& steps = {});
 
 // interpret on several input sets at once (outputs[s] for sets[s]), each

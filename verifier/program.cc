@@ -131,7 +131,7 @@ std::vector<GlobalOutputs<T>> Program::run_sets(const std::vector<std::vector<Re
   std::vector<const Graph*> programs;
   for (int64_t r = 0; r < ranks; ++r)
     programs.push_back(sp.per_rank.empty() ? &sp.local : &sp.per_rank[static_cast<size_t>(r)]);
-  std::vector<std::vector<RefTensor<T>>> all_outputs = interpret_ranks_sets<T>(programs, sp.mesh, local_inputs, steps);
+  std::vector<std::vector<RefTensor<T>>> all_outputs = interpret_ranks_sets<T>(programs, sp.mesh, std::move(local_inputs), steps);
   for (size_t set = 0; set < sets.size(); ++set) {
     GlobalOutputs<T>& out = outs[set];
     auto local_outputs = [&](int64_t r) -> const std::vector<RefTensor<T>>& {
