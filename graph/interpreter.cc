@@ -200,16 +200,10 @@ int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order, const std::
   return std::max(peak, live);
 }
 
+// `node`'s reference kernel on args' inputs: its outputs, typed as `g` says;
+// an error names the node.
 template <class T>
-void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalContext* mesh) {
-  EvalArgs<T> args{node, {}, nullptr, mesh};
-  for (ValueId in : node.inputs) {
-    if (in == kNoValue) {
-      args.inputs.push_back(nullptr);
-      continue;
-    }
-    args.inputs.push_back(&value_of(g, in, env));
-  }
+std::vector<RefTensor<T>> eval_node(const Graph& g, const Node& node, EvalArgs<T> args) {
   std::vector<RefTensor<T>> outs(node.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) outs[i].type = g.type(node.outputs[i]);
   args.outputs = &outs;
@@ -220,6 +214,20 @@ void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalConte
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kInternal, e.what(), {"", node.name, op_name(node.kind)});
   }
+  return outs;
+}
+
+template <class T>
+void run_node(const Graph& g, const Node& node, Env<T>& env, const MeshEvalContext* mesh) {
+  EvalArgs<T> args{node, {}, nullptr, mesh};
+  for (ValueId in : node.inputs) {
+    if (in == kNoValue) {
+      args.inputs.push_back(nullptr);
+      continue;
+    }
+    args.inputs.push_back(&value_of(g, in, env));
+  }
+  std::vector<RefTensor<T>> outs = eval_node(g, node, args);
   for (size_t i = 0; i < outs.size(); ++i) {
     RefTensor<T>& o = outs[i];
     size_t have = o.is_num() ? o.num.size() : o.ints.size();
@@ -335,19 +343,10 @@ std::vector<std::vector<RefTensor<T>>> run_lockstep(const std::vector<const Grap
         }
         std::vector<std::vector<RefTensor<T>>> results(static_cast<size_t>(ranks));
         for (int64_t r = 0; r < ranks; ++r) {
-          const Graph& g = *graphs[static_cast<size_t>(r)];
           const Node& mine = node_of(r, k);
           MeshEvalContext ctx{mesh, r, peers};
-          EvalArgs<T> args{mine, {firsts[static_cast<size_t>(r)]}, nullptr, &ctx};
-          std::vector<RefTensor<T>> outs(mine.outputs.size());
-          for (size_t o = 0; o < outs.size(); ++o) outs[o].type = g.type(mine.outputs[o]);
-          args.outputs = &outs;
-          try {
-            eval_for<T>(op_def(mine.kind))(args);
-          } catch (const Error& e) {
-            throw e.with_context({"", mine.name, op_name(mine.kind)});
-          }
-          results[r] = std::move(outs);
+          results[r] = eval_node(*graphs[static_cast<size_t>(r)], mine,
+                                 EvalArgs<T>{mine, {firsts[static_cast<size_t>(r)]}, nullptr, &ctx});
         }
         for (int64_t r = 0; r < ranks; ++r) {
           const Node& mine = node_of(r, k);
