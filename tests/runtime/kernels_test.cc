@@ -356,11 +356,12 @@ TEST(NormTest, ChannelConcatOfConvolutionsStaysBlocked) {
 
 // DenseNet's concatenations: sources in the layout the convolutions wrote
 // (channels-last or channel-blocked) are copied as rows of contiguous bytes
-// (native:concat_rows), at batch 2 too; a row-major source among them (the
-// graph input) leaves the concatenation to oneDNN. Both against the
-// reference.
+// (native:concat_rows), at batch 2 too. A row-major source among them (the
+// graph input; ShuffleNet's pass-through half, a Slice) leaves the
+// concatenation to oneDNN. All against the reference.
 TEST(NormTest, ConcatInConvolutionLayoutCopiesRows) {
-  for (auto [batch, with_input] : {std::pair{1, false}, {2, false}, {1, true}}) {
+  enum Second { kConv, kInput, kSlice };
+  for (auto [batch, second] : {std::pair{1, kConv}, {2, kConv}, {1, kInput}, {1, kSlice}}) {
     std::mt19937 rng(10);
     Graph g;
     ValueId x = g.add_input("x", {DType::kF32, {batch, 16, 5, 7}});
@@ -370,8 +371,11 @@ TEST(NormTest, ConcatInConvolutionLayoutCopiesRows) {
                           {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
     };
     ValueId a = conv(x, 16, 32, "a");
-    ValueId cat = g.add(OpKind::kConcat, {a, with_input ? x : conv(x, 16, 16, "b"), conv(a, 32, 48, "c")},
-                        attrs({{"axis", int64_t{1}}}));
+    ValueId b = second == kInput ? x
+                : second == kSlice
+                    ? g.add(OpKind::kSlice, {a}, attrs({{"starts", Ints{8}}, {"ends", Ints{24}}, {"axes", Ints{1}}, {"steps", Ints{1}}}))
+                    : conv(x, 16, 16, "b");
+    ValueId cat = g.add(OpKind::kConcat, {a, b, conv(a, 32, 48, "c")}, attrs({{"axis", int64_t{1}}}));
     g.set_outputs({conv(cat, 96, 16, "d")});
     expect_matches_reference(g);
     RunOptions options;
@@ -381,8 +385,9 @@ TEST(NormTest, ConcatInConvolutionLayoutCopiesRows) {
     std::string impl;
     for (const KernelProfile& k : plan.profile().kernels)
       if (k.op == "Concat") impl = k.impl;
-    EXPECT_EQ(impl.rfind(with_input ? "onednn:" : "native:concat_rows", 0), 0u)
-        << impl << ", batch " << batch << (with_input ? ", a row-major source" : "");
+    std::string why = impl + ", batch " + std::to_string(batch) + ", second source " + std::to_string(second);
+    if (second == kConv) EXPECT_EQ(impl, "native:concat_rows") << why;
+    else EXPECT_EQ(impl.rfind("onednn:", 0), 0u) << why;
   }
 }
 
