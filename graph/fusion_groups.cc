@@ -228,6 +228,18 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
         grp.post.push_back(p);
         chain = next.outputs[0];
       }
+    } else if (fuse && root.kind == OpKind::kBatchNormalization && root.outputs.size() == 1 &&
+               !is_output[root.outputs[0]] && users[root.outputs[0]].size() == 1) {
+      // A batch normalization that no convolution absorbed (DenseNet's
+      // pre-activation BN+Relu on each concatenation) takes one Relu, the
+      // only post-op oneDNN's primitive has (fuse_norm_relu): one pass over
+      // the tensor instead of two (densenet121, 1 thread: 62 Relu kernels,
+      // 1.3 ms of 59).
+      NodeId next = users[root.outputs[0]][0];
+      if (!taken[next] && g.node(next).kind == OpKind::kRelu && all_of_type(g, g.node(next), type)) {
+        taken[next] = true;
+        grp.post.push_back(PostOp{next, kNoValue});
+      }
     }
     placed.emplace_back(position[grp.last()], std::move(grp));
   }

@@ -45,6 +45,7 @@ def vision_models():
                                                                                      aux_loss=False), img()),
         "fcn_resnet50": (lambda: tv.segmentation.fcn_resnet50(weights_backbone=None, aux_loss=False), img(160)),
         "mobilenet_v3_small": (lambda: tv.mobilenet_v3_small(), img()),
+        "mobilenet_v3_large": (lambda: tv.mobilenet_v3_large(), img()),
         "alexnet": (lambda: tv.alexnet(), img()),
         "wide_resnet50_2": (lambda: tv.wide_resnet50_2(), img(160)),
         "r3d_18": (lambda: tv.video.r3d_18(), (torch.randn(1, 3, 8, 112, 112),)),
@@ -97,6 +98,25 @@ def export(name, out, vision, text):
             m = transformers.AutoModel.from_config(config)
         module = Plain(m.eval(), causal=cls == "causal")
     torch.onnx.export(module, args, out, opset_version=17, dynamo=False)
+
+
+def export_bench_dir(name, folder):
+    """Exports vision model `name` as a benchmark folder in the suite's layout
+    (generate.py): folder/model.onnx and input_0.pb (the export's example
+    input, seed 0), which bench_vs_ort.py and bench_runtime read (the
+    reference outputs there are ONNX Runtime's)."""
+    import torch
+    from onnx import numpy_helper
+    torch.manual_seed(0)
+    vision = vision_models()
+    if name not in vision:
+        raise KeyError(f"{name} is not one of the sweep's vision models ({', '.join(vision)})")
+    os.makedirs(folder, exist_ok=True)
+    warnings.filterwarnings("ignore")
+    export(name, os.path.join(folder, "model.onnx"), vision, {})
+    for i, a in enumerate(vision[name][1]):
+        with open(os.path.join(folder, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a.numpy(), f"input_{i}").SerializeToString())
 
 
 def output_error(original, optimized, threads):

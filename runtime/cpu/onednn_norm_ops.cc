@@ -94,7 +94,10 @@ Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
 Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
   const Graph& g = c.g;
   const Node& n = g.node(grp.root);
-  if (!grp.post.empty() || n.outputs.size() != 1) return {};
+  // A Relu link (form_groups gives a batch normalization no other) is the
+  // primitive's own fuse_norm_relu.
+  const bool relu = grp.post.size() == 1 && g.node(grp.post[0].node).kind == OpKind::kRelu;
+  if ((!grp.post.empty() && !relu) || n.outputs.size() != 1) return {};
   const Shape& xs = g.type(n.inputs[0]).shape;
   if (xs.size() < 2) return {};
   Md x_md = c.md_of(n.inputs[0]);
@@ -104,6 +107,7 @@ Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
   Md vec = plain_md({xs[1]});
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
+  if (relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, x_md,
                                             static_cast<float>(n.attrs.f("epsilon")), flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
@@ -114,7 +118,7 @@ Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
   bind_f32_vector(c, *k, s, DNNL_ARG_SHIFT, n.inputs[2], vec);
   bind_f32_vector(c, *k, s, DNNL_ARG_MEAN, n.inputs[3], vec);
   bind_f32_vector(c, *k, s, DNNL_ARG_VARIANCE, n.inputs[4], vec);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], x_md);
+  k->bind_value(s, DNNL_ARG_DST, grp.output(g), x_md);
   k->in_place_input = 0;
   return {std::move(k), x_md};
 }

@@ -45,6 +45,7 @@ namespace {
 using detail::constant_of;
 using detail::make_attr;
 using detail::make_batch_norm;
+using detail::make_concat;
 using detail::make_layer_norm;
 using detail::make_reduce;
 using detail::make_softmax;
@@ -543,40 +544,6 @@ Built make_binary_or_eltwise(const BuildContext& c, const FusedGroup& grp) {
   k->in_place_input = src0 == n.inputs[0] ? 0 : 1;
   (void)ys_final;
   return {std::move(k), src0_md};
-}
-
-// Concat in its inputs' layout: blocked channel concatenation (inception's
-// branches) without reordering every branch to row-major and back (44
-// reorders and 11 native concats, 1.8 ms of a 54 ms inception_v3 run).
-Built make_concat(const BuildContext& c, const FusedGroup& grp) {
-  const Graph& g = c.g;
-  const Node& n = g.node(grp.root);
-  const Shape& ys = g.type(n.outputs[0]).shape;
-  if (!grp.post.empty() || ys.empty() || shape_numel(ys) == 0) return {};
-  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(ys.size())));
-  std::vector<Md> srcs;
-  bool all_plain = true;
-  for (ValueId v : n.inputs) {
-    const Shape& s = g.type(v).shape;
-    if (shape_numel(s) == 0) return {};  // oneDNN takes no empty sources
-    srcs.push_back(c.md_of(v));
-    all_plain = all_plain && is_plain(srcs.back(), s);
-  }
-  // Row-major inputs: the native strided copy (runtime/cpu/native_kernels.cc),
-  // a copy per input of contiguous runs. oneDNN's simple concat copies them
-  // at about a twentieth of that: 0.63 ms against 0.03 ms for two
-  // 1x64x56x56 f32 inputs on one Zen 5 core.
-  if (all_plain) return {};
-  dnnl::primitive_attr attr = make_attr(nullptr);
-  std::optional<dnnl::concat::primitive_desc> pd;
-  if (c.plain_output) pd.emplace(plain_md(ys, compute_type(c.dtype)), axis, srcs, c.dnn->engine, attr);
-  else pd.emplace(axis, srcs, c.dnn->engine, attr);
-  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
-  size_t s = k->add_step(dnnl::concat(*pd), *pd);
-  for (size_t i = 0; i < srcs.size(); ++i)
-    k->bind_value(s, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), n.inputs[i], srcs[i]);
-  k->bind_value(s, DNNL_ARG_DST, n.outputs[0], pd->dst_desc());
-  return {std::move(k), pd->dst_desc()};
 }
 
 // Every tensor the group reads or writes (the root's inputs, the post-ops'

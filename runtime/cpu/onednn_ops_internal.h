@@ -1,6 +1,6 @@
 // What the oneDNN op builders share across their files (onednn_ops.cc: the
-// products, pooling, element-wise ops, concat; onednn_norm_ops.cc: softmax,
-// normalizations, reductions). Not for use outside runtime/cpu.
+// products, pooling, element-wise ops; onednn_norm_ops.cc: softmax,
+// normalizations, reductions; onednn_concat.cc: concat). Not for use outside runtime/cpu.
 #pragma once
 
 #include "runtime/cpu/onednn_ops.h"
@@ -19,5 +19,6 @@ Built make_softmax(const BuildContext& c, const FusedGroup& grp);
 Built make_layer_norm(const BuildContext& c, const FusedGroup& grp);
 Built make_batch_norm(const BuildContext& c, const FusedGroup& grp);
 Built make_reduce(const BuildContext& c, const FusedGroup& grp);
+Built make_concat(const BuildContext& c, const FusedGroup& grp);
 
 }  // namespace tessera::runtime::cpu::detail

@@ -300,6 +300,39 @@ TEST(NormTest, BatchNormalizationAfterConvKeepsBlockedLayout) {
   expect_matches_reference(g);
 }
 
+// DenseNet's pre-activation: a batch normalization of a concatenation (no
+// convolution before it to fold into) and its Relu are one kernel, in the
+// concatenation's blocked layout; a BN whose result has a second reader
+// keeps its Relu apart.
+TEST(NormTest, BatchNormalizationReluIsOneKernel) {
+  std::mt19937 rng(12);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 6, 6}});
+  auto conv = [&](ValueId in, int64_t cin, int64_t cout, const char* name) {
+    return g.add(OpKind::kConv, {in, g.add_constant(name, random_tensor(DType::kF32, {cout, cin, 1, 1}, rng))},
+                 attrs({{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                        {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+  };
+  int vectors = 0;
+  auto bn_relu = [&](ValueId in, int64_t c) {
+    auto vec = [&](double lo) {
+      Tensor t = random_tensor(DType::kF32, {c}, rng);
+      for (int64_t i = 0; i < c; ++i) t.set_double(i, std::fabs(t.get_double(i)) + lo);
+      return g.add_constant("v" + std::to_string(vectors++), t);
+    };
+    ValueId bn = g.add(OpKind::kBatchNormalization, {in, vec(0.5), vec(-0.5), vec(0), vec(0.5)});
+    return std::pair{bn, g.add(OpKind::kRelu, {bn})};
+  };
+  ValueId cat = g.add(OpKind::kConcat, {x, conv(x, 16, 16, "a")}, attrs({{"axis", int64_t{1}}}));
+  ValueId r1 = bn_relu(cat, 32).second;
+  auto [bn2, r2] = bn_relu(conv(r1, 32, 16, "b"), 16);
+  g.set_outputs({r2, g.add(OpKind::kAdd, {bn2, r2})});
+  expect_matches_reference(g);
+  std::vector<std::string> ops = kernel_ops(g);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "BatchNormalization+Relu"), 1) << ::testing::PrintToString(ops);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Relu"), 1) << ::testing::PrintToString(ops);
+}
+
 // Inception's branches: convolutions in a blocked layout concatenated along
 // channels stay blocked (no reorders to row-major and back); the one
 // reorder is the graph output's row-major copy.
@@ -319,6 +352,43 @@ TEST(NormTest, ChannelConcatOfConvolutionsStaysBlocked) {
   std::vector<std::string> ops = kernel_ops(g);
   EXPECT_NE(std::find(ops.begin(), ops.end(), "Concat"), ops.end()) << ::testing::PrintToString(ops);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Reorder"), 1) << ::testing::PrintToString(ops);
+}
+
+// DenseNet's concatenations: sources in the layout the convolutions wrote
+// (channels-last or channel-blocked) are copied as rows of contiguous bytes
+// (native:concat_rows), at batch 2 too. A row-major source among them (the
+// graph input; ShuffleNet's pass-through half, a Slice) leaves the
+// concatenation to oneDNN. All against the reference.
+TEST(NormTest, ConcatInConvolutionLayoutCopiesRows) {
+  enum Second { kConv, kInput, kSlice };
+  for (auto [batch, second] : {std::pair{1, kConv}, {2, kConv}, {1, kInput}, {1, kSlice}}) {
+    std::mt19937 rng(10);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {batch, 16, 5, 7}});
+    auto conv = [&](ValueId in, int64_t cin, int64_t cout, const char* name) {
+      return g.add(OpKind::kConv, {in, g.add_constant(name, random_tensor(DType::kF32, {cout, cin, 1, 1}, rng))},
+                   attrs({{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                          {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+    };
+    ValueId a = conv(x, 16, 32, "a");
+    ValueId b = second == kInput ? x
+                : second == kSlice
+                    ? g.add(OpKind::kSlice, {a}, attrs({{"starts", Ints{8}}, {"ends", Ints{24}}, {"axes", Ints{1}}, {"steps", Ints{1}}}))
+                    : conv(x, 16, 16, "b");
+    ValueId cat = g.add(OpKind::kConcat, {a, b, conv(a, 32, 48, "c")}, attrs({{"axis", int64_t{1}}}));
+    g.set_outputs({conv(cat, 96, 16, "d")});
+    expect_matches_reference(g);
+    RunOptions options;
+    options.profile = true;
+    ExecutablePlan plan = ExecutablePlan::compile(g, options);
+    plan.run({random_tensor(DType::kF32, {batch, 16, 5, 7}, rng)});
+    std::string impl;
+    for (const KernelProfile& k : plan.profile().kernels)
+      if (k.op == "Concat") impl = k.impl;
+    std::string why = impl + ", batch " + std::to_string(batch) + ", second source " + std::to_string(second);
+    if (second == kConv) EXPECT_EQ(impl, "native:concat_rows") << why;
+    else EXPECT_EQ(impl.rfind("onednn:", 0), 0u) << why;
+  }
 }
 
 struct BinaryCase {
