@@ -72,16 +72,25 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
 
 double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s,
                                        int64_t rank_weight_bytes, bool weights_fit) {
-  std::string key = weights_fit ? "fits;" : "spills;";
+  uint64_t h = weights_fit ? 1 : 2;
   for (NodeId n : group) {
-    key += std::to_string(node_key_[static_cast<size_t>(n)]);
-    key += s.nodes[static_cast<size_t>(n)].str();
-    key += ';';
+    h = hash_combine(h, static_cast<uint64_t>(node_key_[static_cast<size_t>(n)]));
+    h = hash_combine(h, s.nodes[static_cast<size_t>(n)].hash());
   }
+  auto same = [&](const CachedGroup& c) {
+    if (c.weights_fit != weights_fit || c.keys.size() != group.size()) return false;
+    for (size_t i = 0; i < group.size(); ++i)
+      if (c.keys[i] != node_key_[static_cast<size_t>(group[i])] ||
+          !(c.strategies[i] == s.nodes[static_cast<size_t>(group[i])]))
+        return false;
+    return true;
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto it = cache_.find(h);
+    if (it != cache_.end())
+      for (const CachedGroup& c : it->second)
+        if (same(c)) return c.seconds;
   }
   // The group's local ops for rank 0: what it reads from outside the group
   // are inputs (constants: rank 0's block), values it makes feed its own
@@ -141,9 +150,24 @@ double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const S
     opts.other_parameter_bytes = std::max<int64_t>(0, rank_weight_bytes - mini.parameter_bytes());
     t = cost::graph_cost(mini, device_, opts).time_s;
   }
+  CachedGroup entry{weights_fit, {}, {}, t};
+  for (NodeId n : group) {
+    entry.keys.push_back(node_key_[static_cast<size_t>(n)]);
+    entry.strategies.push_back(s.nodes[static_cast<size_t>(n)]);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  cache_.emplace(std::move(key), t);
+  std::vector<CachedGroup>& bucket = cache_[h];
+  // Another thread may have costed the same kernel meanwhile.
+  if (std::none_of(bucket.begin(), bucket.end(), same)) {
+    bucket.push_back(std::move(entry));
+    ++cached_;
+  }
   return t;
+}
+
+int64_t ShardedCostModel::kernels_costed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_;
 }
 
 ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
