@@ -426,34 +426,49 @@ int64_t ranks_per_node(const DeviceProfile& device, int64_t devices) {
   return std::max<int64_t>(1, std::min(devices, device.interconnect[0].devices_per_node));
 }
 
+DeviceProfile scale_to_cores(const DeviceProfile& host, double cores, CoreSharing sharing) {
+  if (host.kind != DeviceKind::kCpu || host.units <= 0 || cores <= 0) return host;
+  // A socket's DRAM bandwidth (host_cpu.cc): what scaling up stops at.
+  constexpr double kSocketDramBandwidth = 307.2e9;
+  DeviceProfile p = host;
+  const double k = cores / static_cast<double>(host.units);
+  p.units = std::max<int64_t>(1, static_cast<int64_t>(cores));
+  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
+    for (auto& [t, f] : *peaks) f *= k;
+  for (MemoryLevel& m : p.memory) {
+    m.bandwidth *= k;
+    if (!m.per_unit && sharing == CoreSharing::kRanks)
+      m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) * k);
+  }
+  p.reorder_bandwidth *= k;
+  if (k > 1 && !p.memory.empty()) {
+    MemoryLevel& dram = p.memory.back();
+    dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, host.main_memory().bandwidth));
+  }
+  if (sharing == CoreSharing::kAlone && k < 1) {
+    for (size_t i = 0; i < p.memory.size(); ++i) {
+      MemoryLevel& m = p.memory[i];
+      if (m.per_unit || m.core_bandwidth <= 0) continue;
+      double alone = std::min(host.memory[i].effective_bandwidth(), cores * host.core_bandwidth(i));
+      m.bandwidth = alone / m.efficiency;
+    }
+  }
+  return p;
+}
+
 DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks) {
   if (host.kind != DeviceKind::kCpu || ranks <= 1) return host;
-  DeviceProfile p = host;
+  // More ranks than cores: each still runs on one core's worth.
   const auto k = static_cast<double>(std::min(ranks, host.units));
+  DeviceProfile p = scale_to_cores(host, static_cast<double>(host.units) / k, CoreSharing::kRanks);
   p.units = std::max<int64_t>(1, host.units / ranks);
-  for (auto& [t, f] : p.matrix_flops) f /= k;
-  for (auto& [t, f] : p.vector_flops) f /= k;
-  for (MemoryLevel& m : p.memory) {
-    m.bandwidth /= k;  // every level's is the whole device's
-    if (!m.per_unit) m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) / k);
-  }
-  p.reorder_bandwidth /= k;
   p.description = host.description + " (one of " + std::to_string(ranks) + " ranks sharing it)";
   return p;
 }
 
 DeviceProfile thread_share(const DeviceProfile& host, int64_t threads) {
   if (host.kind != DeviceKind::kCpu || threads <= 0 || threads >= host.units) return host;
-  DeviceProfile p = rank_share(host, host.units / threads);
-  // Alone on its cores, the process streams from a shared level what those
-  // cores do, not an even share of what every core does at once.
-  for (size_t i = 0; i < p.memory.size(); ++i) {
-    MemoryLevel& m = p.memory[i];
-    if (m.per_unit || m.core_bandwidth <= 0) continue;
-    double alone = std::min(host.memory[i].effective_bandwidth(),
-                            static_cast<double>(p.units) * host.core_bandwidth(i));
-    m.bandwidth = alone / m.efficiency;
-  }
+  DeviceProfile p = scale_to_cores(host, static_cast<double>(threads), CoreSharing::kAlone);
   p.description = host.description + " (" + std::to_string(p.units) + " of its cores)";
   return p;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "graph/liveness.h"
 #include "graph/memory_limit.h"
 #include "graph/number.h"
 
@@ -127,49 +128,14 @@ const RefTensor<T>& value_of(const Graph& g, ValueId v, Env<T>& env) {
   return env.values[v];
 }
 
-// Index in `order` of each value's last reader (graph outputs live forever).
-std::vector<int64_t> last_uses(const Graph& g, const std::vector<NodeId>& order) {
-  std::vector<int64_t> last(static_cast<size_t>(g.num_values()), -1);
-  for (size_t k = 0; k < order.size(); ++k)
-    for (ValueId in : g.node(order[k]).inputs)
-      if (in != kNoValue) last[in] = static_cast<int64_t>(k);
-  for (ValueId v : g.outputs()) last[v] = INT64_MAX;
-  return last;
-}
-
-// Bytes the interpreter holds at its peak running `g` in `order`: the inputs,
-// and the largest set of values alive at once (a constant from its first
-// reader, every value until its last; constant outputs at the end). A
-// number is T, an integer an int64.
+// Bytes the interpreter holds at its peak running `g` in `order`
+// (graph/liveness.h): a number is T, an integer an int64.
 template <class T>
-int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& last) {
-  auto bytes = [&](ValueId v) {
+int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order) {
+  return peak_live_bytes(g, order, [&](ValueId v) {
     const TensorType& t = g.type(v);
     return t.numel() * static_cast<int64_t>(is_float(t.dtype) ? sizeof(T) : sizeof(int64_t));
-  };
-  std::vector<bool> alive(static_cast<size_t>(g.num_values()), false);
-  int64_t live = 0, peak = 0;
-  auto add = [&](ValueId v) {
-    if (v == kNoValue || alive[v]) return;
-    alive[v] = true;
-    live += bytes(v);
-  };
-  for (ValueId v : g.inputs()) add(v);
-  peak = live;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& node = g.node(order[k]);
-    for (ValueId in : node.inputs)
-      if (in != kNoValue && g.value(in).constant) add(in);
-    for (ValueId o : node.outputs) add(o);
-    peak = std::max(peak, live);
-    for (ValueId in : node.inputs)
-      if (in != kNoValue && alive[in] && last[in] == static_cast<int64_t>(k)) {
-        alive[in] = false;
-        live -= bytes(in);
-      }
-  }
-  for (ValueId v : g.outputs()) add(v);
-  return std::max(peak, live);
+  });
 }
 
 template <class T>
@@ -211,6 +177,12 @@ void release_dead(const Node& node, int64_t k, const std::vector<int64_t>& last,
       env.values[in] = RefTensor<T>{};
       env.ready[in] = false;
     }
+  // What nothing reads is dropped as soon as it is made (peak_live_bytes).
+  for (ValueId out : node.outputs)
+    if (last[out] < 0) {
+      env.values[out] = RefTensor<T>{};
+      env.ready[out] = false;
+    }
 }
 
 template <class T>
@@ -226,7 +198,7 @@ template <class T>
 std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<T>>& inputs) {
   std::vector<NodeId> order = g.topo_order();
   std::vector<int64_t> last = last_uses(g, order);
-  check_memory(peak_bytes<T>(g, order, last), "the reference interpreter on graph '" + g.name + "'");
+  check_memory(peak_bytes<T>(g, order), "the reference interpreter on graph '" + g.name + "'");
   Env<T> env;
   bind_inputs(g, inputs, env);
   for (size_t k = 0; k < order.size(); ++k) {
@@ -255,7 +227,7 @@ std::vector<std::vector<RefTensor<T>>> interpret_ranks(const std::vector<const G
     const Graph& g = *graphs[static_cast<size_t>(r)];
     order.push_back(g.topo_order());
     last.push_back(last_uses(g, order.back()));
-    need += peak_bytes<T>(g, order.back(), last.back());
+    need += peak_bytes<T>(g, order.back());
   }
   check_memory(need, "the reference interpreter on " + std::to_string(ranks) + " ranks of '" + graphs[0]->name + "'");
   for (int64_t r = 0; r < ranks; ++r) {

@@ -7,6 +7,7 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "graph/liveness.h"
 
 namespace tessera::mutator {
 namespace {
@@ -40,11 +41,7 @@ bool same_costing(const Graph& g, const Node& a, const Node& b) {
 
 ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
     : g_(g), mesh_(mesh), device_(device), groups_(cost::kernel_groups(g)), order_(g.topo_order()) {
-  last_use_.assign(static_cast<size_t>(g.num_values()), -1);
-  for (size_t k = 0; k < order_.size(); ++k)
-    for (ValueId v : g.node(order_[k]).inputs)
-      if (v != kNoValue) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(k);
-  for (ValueId v : g.outputs()) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(order_.size());
+  last_use_ = last_uses(g, order_);
   // A node's key is the first node that costs as it does at every strategy:
   // a hash match confirmed by same_costing, so that two nodes share cached
   // costs only when they are equal where the cost model looks.
@@ -192,20 +189,13 @@ ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
   bool fit = cost::weights_fit_in_cache(Graph{}, device_, rank);
   for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s, c.weight_bytes, fit);
   c.comm_s = s.reshard_seconds;
-  // Activations: live non-constant values at their local size.
-  auto size_of = [&](ValueId v) { return local_bytes(g_.type(v), s.values[static_cast<size_t>(v)], mesh_); };
-  int64_t live = 0;
-  for (ValueId v : g_.inputs()) live += g_.type(v).nbytes();
-  for (size_t k = 0; k < order_.size(); ++k) {
-    const Node& n = g_.node(order_[k]);
-    for (ValueId v : n.outputs) live += size_of(v);
-    c.activation_bytes = std::max(c.activation_bytes, live);
-    for (ValueId v : n.inputs)
-      if (v != kNoValue && !g_.value(v).constant && last_use_[static_cast<size_t>(v)] == static_cast<int64_t>(k))
-        live -= g_.value(v).producer < 0 ? g_.type(v).nbytes() : size_of(v);
-    for (ValueId v : n.outputs)
-      if (last_use_[static_cast<size_t>(v)] < 0) live -= size_of(v);
-  }
+  // Activations: live non-constant values at their local size (graph
+  // inputs cross the boundary whole), in topological order.
+  c.activation_bytes = peak_live_bytes(g_, order_, last_use_, [&](ValueId v) -> int64_t {
+    const Value& val = g_.value(v);
+    if (val.is_constant()) return 0;
+    return val.producer < 0 ? val.type.nbytes() : local_bytes(val.type, s.values[static_cast<size_t>(v)], mesh_);
+  });
   return c;
 }
 

@@ -241,5 +241,29 @@ TEST(DeviceProfile, OneCoreAloneStreamsItsOwnRateFromASharedLevel) {
   EXPECT_DOUBLE_EQ(t1.memory[0].bandwidth, host.memory[0].bandwidth / 4);
 }
 
+// One scaling for ranks, threads and the calibration (scale_to_cores): a
+// process alone on some cores keeps the shared caches whole, ranks split
+// them; scaled up, main memory stops at a socket's bandwidth.
+TEST(DeviceProfile, ScaleToCoresSplitsSharedCapacityOnlyBetweenRanks) {
+  DeviceProfile host = builtin_profile("cpu");
+  host.units = 4;
+  const size_t llc = host.memory.size() - 2;
+  ASSERT_FALSE(host.memory[llc].per_unit);
+  DeviceProfile alone = scale_to_cores(host, 1, CoreSharing::kAlone);
+  DeviceProfile rank = scale_to_cores(host, 1, CoreSharing::kRanks);
+  EXPECT_EQ(alone.units, 1);
+  EXPECT_EQ(alone.memory[llc].capacity_bytes, host.memory[llc].capacity_bytes);
+  EXPECT_EQ(rank.memory[llc].capacity_bytes, host.memory[llc].capacity_bytes / 4);
+  EXPECT_DOUBLE_EQ(alone.peak_flops(DType::kF32, false), host.peak_flops(DType::kF32, false) / 4);
+  EXPECT_EQ(thread_share(host, 1).memory[llc].capacity_bytes, host.memory[llc].capacity_bytes);
+  EXPECT_EQ(rank_share(host, 4).memory[llc].capacity_bytes, host.memory[llc].capacity_bytes / 4);
+  // Fitted on one core, scaled to 256: FLOP/s 256x, main memory capped.
+  DeviceProfile big = scale_to_cores(alone, 256, CoreSharing::kAlone);
+  EXPECT_EQ(big.units, 256);
+  EXPECT_DOUBLE_EQ(big.peak_flops(DType::kF32, false), alone.peak_flops(DType::kF32, false) * 256);
+  EXPECT_DOUBLE_EQ(big.main_memory().bandwidth, std::max(307.2e9, alone.main_memory().bandwidth));
+  EXPECT_EQ(scale_to_cores(builtin_profile("h100"), 1, CoreSharing::kRanks).units, builtin_profile("h100").units);
+}
+
 }  // namespace
 }  // namespace tessera::cost

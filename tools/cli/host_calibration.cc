@@ -29,37 +29,6 @@ double load_average() {
   return load;
 }
 
-// `host` as `cores` of its cores see it: compute and every level's
-// bandwidth (each is the whole device's) in proportion, the capacities of
-// per-core levels kept and shared ones whole (one thread may fill them).
-cost::DeviceProfile share(const cost::DeviceProfile& host, int64_t cores) {
-  cost::DeviceProfile p = host;
-  if (cores >= host.units) return p;
-  double k = static_cast<double>(cores) / static_cast<double>(host.units);
-  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
-    for (auto& [t, v] : *peaks) v *= k;
-  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
-  p.reorder_bandwidth *= k;
-  p.units = cores;
-  return p;
-}
-
-// The inverse, for a profile fitted on fewer cores than the host has: main
-// memory's bandwidth grows with the cores up to a socket's (host_cpu.cc).
-cost::DeviceProfile scale_to_cores(const cost::DeviceProfile& fitted, int64_t cores) {
-  constexpr double kSocketDramBandwidth = 307.2e9;
-  cost::DeviceProfile p = fitted;
-  double k = static_cast<double>(cores) / static_cast<double>(fitted.units);
-  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
-    for (auto& [t, v] : *peaks) v *= k;
-  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
-  p.reorder_bandwidth *= k;
-  cost::MemoryLevel& dram = p.memory.back();
-  dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, fitted.main_memory().bandwidth));
-  p.units = cores;
-  return p;
-}
-
 // One calibration run: the profile being fitted and the measurements that
 // fit it, each kept with its kernel class so that the remaining error of
 // the fitted profile can be reported per class.
@@ -77,7 +46,8 @@ class HostCalibrator {
     // (host_cpu.cc); what a parallel region costs is fitted on its own, with
     // every thread (fit_parallel_overhead).
     threads_ = o.threads > 0 ? o.threads : 1;
-    p_ = share(host_, threads_);
+    p_ = cost::scale_to_cores(host_, static_cast<double>(std::min<int64_t>(threads_, host_.units)),
+                              cost::CoreSharing::kAlone);
     // The budget, less the time compiling and warming up take (about a
     // third on this 2-core host), in slices: a dense probe gets 3 (its runs
     // take milliseconds, and on a busy machine only the fastest of many is
@@ -119,7 +89,7 @@ class HostCalibrator {
     cost::DeviceProfile one_core;
     if (o_.threads == 0 && threads_ < host_.units) {
       one_core = p_;
-      p_ = scale_to_cores(p_, host_.units);
+      p_ = cost::scale_to_cores(p_, static_cast<double>(host_.units), cost::CoreSharing::kAlone);
       threads_ = static_cast<int>(host_.units);
     }
     fit_parallel_overhead();
@@ -433,7 +403,7 @@ void HostCalibrator::fit_parallel_overhead() {
 
 // The shared levels (last cache, main memory) with every core streaming:
 // the bandwidth probes of fit_bandwidths again, on all threads. One core's
-// rate is scaled linearly to the cores before this (scale_to_cores); on the
+// rate is scaled linearly to the cores before this (cost::scale_to_cores); on the
 // 2-vCPU Zen 5 guest both cores together streamed 1.75-1.8x one core's
 // rate from the last cache and 1.4-2.0x from main memory in these probes,
 // not 2x. The one-core rate stays as the level's core_bandwidth, what a kernel on one
