@@ -367,7 +367,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& given) {
   for (const std::string& name : options.disabled_rules) disabled.insert(find_rule(name).name);
   if (!options.shard_rewrite.empty() && !on_mesh)
     TESSERA_THROW(ErrorKind::kUsage, "--shard-rewrite needs a mesh of two or more devices (--mesh tp=2)");
-  cost::DeviceProfile device = cost::resolve_device(options.device);
+  const cost::DeviceProfile& device = options.device;
 
   Plan plan;
   plan.original = g;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 
@@ -105,6 +107,26 @@ TEST(DeviceProfile, JsonRoundTrip) {
   }
   EXPECT_NEAR(b.launch_overhead_s, a.launch_overhead_s, 1e-12);
   EXPECT_EQ(b.register_tile, a.register_tile);
+}
+
+// The fitted factors are rows of one table: each is written, read back,
+// defaulted when absent and checked by it (transcendental_ops and
+// launch_overhead_us are required; epilogue_ops_scale defaults to 1 and
+// must be at least 1).
+TEST(DeviceProfile, FactorRowsReadWriteAndCheckAlike) {
+  DeviceProfile a = builtin_profile("h100");
+  a.reorder_bandwidth = 12.5e9;
+  a.conv_call_s = 3.25e-9;
+  nlohmann::json j = nlohmann::json::parse(profile_to_json(a));
+  EXPECT_DOUBLE_EQ(j["reorder_gbps"].get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(j["conv_call_ns"].get<double>(), 3.25);
+  j.erase("epilogue_ops_scale");
+  EXPECT_DOUBLE_EQ(profile_from_json(j.dump(), "t").epilogue_ops_scale, 1.0);
+  nlohmann::json no_launch = j;
+  no_launch.erase("launch_overhead_us");
+  EXPECT_NE(error_of(no_launch.dump()).find("'launch_overhead_us' is missing"), std::string::npos);
+  j["epilogue_ops_scale"] = 0.5;
+  EXPECT_NE(error_of(j.dump()).find("'epilogue_ops_scale' must be at least 1"), std::string::npos);
 }
 
 TEST(DeviceProfile, SaveAndLoadFile) {

@@ -1,5 +1,4 @@
-// The host CPU's calibration (calibrate_host) and what --device cpu means
-// for a run of the CLI (prepare_host_profile): see cost_calibration.h.
+// The host CPU's calibration (calibrate_host): see calibrate.h.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,16 +7,16 @@
 #include <map>
 #include <sstream>
 
+#include "calibrate/calibrate.h"
+#include "calibrate/calibration_graphs.h"
 #include "cost/graph_cost.h"
 #include "cost/host_profile_cache.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
 #include "runtime/pool_probe.h"
-#include "tools/cli/calibration_graphs.h"
-#include "tools/cli/cost_calibration.h"
 
-namespace tessera::cli {
+namespace tessera::calibrate {
 
 using namespace detail;
 
@@ -694,51 +693,4 @@ cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostre
   return HostCalibrator(options, log).run();
 }
 
-// The quick calibration's budget: the 10 s on first use, with room
-// for the compiles the measured slices leave out.
-constexpr double kQuickCalibrationSeconds = 8;
-
-void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log) {
-  std::string dir = cache_dir.empty() ? cost::default_profile_cache_dir() : cache_dir;
-  cost::CpuIdentity id = cost::read_host_identity();
-  cost::CachedProfile cached = cost::load_cached_profile(dir, id);
-  if (!cached.note.empty()) log << "tessera: " << cached.note << "\n";
-  if (cached.profile) {
-    cost::set_host_profile(*cached.profile);
-    return;
-  }
-  if (!calibrate) {
-    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
-    return;
-  }
-  log << "tessera: no calibrated profile of this CPU (" << id.summary() << ") in " << dir
-      << "; calibrating it once (about " << kQuickCalibrationSeconds
-      << " s; --no-calibrate skips this, tessera cost --calibrate measures more)\n";
-  CalibrationOptions o;
-  o.seconds = kQuickCalibrationSeconds;
-  o.quick = true;
-  std::ostringstream detail;  // the per-measurement lines stay off a user's screen
-  cost::DeviceProfile p;
-  try {
-    p = calibrate_host(o, detail);
-  } catch (const Error& e) {
-    // A measurement the fit cannot use (the profile fails its checks): this
-    // run prices with the detected profile, and the next one calibrates again.
-    log << "tessera: the calibration failed (" << e.message() << "); using the detected profile, not cached\n";
-    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
-    return;
-  }
-  // One line of what was found: the dense rate against the detected peak,
-  // and the wall time.
-  std::string line;
-  for (std::istringstream lines(detail.str()); std::getline(lines, line);)
-    if (line.rfind("f32 peak", 0) == 0 || line.rfind("quick calibration", 0) == 0) log << "tessera: " << line << "\n";
-  try {
-    log << "tessera: wrote " << cost::save_cached_profile(p, dir, id) << "\n";
-  } catch (const Error& e) {
-    log << "tessera: " << e.message() << " (the calibrated profile is used for this run only)\n";
-  }
-  cost::set_host_profile(p);
-}
-
-}  // namespace tessera::cli
+}  // namespace tessera::calibrate
