@@ -16,6 +16,7 @@ endif()
 set_target_properties(tessera_api PROPERTIES EXPORT_NAME tessera)
 set_target_properties(tessera PROPERTIES EXPORT_NAME tessera_cli)
 install(TARGETS tessera_api tessera_graph tessera_onnx tessera_verifier tessera_cost tessera_mutator tessera_report tessera_runtime
+                tessera_calibrate
                 tessera
         EXPORT TesseraTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

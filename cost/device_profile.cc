@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -101,6 +102,40 @@ void check(bool ok, const std::string& field, const std::string& what) {
   if (!ok) TESSERA_THROW(ErrorKind::kParse, "profile field '" << field << "' " << what);
 }
 
+// The profile's fitted scalar factors, one row each: the JSON key, the
+// member, the unit the JSON holds it in (member = value x unit), the default
+// where the key may be absent (nullopt: required), and the smallest valid
+// value. profile_from_json, profile_to_json and validate() read only this
+// table for them, so a new factor is one row (and its member).
+struct FactorRow {
+  const char* key;
+  double DeviceProfile::*member;
+  double unit;
+  std::optional<double> default_value;
+  double minimum;
+};
+
+const std::vector<FactorRow>& factor_rows() {
+  static const std::vector<FactorRow> rows = {
+      {"transcendental_ops", &DeviceProfile::transcendental_ops, 1, std::nullopt, 1},
+      {"permute_ops", &DeviceProfile::permute_ops, 1, 0.0, 0},
+      {"epilogue_ops_scale", &DeviceProfile::epilogue_ops_scale, 1, 1.0, 1},
+      {"epilogue_operand_ops", &DeviceProfile::epilogue_operand_ops, 1, 0.0, 0},
+      {"permute_run_ops", &DeviceProfile::permute_run_ops, 1, 0.0, 0},
+      {"softmax_ops", &DeviceProfile::softmax_ops, 1, 0.0, 0},
+      {"softmax_row_ops", &DeviceProfile::softmax_row_ops, 1, 0.0, 0},
+      {"launch_overhead_us", &DeviceProfile::launch_overhead_s, 1e-6, std::nullopt, 0},
+      {"cold_launch_us", &DeviceProfile::cold_launch_s, 1e-6, 0.0, 0},
+      {"parallel_overhead_us", &DeviceProfile::parallel_overhead_s, 1e-6, 0.0, 0},
+      {"spin_window_us", &DeviceProfile::spin_window_s, 1e-6, 0.0, 0},
+      {"wake_overhead_us", &DeviceProfile::wake_overhead_s, 1e-6, 0.0, 0},
+      {"gemm_overhead_us", &DeviceProfile::gemm_overhead_s, 1e-6, 0.0, 0},
+      {"conv_call_ns", &DeviceProfile::conv_call_s, 1e-9, 0.0, 0},
+      {"reorder_gbps", &DeviceProfile::reorder_bandwidth, 1e9, 0.0, 0},
+  };
+  return rows;
+}
+
 }  // namespace
 
 double DeviceProfile::peak_flops(DType dtype, bool matrix) const {
@@ -183,21 +218,12 @@ void DeviceProfile::validate() const {
     check(e > 0 && e <= 2, f, "must have an efficiency in (0, 2]");
   }
   check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
-  check(transcendental_ops >= 1, "transcendental_ops", "must be at least 1");
-  check(launch_overhead_s >= 0, "launch_overhead_us", "must not be negative");
-  check(cold_launch_s >= 0, "cold_launch_us", "must not be negative");
-  check(parallel_overhead_s >= 0, "parallel_overhead_us", "must not be negative");
-  check(spin_window_s >= 0, "spin_window_us", "must not be negative");
-  check(wake_overhead_s >= 0, "wake_overhead_us", "must not be negative");
-  check(permute_ops >= 0, "permute_ops", "must not be negative");
-  check(epilogue_ops_scale >= 1, "epilogue_ops_scale", "must be at least 1");
-  check(epilogue_operand_ops >= 0, "epilogue_operand_ops", "must not be negative");
-  check(permute_run_ops >= 0, "permute_run_ops", "must not be negative");
-  check(softmax_ops >= 0 && std::isfinite(softmax_ops), "softmax_ops", "must not be negative");
-  check(softmax_row_ops >= 0 && std::isfinite(softmax_row_ops), "softmax_row_ops", "must not be negative");
-  check(gemm_overhead_s >= 0, "gemm_overhead_us", "must not be negative");
-  check(conv_call_s >= 0, "conv_call_ns", "must not be negative");
-  check(reorder_bandwidth >= 0, "reorder_gbps", "must not be negative");
+  for (const FactorRow& f : factor_rows()) {
+    double v = this->*f.member;
+    std::ostringstream least;
+    least << "must be at least " << f.minimum;
+    check(v >= f.minimum * f.unit && std::isfinite(v), f.key, f.minimum == 0 ? "must not be negative" : least.str());
+  }
   for (size_t i = 0; i < interconnect.size(); ++i) {
     const Interconnect& c = interconnect[i];
     std::string f = "interconnect[" + std::to_string(i) + "]";
@@ -247,21 +273,8 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
     }
   }
   p.vector_efficiency = eff.number("vector");
-  p.transcendental_ops = r.number("transcendental_ops");
-  p.permute_ops = r.number_or("permute_ops", 0.0);
-  p.epilogue_ops_scale = r.number_or("epilogue_ops_scale", 1.0);
-  p.epilogue_operand_ops = r.number_or("epilogue_operand_ops", 0.0);
-  p.permute_run_ops = r.number_or("permute_run_ops", 0.0);
-  p.softmax_ops = r.number_or("softmax_ops", 0.0);
-  p.softmax_row_ops = r.number_or("softmax_row_ops", 0.0);
-  p.launch_overhead_s = r.number("launch_overhead_us") * 1e-6;
-  p.cold_launch_s = r.number_or("cold_launch_us", 0.0) * 1e-6;
-  p.parallel_overhead_s = r.number_or("parallel_overhead_us", 0.0) * 1e-6;
-  p.spin_window_s = r.number_or("spin_window_us", 0.0) * 1e-6;
-  p.wake_overhead_s = r.number_or("wake_overhead_us", 0.0) * 1e-6;
-  p.gemm_overhead_s = r.number_or("gemm_overhead_us", 0.0) * 1e-6;
-  p.conv_call_s = r.number_or("conv_call_ns", 0.0) * 1e-9;
-  p.reorder_bandwidth = r.number_or("reorder_gbps", 0.0) * 1e9;
+  for (const FactorRow& f : factor_rows())
+    p.*f.member = (f.default_value ? r.number_or(f.key, *f.default_value) : r.number(f.key)) * f.unit;
   for (const Reader& m : r.array("memory")) {
     MemoryLevel level;
     level.name = m.string("name");
@@ -344,25 +357,11 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"register_vector", p.register_vector},
             {"peak_tflops", {{"matrix", peaks(p.matrix_flops)}, {"vector", peaks(p.vector_flops)}}},
             {"efficiency", efficiency},
-            {"transcendental_ops", p.transcendental_ops},
-            {"permute_ops", p.permute_ops},
-            {"epilogue_ops_scale", p.epilogue_ops_scale},
-            {"epilogue_operand_ops", p.epilogue_operand_ops},
-            {"permute_run_ops", p.permute_run_ops},
-            {"softmax_ops", p.softmax_ops},
-            {"softmax_row_ops", p.softmax_row_ops},
-            {"launch_overhead_us", p.launch_overhead_s * 1e6},
-            {"cold_launch_us", p.cold_launch_s * 1e6},
-            {"parallel_overhead_us", p.parallel_overhead_s * 1e6},
-            {"spin_window_us", p.spin_window_s * 1e6},
-            {"wake_overhead_us", p.wake_overhead_s * 1e6},
-            {"gemm_overhead_us", p.gemm_overhead_s * 1e6},
-            {"conv_call_ns", p.conv_call_s * 1e9},
-            {"reorder_gbps", p.reorder_bandwidth / 1e9},
             {"memory", memory},
             {"interconnect", tiers},
             {"calibrated", p.calibrated},
             {"source", p.source}};
+  for (const FactorRow& f : factor_rows()) j[f.key] = p.*f.member / f.unit;
   if (!p.host_key.empty()) j["host"] = {{"key", p.host_key}, {"summary", p.host_summary}};
   if (!p.widened.empty()) {
     json w = json::array();
@@ -426,34 +425,49 @@ int64_t ranks_per_node(const DeviceProfile& device, int64_t devices) {
   return std::max<int64_t>(1, std::min(devices, device.interconnect[0].devices_per_node));
 }
 
+DeviceProfile scale_to_cores(const DeviceProfile& host, double cores, CoreSharing sharing) {
+  if (host.kind != DeviceKind::kCpu || host.units <= 0 || cores <= 0) return host;
+  // A socket's DRAM bandwidth (host_cpu.cc): what scaling up stops at.
+  constexpr double kSocketDramBandwidth = 307.2e9;
+  DeviceProfile p = host;
+  const double k = cores / static_cast<double>(host.units);
+  p.units = std::max<int64_t>(1, static_cast<int64_t>(cores));
+  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
+    for (auto& [t, f] : *peaks) f *= k;
+  for (MemoryLevel& m : p.memory) {
+    m.bandwidth *= k;
+    if (!m.per_unit && sharing == CoreSharing::kRanks)
+      m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) * k);
+  }
+  p.reorder_bandwidth *= k;
+  if (k > 1 && !p.memory.empty()) {
+    MemoryLevel& dram = p.memory.back();
+    dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, host.main_memory().bandwidth));
+  }
+  if (sharing == CoreSharing::kAlone && k < 1) {
+    for (size_t i = 0; i < p.memory.size(); ++i) {
+      MemoryLevel& m = p.memory[i];
+      if (m.per_unit || m.core_bandwidth <= 0) continue;
+      double alone = std::min(host.memory[i].effective_bandwidth(), cores * host.core_bandwidth(i));
+      m.bandwidth = alone / m.efficiency;
+    }
+  }
+  return p;
+}
+
 DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks) {
   if (host.kind != DeviceKind::kCpu || ranks <= 1) return host;
-  DeviceProfile p = host;
+  // More ranks than cores: each still runs on one core's worth.
   const auto k = static_cast<double>(std::min(ranks, host.units));
+  DeviceProfile p = scale_to_cores(host, static_cast<double>(host.units) / k, CoreSharing::kRanks);
   p.units = std::max<int64_t>(1, host.units / ranks);
-  for (auto& [t, f] : p.matrix_flops) f /= k;
-  for (auto& [t, f] : p.vector_flops) f /= k;
-  for (MemoryLevel& m : p.memory) {
-    m.bandwidth /= k;  // every level's is the whole device's
-    if (!m.per_unit) m.capacity_bytes = static_cast<int64_t>(static_cast<double>(m.capacity_bytes) / k);
-  }
-  p.reorder_bandwidth /= k;
   p.description = host.description + " (one of " + std::to_string(ranks) + " ranks sharing it)";
   return p;
 }
 
 DeviceProfile thread_share(const DeviceProfile& host, int64_t threads) {
   if (host.kind != DeviceKind::kCpu || threads <= 0 || threads >= host.units) return host;
-  DeviceProfile p = rank_share(host, host.units / threads);
-  // Alone on its cores, the process streams from a shared level what those
-  // cores do, not an even share of what every core does at once.
-  for (size_t i = 0; i < p.memory.size(); ++i) {
-    MemoryLevel& m = p.memory[i];
-    if (m.per_unit || m.core_bandwidth <= 0) continue;
-    double alone = std::min(host.memory[i].effective_bandwidth(),
-                            static_cast<double>(p.units) * host.core_bandwidth(i));
-    m.bandwidth = alone / m.efficiency;
-  }
+  DeviceProfile p = scale_to_cores(host, static_cast<double>(threads), CoreSharing::kAlone);
   p.description = host.description + " (" + std::to_string(p.units) + " of its cores)";
   return p;
 }

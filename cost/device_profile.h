@@ -195,16 +195,29 @@ DeviceProfile detect_host_cpu();
 // host_profile_cache.h: this process's host profile (cache, else detection).
 DeviceProfile host_cpu_profile();
 
+// The one scaling of a CPU profile to part (or more) of its cores: `cores`
+// of its `units` (fractional where ranks do not divide the cores) get that
+// share of its FLOP/s and of every level's bandwidth (each is the whole
+// device's); units becomes max(1, floor(cores)). What the cores left out do
+// decides the shared levels: other ranks (kRanks) take their share of the
+// shared caches' capacity; nothing (kAlone) leaves the process the whole
+// capacity and a shared level streams what its cores draw from it alone
+// (their core_bandwidth where measured, up to the level's). Scaled up (a
+// profile fitted on fewer cores than the host has), main memory's
+// bandwidth grows at most to a socket's (host_cpu.cc). A GPU profile is
+// returned as it is.
+enum class CoreSharing { kRanks, kAlone };
+DeviceProfile scale_to_cores(const DeviceProfile& host, double cores, CoreSharing sharing);
+
 // One rank's share of a CPU host that `ranks` ranks of a mesh share (the
-// innermost interconnect tier's devices_per_node say how many do): its
-// cores, FLOP/s and the bandwidth and capacity of the levels the cores
-// share divided among them. A GPU profile, or one rank, is returned as it
-// is: each GPU rank has its device to itself.
+// innermost interconnect tier's devices_per_node say how many do):
+// scale_to_cores(host, units / ranks, kRanks), at least one core's. A GPU
+// profile, or one rank, is returned as it is: each GPU rank has its device
+// to itself.
 DeviceProfile rank_share(const DeviceProfile& host, int64_t ranks);
 
 // The host as one process running `threads` of its threads sees it, alone:
-// rank_share's figures, except that a shared level streams what those
-// cores draw from it alone (their core_bandwidth, up to the level's).
+// scale_to_cores(host, threads, kAlone).
 DeviceProfile thread_share(const DeviceProfile& host, int64_t threads);
 // How many ranks of a mesh of `devices` share a node on `device`.
 int64_t ranks_per_node(const DeviceProfile& device, int64_t devices);

@@ -15,29 +15,6 @@ int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
   return p;
 }
 
-// Arithmetic weight of one output element for element-wise kinds: the number
-// of basic operations a straightforward kernel performs (transcendentals
-// count as one, as hardware and vector libraries issue them as one).
-int64_t elementwise_weight(OpKind k) {
-  switch (k) {
-    case OpKind::kIdentity:
-    case OpKind::kCast:
-      return 0;
-    case OpKind::kGelu:
-    case OpKind::kHardSwish:
-    case OpKind::kSoftplus:
-    case OpKind::kElu:
-      return 4;
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kClip:
-    case OpKind::kLeakyRelu:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
 // Resize runs one axis at a time (graph/ops/resize.cc): a resized axis costs
 // a multiply-add per tap for every element of its pass's output. Taps: 2
 // (linear) or 4 (cubic), stretched by 1/scale when antialiasing a
@@ -110,7 +87,12 @@ int64_t node_flops(const Graph& g, const Node& n) {
     default:
       break;
   }
-  if (def.elementwise()) return out.numel() * elementwise_weight(n.kind);
+  // Element-wise: the op table's arithmetic row (graph/op.h), a
+  // transcendental counted as one operation, as vector libraries issue it.
+  if (def.elementwise()) {
+    Arithmetic a = op_arithmetic(g, n);
+    return static_cast<int64_t>(static_cast<double>(out.numel()) * (a.ops + a.transcendentals));
+  }
   // The rest of the reduce family (ops.def) and the global pools: one
   // operation per element read.
   if (def.family == OpFamily::kReduce || n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool)

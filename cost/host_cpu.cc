@@ -21,7 +21,7 @@
 //   overheads, per-op     the reference host's (launch, parallel wake-up,
 //   costs                 transcendental and permute costs): per-cycle properties
 //                         of the runtime's kernels more than of the CPU
-// Calibration (tools/cli/cost_calibration.h) measures the rates and
+// Calibration (calibrate/calibrate.h) measures the rates and
 // overwrites them.
 #include <algorithm>
 #include <sstream>

@@ -25,7 +25,7 @@ std::mutex& host_mutex() {
   static std::mutex mu;
   return mu;
 }
-std::optional<DeviceProfile>& host_override() {
+std::optional<DeviceProfile>& host_memo() {
   static std::optional<DeviceProfile> p;
   return p;
 }
@@ -87,11 +87,6 @@ std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, 
   return path;
 }
 
-void set_host_profile(const DeviceProfile& p) {
-  std::lock_guard<std::mutex> lock(host_mutex());
-  host_override() = p;
-}
-
 std::string cached_clock_path(const std::string& dir, const CpuIdentity& id) {
   return (fs::path(dir) / ("cpu-" + id.cache_key() + ".clock")).string();
 }
@@ -127,14 +122,15 @@ DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& d
 
 DeviceProfile host_cpu_profile() {
   std::lock_guard<std::mutex> lock(host_mutex());
-  if (host_override()) return *host_override();
-  // An embedder that did not choose: this host's calibrated profile if the
-  // cache has a valid one, else detection (a few file reads). Memoized, so
-  // that one process prices everything on one profile.
+  if (host_memo()) return *host_memo();
+  // What a program that does not prepare its device (calibrate/
+  // prepare_device.h) gets for "cpu": this host's calibrated profile if
+  // the cache has a valid one, else detection (a few file reads). Memoized,
+  // so that one process prices everything on one profile.
   CpuIdentity id = read_host_identity();
   CachedProfile c = load_cached_profile(default_profile_cache_dir(), id);
-  host_override() = c.profile ? *c.profile : detect_host_cpu_cached(id, default_profile_cache_dir());
-  return *host_override();
+  host_memo() = c.profile ? *c.profile : detect_host_cpu_cached(id, default_profile_cache_dir());
+  return *host_memo();
 }
 
 }  // namespace tessera::cost

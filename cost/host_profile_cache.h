@@ -1,5 +1,5 @@
-// The host CPU profile: what `--device cpu` means in this process, and the
-// folder where calibrated profiles of hosts are kept.
+// The host CPU profile as cached, and the folder where calibrated profiles
+// of hosts are kept.
 //
 // A cached profile is one file per host, cpu-<CpuIdentity::cache_key()>.json,
 // in $XDG_CACHE_HOME/tessera, else ~/.cache/tessera (the CLI's
@@ -57,11 +57,11 @@ std::string cached_clock_path(const std::string& dir, const CpuIdentity& id);
 // detect_host_cpu of with_cached_clock(id, dir).
 DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& dir);
 
-// What resolve_device("cpu") returns from now on in this process (the CLI
-// sets it once it has the cached, freshly calibrated or detected profile).
-void set_host_profile(const DeviceProfile& p);
-// The profile set_host_profile gave, else this host's valid cached profile
-// in default_profile_cache_dir(), else detect_host_cpu(). Never measures.
+// What resolve_device("cpu") returns: this host's valid cached profile in
+// default_profile_cache_dir(), else detect_host_cpu(); read once per
+// process. Never measures: the CLI, the C++ API and the Python module
+// resolve their device with calibrate::prepare_device instead, which
+// calibrates on first use, and pass the profile on as a value.
 DeviceProfile host_cpu_profile();
 
 }  // namespace tessera::cost

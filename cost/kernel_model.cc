@@ -31,40 +31,12 @@ double level_capacity(const DeviceProfile& d, size_t i) {
   return static_cast<double>(m.capacity_bytes) * static_cast<double>(m.per_unit ? d.units : 1);
 }
 
-// Vector operations per element of Pow by a constant scalar exponent, as
-// the CPU runtime computes it (native_kernels.cc PowScalarKernel, oneDNN's
-// square and sqrt): small integer exponents by multiplication, negative
-// ones by a division more, 0.5 by a square root; any other exponent calls
-// powf (a log and an exp). llama's RMSNorm x^2 on [1, 128, 256]: priced
-// 21.3 us as powf, measured 3.7 us in the model at one thread.
-double pow_ops(const Graph& g, const Node& n, double transcendental) {
-  double powf_ops = 2 * transcendental;
-  if (n.inputs.size() < 2 || n.inputs[1] == kNoValue) return powf_ops;
-  const Value& e = g.value(n.inputs[1]);
-  if (!e.is_constant() || e.constant->numel() != 1) return powf_ops;
-  double p = e.constant->get_double(0);
-  if (p == 1 || p == 2) return 1;
-  if (p == 3 || p == 4) return 2;  // x*x*x, (x*x)*(x*x)
-  if (p == -1 || p == 0.5) return 4;  // as kReciprocal, kSqrt
-  if (p == -2) return 5;
-  return powf_ops;
-}
-
-// Vector operations per output element for element-wise kinds; a
-// transcendental costs the profile's transcendental_ops.
+// Vector operations per output element for element-wise kinds (the op
+// table's arithmetic row, graph/op.h); a transcendental costs the profile's
+// transcendental_ops.
 double vector_ops(const Graph& g, const Node& n, const DeviceProfile& d) {
-  double t = d.transcendental_ops;
-  switch (n.kind) {
-    case OpKind::kIdentity: return 0;
-    case OpKind::kExp: case OpKind::kLog: case OpKind::kTanh: case OpKind::kErf:
-    case OpKind::kSin: case OpKind::kCos: return t;
-    case OpKind::kSigmoid: case OpKind::kSoftplus: case OpKind::kElu: return t + 2;
-    case OpKind::kGelu: return t + 4;
-    case OpKind::kPow: return pow_ops(g, n, t);
-    case OpKind::kDiv: case OpKind::kSqrt: case OpKind::kReciprocal: case OpKind::kMod: return 4;
-    case OpKind::kHardSwish: case OpKind::kHardSigmoid: case OpKind::kLeakyRelu: case OpKind::kClip: return 2;
-    default: return 1;
-  }
+  Arithmetic a = op_arithmetic(g, n);
+  return a.ops + a.transcendentals * d.transcendental_ops;
 }
 
 // What one kernel does, before it becomes time.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "graph/error.h"
+#include "graph/liveness.h"
 #include "graph/memory_limit.h"
 #include "graph/number.h"
 
@@ -155,49 +156,14 @@ const RefTensor<T>& value_of(const Graph& g, ValueId v, Env<T>& env) {
   return env.consts[v] ? *env.consts[v] : env.values[v];
 }
 
-// Index in `order` of each value's last reader (graph outputs live forever).
-std::vector<int64_t> last_uses(const Graph& g, const std::vector<NodeId>& order) {
-  std::vector<int64_t> last(static_cast<size_t>(g.num_values()), -1);
-  for (size_t k = 0; k < order.size(); ++k)
-    for (ValueId in : g.node(order[k]).inputs)
-      if (in != kNoValue) last[in] = static_cast<int64_t>(k);
-  for (ValueId v : g.outputs()) last[v] = INT64_MAX;
-  return last;
-}
-
-// Bytes the interpreter holds at its peak running `g` in `order`: the inputs,
-// and the largest set of values alive at once (a constant from its first
-// reader, every value until its last; constant outputs at the end). A
-// number is T, an integer an int64.
+// Bytes the interpreter holds at its peak running `g` in `order`
+// (graph/liveness.h): a number is T, an integer an int64.
 template <class T>
-int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& last) {
-  auto bytes = [&](ValueId v) {
+int64_t peak_bytes(const Graph& g, const std::vector<NodeId>& order) {
+  return peak_live_bytes(g, order, [&](ValueId v) {
     const TensorType& t = g.type(v);
     return t.numel() * static_cast<int64_t>(is_float(t.dtype) ? sizeof(T) : sizeof(int64_t));
-  };
-  std::vector<bool> alive(static_cast<size_t>(g.num_values()), false);
-  int64_t live = 0, peak = 0;
-  auto add = [&](ValueId v) {
-    if (v == kNoValue || alive[v]) return;
-    alive[v] = true;
-    live += bytes(v);
-  };
-  for (ValueId v : g.inputs()) add(v);
-  peak = live;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& node = g.node(order[k]);
-    for (ValueId in : node.inputs)
-      if (in != kNoValue && g.value(in).constant) add(in);
-    for (ValueId o : node.outputs) add(o);
-    peak = std::max(peak, live);
-    for (ValueId in : node.inputs)
-      if (in != kNoValue && alive[in] && last[in] == static_cast<int64_t>(k)) {
-        alive[in] = false;
-        live -= bytes(in);
-      }
-  }
-  for (ValueId v : g.outputs()) add(v);
-  return std::max(peak, live);
+  });
 }
 
 // `node`'s reference kernel on args' inputs: its outputs, typed as `g` says;
@@ -248,6 +214,12 @@ void release_dead(const Node& node, int64_t k, const std::vector<int64_t>& last,
       env.consts[in].reset();
       env.ready[in] = false;
     }
+  // What nothing reads is dropped as soon as it is made (peak_live_bytes).
+  for (ValueId out : node.outputs)
+    if (last[out] < 0) {
+      env.values[out] = RefTensor<T>{};
+      env.ready[out] = false;
+    }
 }
 
 template <class T>
@@ -263,7 +235,7 @@ template <class T>
 std::vector<RefTensor<T>> interpret(const Graph& g, const std::vector<RefTensor<T>>& inputs) {
   std::vector<NodeId> order = g.topo_order();
   std::vector<int64_t> last = last_uses(g, order);
-  check_memory(peak_bytes<T>(g, order, last), "the reference interpreter on graph '" + g.name + "'");
+  check_memory(peak_bytes<T>(g, order), "the reference interpreter on graph '" + g.name + "'");
   Env<T> env;
   bind_inputs(g, inputs, env);
   for (size_t k = 0; k < order.size(); ++k) {
@@ -304,7 +276,7 @@ std::vector<std::vector<RefTensor<T>>> run_lockstep(const std::vector<const Grap
       TESSERA_THROW(ErrorKind::kInvalidGraph, "rank " << r << "'s program has " << order.back().size()
                                                       << " nodes, rank 0's " << order[0].size());
     // Every set of this rank: a constant is counted in each, though they share it.
-    need += peak_bytes<T>(g, order.back(), last.back()) * static_cast<int64_t>(instances / static_cast<size_t>(ranks));
+    need += peak_bytes<T>(g, order.back()) * static_cast<int64_t>(instances / static_cast<size_t>(ranks));
   }
   check_memory(need, "the reference interpreter on " +
                          (mesh ? std::to_string(ranks) + " ranks of '" : std::string("graph '")) + graphs[0]->name +

@@ -69,6 +69,11 @@ const OpDef& op_def(OpKind kind) {
   return table[static_cast<int>(kind)];
 }
 
+Arithmetic op_arithmetic(const Graph& g, const Node& node) {
+  const OpDef& def = op_def(node.kind);
+  return def.arithmetic_of ? def.arithmetic_of(g, node) : def.arithmetic;
+}
+
 void validate_attrs(OpKind kind, Attrs& attrs) {
   const OpDef& def = op_def(kind);
   for (const auto& [name, value] : attrs.map()) {

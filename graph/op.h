@@ -103,6 +103,22 @@ struct Linearity {
 
 struct AxisStrategy;  // strategy.h
 
+// What a straightforward kernel does per output element of an element-wise
+// op: `ops` basic vector operations (each one FMA slot: an add, a compare, a
+// multiply-add; a divide or square root counts 4, its reciprocal throughput
+// against an FMA's on AVX-512 and on GPUs' SFU-less paths) and
+// `transcendentals` calls of exp/log/tanh/erf/sin/cos. The one table of
+// element arithmetic: FLOP counts (cost/flops.cc: ops + transcendentals) and
+// the kernel model (cost/kernel_model.cc: ops + transcendentals x the
+// profile's transcendental_ops) both read it.
+struct Arithmetic {
+  double ops = 1;
+  double transcendentals = 0;
+};
+// For the few kinds whose arithmetic depends on their operands (Pow by a
+// constant exponent).
+using ArithmeticFn = Arithmetic (*)(const Graph& g, const Node& node);
+
 // Rewrites the attributes that hold sizes (Reshape's shape, a Conv's group
 // count) for a rank's local shapes.
 using LocalizeFn = void (*)(const DimMapContext& global, Attrs& local_attrs, const std::vector<Shape>& local_in,
@@ -132,6 +148,10 @@ struct OpDef {
   bool is_view = false;
   LocalizeFn localize = nullptr;                      // nullptr: the attributes hold no sizes
   ExplicitStrategiesFn explicit_strategies = nullptr;
+  // Element-wise kinds: arithmetic per output element (Arithmetic), or the
+  // function that gives it where operands decide.
+  Arithmetic arithmetic;
+  ArithmeticFn arithmetic_of = nullptr;
 
   // output[i] depends only on the inputs at i (after broadcast).
   bool elementwise() const { return family == OpFamily::kElementwise; }
@@ -140,6 +160,10 @@ struct OpDef {
 };
 
 const OpDef& op_def(OpKind kind);
+
+// Arithmetic per output element of an element-wise node (OpDef::arithmetic,
+// or arithmetic_of where operands decide).
+Arithmetic op_arithmetic(const Graph& g, const Node& node);
 
 // Checks `attrs` against the kind's schema: unknown names and wrong types are
 // errors, missing optional attributes get their defaults.

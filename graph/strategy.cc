@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace tessera {
 namespace {
@@ -182,6 +183,18 @@ std::string Strategy::str() const {
   s += " (";
   for (size_t a = 0; a < axes.size(); ++a) s += (a ? "; " : "") + axes[a].name;
   return s + ")";
+}
+
+uint64_t Strategy::hash() const {
+  uint64_t h = hash_combine(inputs.size(), outputs.size());
+  for (const Sharding& x : inputs) h = hash_combine(h, x.hash());
+  for (const Sharding& x : outputs) h = hash_combine(h, x.hash());
+  for (const AxisStrategy& a : axes) {
+    h = hash_combine(h, static_cast<uint64_t>(a.kind));
+    h = hash_combine(h, static_cast<uint64_t>(a.factor));
+    h = hash_combine(h, static_cast<uint64_t>(a.groups));
+  }
+  return h;
 }
 
 std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t axis_size) {

@@ -51,6 +51,7 @@ struct AxisStrategy {
   // kExplicit: appends the rank's local op (local shapes already reflect
   // every axis; the emitter adds what its own axis needs, e.g. a mask).
   std::vector<ValueId> (*emit)(const LocalOp& op, int axis) = nullptr;
+  bool operator==(const AxisStrategy&) const = default;
 };
 
 struct Strategy {
@@ -58,6 +59,10 @@ struct Strategy {
   std::vector<Sharding> inputs;    // per input slot
   std::vector<Sharding> outputs;   // per output
   std::string str() const;         // "[S(0)] x [R] -> [S(0)] (shard m)"
+  // Equality is every field's (the axes' emitters included); the hash is a
+  // candidate only, confirmed by equality where it keys a memo.
+  bool operator==(const Strategy&) const = default;
+  uint64_t hash() const;
 };
 
 // The choices for one mesh axis of `axis_size` ranks: the replicate fallback

@@ -13,6 +13,7 @@
 #include "cost/plan_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "graph/liveness.h"
 #include "mutator/rules/rule.h"
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/partition.h"
@@ -41,28 +42,9 @@ int64_t weight_bytes(const Graph& g) {
 }
 
 // Bytes of the non-constant values alive at the worst step when the program
-// runs in its topological order (outputs of a step and the values it reads
-// are both live while it runs).
+// runs in its topological order (graph/liveness.h).
 int64_t peak_activation_bytes(const Graph& g) {
-  std::vector<NodeId> order = g.topo_order();
-  std::vector<int64_t> last(static_cast<size_t>(g.num_values()), -1);
-  for (size_t k = 0; k < order.size(); ++k)
-    for (ValueId v : g.node(order[k]).inputs)
-      if (v != kNoValue) last[static_cast<size_t>(v)] = static_cast<int64_t>(k);
-  for (ValueId v : g.outputs()) last[static_cast<size_t>(v)] = static_cast<int64_t>(order.size());
-  int64_t live = 0, peak = 0;
-  for (ValueId v : g.inputs()) live += g.type(v).nbytes();
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& n = g.node(order[k]);
-    for (ValueId v : n.outputs) live += g.type(v).nbytes();
-    peak = std::max(peak, live);
-    for (ValueId v : n.inputs)
-      if (v != kNoValue && !g.value(v).constant && last[static_cast<size_t>(v)] == static_cast<int64_t>(k))
-        live -= g.type(v).nbytes();
-    for (ValueId v : n.outputs)
-      if (last[static_cast<size_t>(v)] < 0) live -= g.type(v).nbytes();
-  }
-  return peak;
+  return peak_live_bytes(g, g.topo_order(), [&](ValueId v) { return g.value(v).is_constant() ? 0 : g.type(v).nbytes(); });
 }
 
 // Whether a and b are one program over different constants: the same nodes
@@ -389,7 +371,7 @@ Plan optimize(const Graph& g, const OptimizeOptions& given) {
   for (const std::string& name : options.disabled_rules) disabled.insert(find_rule(name).name);
   if (!options.shard_rewrite.empty() && !on_mesh)
     TESSERA_THROW(ErrorKind::kUsage, "--shard-rewrite needs a mesh of two or more devices (--mesh tp=2)");
-  cost::DeviceProfile device = cost::resolve_device(options.device);
+  const cost::DeviceProfile& device = options.device;
 
   Plan plan;
   plan.original = g;

@@ -29,7 +29,9 @@ namespace tessera::mutator {
 inline constexpr const char* kTesseraVersion = "0.1.0";
 
 struct OptimizeOptions {
-  std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  // The device, resolved once at the API boundary (calibrate/
+  // prepare_device.h): every stage prices on this value.
+  cost::DeviceProfile device = cost::builtin_profile("cpu");
   double budget_s = 30;        // the whole optimization, divided by divide_budget
   uint64_t seed = 0;
   int threads = 0;

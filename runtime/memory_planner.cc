@@ -70,4 +70,47 @@ std::pair<int64_t, int64_t> find_overlap(const std::vector<BufferRequest>& reque
   return {-1, -1};
 }
 
+ArenaLayout layout_arena(const std::vector<ArenaValue>& values, const std::vector<InPlaceCandidate>& in_place,
+                         const std::vector<BufferRequest>& scratch, int64_t alignment) {
+  const size_t nv = values.size();
+  ArenaLayout a;
+  a.storage.resize(nv);
+  a.storage_last.resize(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    a.storage[v] = static_cast<ValueId>(v);
+    a.storage_last[v] = values[v].last;
+  }
+  for (const InPlaceCandidate& c : in_place) {
+    if (c.out == kNoValue || c.operand == kNoValue) continue;
+    const ArenaValue &out = values[static_cast<size_t>(c.out)], &in = values[static_cast<size_t>(c.operand)];
+    if (!out.in_arena || !in.in_arena || in.last != c.step || out.bytes != in.bytes ||
+        a.storage[static_cast<size_t>(c.out)] != c.out)
+      continue;
+    ValueId s = a.storage[static_cast<size_t>(c.operand)];
+    a.storage[static_cast<size_t>(c.out)] = s;
+    a.storage_last[static_cast<size_t>(s)] = std::max(a.storage_last[static_cast<size_t>(s)], out.last);
+    ++a.in_place;
+  }
+  std::vector<BufferRequest> requests;
+  std::vector<ValueId> owner;
+  for (size_t v = 0; v < nv; ++v) {
+    if (!values[v].in_arena || a.storage[v] != static_cast<ValueId>(v)) continue;
+    requests.push_back({values[v].bytes, values[v].first, a.storage_last[v]});
+    owner.push_back(static_cast<ValueId>(v));
+  }
+  a.buffers = static_cast<int64_t>(requests.size());
+  requests.insert(requests.end(), scratch.begin(), scratch.end());
+  MemoryPlan mp = plan_memory(requests, alignment);
+  auto bad = find_overlap(requests, mp);
+  TESSERA_CHECK(bad.first < 0, "memory planner placed live buffers " << bad.first << " and " << bad.second
+                                                                     << " on top of each other");
+  a.arena_bytes = mp.arena_bytes;
+  a.offset.assign(nv, -1);
+  for (size_t i = 0; i < owner.size(); ++i) a.offset[static_cast<size_t>(owner[i])] = mp.offsets[i];
+  for (size_t v = 0; v < nv; ++v)
+    if (values[v].in_arena) a.offset[v] = a.offset[static_cast<size_t>(a.storage[v])];
+  a.scratch_offset.assign(mp.offsets.begin() + static_cast<std::ptrdiff_t>(owner.size()), mp.offsets.end());
+  return a;
+}
+
 }  // namespace tessera::runtime

@@ -214,76 +214,61 @@ void ExecutablePlan::Impl::layout() {
     }
   }
 
-  // In-place: an output takes over an input's buffer when that input dies at
-  // this step, is an arena buffer of the same size, and nothing else shares it.
-  std::vector<ValueId> storage(nv);
-  for (size_t v = 0; v < nv; ++v) storage[v] = static_cast<ValueId>(v);
-  std::vector<int32_t> storage_last = last;
+  // The arena (memory_planner.h layout_arena): intermediates that are not
+  // graph outputs, each from its first step to its last; in-place, an output
+  // takes over an input's buffer when that input dies at this step, is an
+  // arena buffer of the same size, and nothing else shares it.
+  std::vector<ArenaValue> values(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    const PlanValue& pv = spec_.values[v];
+    values[v] = {pv.bytes, first[v], last[v], pv.kind == Kind::kIntermediate && output_slot_[v] < 0};
+    if (values[v].in_arena) memory_.intermediate_bytes += pv.bytes;
+  }
+  std::vector<InPlaceCandidate> in_place;
   for (int32_t k = 0; k < nk; ++k) {
     const Kernel& kern = *spec_.kernels[k];
     if (kern.in_place_input < 0 || kern.outputs.empty() || run_step_of[k] < 0) continue;
-    ValueId out = kern.outputs[0];
     ValueId in = kern.inputs[static_cast<size_t>(kern.in_place_input)];
-    if (in == kNoValue || out == kNoValue) continue;
-    ValueId r = root(in);
-    if (spec_.values[r].kind != Kind::kIntermediate || output_slot_[r] >= 0 || output_slot_[out] >= 0 ||
-        spec_.values[out].kind != Kind::kIntermediate || last[r] != run_step_of[k] ||
-        spec_.values[out].bytes != spec_.values[r].bytes)
-      continue;
-    // No alias of `in` may be read later (last[r] == this step covers that),
-    // nor by this kernel through another operand (a scatter whose updates
-    // are a view of its data would read what it has overwritten).
-    if (reads_twice(kern, kern.in_place_input, r)) continue;
-    ValueId s = storage[r];
-    storage[out] = s;
-    storage_last[s] = std::max(storage_last[s], last[out]);
-    ++memory_.in_place;
+    if (in == kNoValue) continue;
+    // No alias of `in` may be read later (its root dying at this step
+    // covers that), nor by this kernel through another operand (a scatter
+    // whose updates are a view of its data would read what it has
+    // overwritten).
+    if (reads_twice(kern, kern.in_place_input, root(in))) continue;
+    in_place.push_back({run_step_of[k], kern.outputs[0], root(in)});
   }
-
-  std::vector<BufferRequest> requests;
-  std::vector<ValueId> request_value;  // value, or -(kernel+1) for scratch
-  for (size_t v = 0; v < nv; ++v) {
-    const PlanValue& pv = spec_.values[v];
-    if (pv.kind != Kind::kIntermediate || output_slot_[v] >= 0) continue;
-    memory_.intermediate_bytes += pv.bytes;
-    if (storage[v] != static_cast<ValueId>(v)) continue;
-    requests.push_back({pv.bytes, first[v], storage_last[v]});
-    request_value.push_back(static_cast<ValueId>(v));
-  }
-  memory_.buffers = static_cast<int64_t>(requests.size());
+  std::vector<BufferRequest> scratch;
+  std::vector<int32_t> scratch_kernel;
   int64_t scratch_total = 0;
   for (int32_t k = 0; k < nk; ++k) {
     int64_t s = spec_.kernels[k]->scratch_bytes();
     if (s <= 0) continue;
-    requests.push_back({s, scratch_steps[k].first, scratch_steps[k].second});
-    request_value.push_back(-(k + 1));
+    scratch.push_back({s, scratch_steps[k].first, scratch_steps[k].second});
+    scratch_kernel.push_back(k);
     scratch_total += s;
   }
-  MemoryPlan mp = plan_memory(requests);
-  auto bad = find_overlap(requests, mp);
-  TESSERA_CHECK(bad.first < 0, "memory planner placed live buffers " << bad.first << " and " << bad.second
-                                                                     << " on top of each other");
-  memory_.arena_bytes = mp.arena_bytes;
+  ArenaLayout arena = layout_arena(values, in_place, scratch);
+  memory_.in_place += arena.in_place;
+  memory_.buffers = arena.buffers;
+  memory_.arena_bytes = arena.arena_bytes;
   memory_.scratch_bytes = scratch_total;
-  if (mp.arena_bytes > kMaxTensorBytes)
-    TESSERA_THROW(ErrorKind::kResource, "plan needs an arena of " << mp.arena_bytes << " bytes");
+  if (arena.arena_bytes > kMaxTensorBytes)
+    TESSERA_THROW(ErrorKind::kResource, "plan needs an arena of " << arena.arena_bytes << " bytes");
   // Refused before it is allocated (the weights are already held).
-  check_memory(mp.arena_bytes, "the runtime's activation arena");
-  arena_raw_.reset(new uint8_t[static_cast<size_t>(mp.arena_bytes + kArenaAlignment)]);
+  check_memory(arena.arena_bytes, "the runtime's activation arena");
+  arena_raw_.reset(new uint8_t[static_cast<size_t>(arena.arena_bytes + kArenaAlignment)]);
   arena_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(arena_raw_.get()) + kArenaAlignment - 1) /
                                       kArenaAlignment * kArenaAlignment);
 
   base_ptr_.assign(nv, nullptr);
   scratch_offset_.assign(static_cast<size_t>(nk), -1);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    ValueId v = request_value[i];
-    if (v >= 0) base_ptr_[v] = arena_ + mp.offsets[i];
-    else scratch_offset_[static_cast<size_t>(-v - 1)] = mp.offsets[i];
-  }
+  for (size_t i = 0; i < scratch_kernel.size(); ++i)
+    scratch_offset_[static_cast<size_t>(scratch_kernel[i])] = arena.scratch_offset[i];
   for (size_t v = 0; v < nv; ++v) {
-    if (storage[v] != static_cast<ValueId>(v)) base_ptr_[v] = base_ptr_[storage[v]];
+    if (arena.offset[v] >= 0) base_ptr_[v] = arena_ + arena.offset[v];
     if (spec_.values[v].kind == Kind::kConstant) base_ptr_[v] = const_cast<uint8_t*>(spec_.values[v].constant);
   }
+  const std::vector<ValueId>& storage = arena.storage;
   find_in_place_inputs(last, run_step_of, storage);
   for (const auto& k : spec_.kernels) memory_.weight_bytes += k->weight_bytes();
   for (const Tensor& t : spec_.constants) memory_.weight_bytes += t.nbytes();

@@ -20,33 +20,42 @@ namespace {
 // the dtypes Tessera has).
 enum class Accepts { kAny, kFloat, kNumeric, kBool };
 
+// arith: OpDef::arithmetic, per element (ops, transcendentals). As the CPU
+// runtime computes them: Sigmoid 1/(1+exp(-x)), Softplus log(1+exp(x)) and
+// Elu's exp(x)-1 branch one transcendental and two operations; Gelu's erf
+// form x*0.5*(1+erf(x/sqrt2)) one and four (its tanh form, a cubic inside
+// the tanh, is priced alike); Sqrt and Reciprocal a divide's 4 slots; the
+// hard forms and LeakyRelu a multiply-add and a clamp or select; Cast one
+// conversion.
 struct UnaryRow {
   OpKind kind;
   Accepts accepts;
   std::vector<AttrSpec> attrs;
+  Arithmetic arith = {1, 0};
 };
 
 const std::vector<UnaryRow>& unary_rows() {
   static const std::vector<UnaryRow> rows = {
-      {OpKind::kIdentity, Accepts::kAny, {}},
+      {OpKind::kIdentity, Accepts::kAny, {}, {0, 0}},
       {OpKind::kRelu, Accepts::kNumeric, {}},
-      {OpKind::kLeakyRelu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.01}}},
-      {OpKind::kElu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 1.0}}},
-      {OpKind::kSigmoid, Accepts::kFloat, {}},
-      {OpKind::kHardSigmoid, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.2}, {"beta", AttrType::kFloat, 0.5}}},
-      {OpKind::kHardSwish, Accepts::kFloat, {}},
-      {OpKind::kSoftplus, Accepts::kFloat, {}},
-      {OpKind::kTanh, Accepts::kFloat, {}},
-      {OpKind::kErf, Accepts::kFloat, {}},
-      {OpKind::kGelu, Accepts::kFloat, {{"approximate", AttrType::kString, std::string("none")}}},
-      {OpKind::kSqrt, Accepts::kFloat, {}},
-      {OpKind::kReciprocal, Accepts::kFloat, {}},
+      {OpKind::kLeakyRelu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.01}}, {2, 0}},
+      {OpKind::kElu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 1.0}}, {2, 1}},
+      {OpKind::kSigmoid, Accepts::kFloat, {}, {2, 1}},
+      {OpKind::kHardSigmoid, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.2}, {"beta", AttrType::kFloat, 0.5}},
+       {2, 0}},
+      {OpKind::kHardSwish, Accepts::kFloat, {}, {2, 0}},
+      {OpKind::kSoftplus, Accepts::kFloat, {}, {2, 1}},
+      {OpKind::kTanh, Accepts::kFloat, {}, {0, 1}},
+      {OpKind::kErf, Accepts::kFloat, {}, {0, 1}},
+      {OpKind::kGelu, Accepts::kFloat, {{"approximate", AttrType::kString, std::string("none")}}, {4, 1}},
+      {OpKind::kSqrt, Accepts::kFloat, {}, {4, 0}},
+      {OpKind::kReciprocal, Accepts::kFloat, {}, {4, 0}},
       {OpKind::kNeg, Accepts::kNumeric, {}},
       {OpKind::kAbs, Accepts::kNumeric, {}},
-      {OpKind::kExp, Accepts::kFloat, {}},
-      {OpKind::kLog, Accepts::kFloat, {}},
-      {OpKind::kSin, Accepts::kFloat, {}},
-      {OpKind::kCos, Accepts::kFloat, {}},
+      {OpKind::kExp, Accepts::kFloat, {}, {0, 1}},
+      {OpKind::kLog, Accepts::kFloat, {}, {0, 1}},
+      {OpKind::kSin, Accepts::kFloat, {}, {0, 1}},
+      {OpKind::kCos, Accepts::kFloat, {}, {0, 1}},
       {OpKind::kFloor, Accepts::kFloat, {}},
       {OpKind::kCeil, Accepts::kFloat, {}},
       {OpKind::kRound, Accepts::kFloat, {}},
@@ -56,7 +65,7 @@ const std::vector<UnaryRow>& unary_rows() {
       {OpKind::kIsInf, Accepts::kFloat,
        {{"detect_negative", AttrType::kInt, int64_t{1}}, {"detect_positive", AttrType::kInt, int64_t{1}}}},
       {OpKind::kClip, Accepts::kNumeric,
-       {{"min", AttrType::kFloat, -INFINITY}, {"max", AttrType::kFloat, INFINITY}}},
+       {{"min", AttrType::kFloat, -INFINITY}, {"max", AttrType::kFloat, INFINITY}}, {2, 0}},
       {OpKind::kCast, Accepts::kAny, {{"to", AttrType::kString, std::nullopt}}},
   };
   return rows;
@@ -305,6 +314,7 @@ void register_elementwise_ops(std::vector<OpDef>& defs) {
     OpDef& d = defs[static_cast<int>(row.kind)];
     d.min_inputs = d.max_inputs = 1;
     d.attrs = row.attrs;
+    d.arithmetic = row.arith;
     d.infer = infer_unary;
     d.dim_map = dims::elementwise;
     if (row.kind == OpKind::kIsNaN || row.kind == OpKind::kIsInf) {

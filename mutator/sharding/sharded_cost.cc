@@ -7,6 +7,7 @@
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 #include "graph/hash.h"
+#include "graph/liveness.h"
 
 namespace tessera::mutator {
 namespace {
@@ -40,11 +41,7 @@ bool same_costing(const Graph& g, const Node& a, const Node& b) {
 
 ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device)
     : g_(g), mesh_(mesh), device_(device), groups_(cost::kernel_groups(g)), order_(g.topo_order()) {
-  last_use_.assign(static_cast<size_t>(g.num_values()), -1);
-  for (size_t k = 0; k < order_.size(); ++k)
-    for (ValueId v : g.node(order_[k]).inputs)
-      if (v != kNoValue) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(k);
-  for (ValueId v : g.outputs()) last_use_[static_cast<size_t>(v)] = static_cast<int64_t>(order_.size());
+  last_use_ = last_uses(g, order_);
   // A node's key is the first node that costs as it does at every strategy:
   // a hash match confirmed by same_costing, so that two nodes share cached
   // costs only when they are equal where the cost model looks.
@@ -72,16 +69,25 @@ ShardedCostModel::ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const
 
 double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s,
                                        int64_t rank_weight_bytes, bool weights_fit) {
-  std::string key = weights_fit ? "fits;" : "spills;";
+  uint64_t h = weights_fit ? 1 : 2;
   for (NodeId n : group) {
-    key += std::to_string(node_key_[static_cast<size_t>(n)]);
-    key += s.nodes[static_cast<size_t>(n)].str();
-    key += ';';
+    h = hash_combine(h, static_cast<uint64_t>(node_key_[static_cast<size_t>(n)]));
+    h = hash_combine(h, s.nodes[static_cast<size_t>(n)].hash());
   }
+  auto same = [&](const CachedGroup& c) {
+    if (c.weights_fit != weights_fit || c.keys.size() != group.size()) return false;
+    for (size_t i = 0; i < group.size(); ++i)
+      if (c.keys[i] != node_key_[static_cast<size_t>(group[i])] ||
+          !(c.strategies[i] == s.nodes[static_cast<size_t>(group[i])]))
+        return false;
+    return true;
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto it = cache_.find(h);
+    if (it != cache_.end())
+      for (const CachedGroup& c : it->second)
+        if (same(c)) return c.seconds;
   }
   // The group's local ops for rank 0: what it reads from outside the group
   // are inputs (constants: rank 0's block), values it makes feed its own
@@ -141,9 +147,24 @@ double ShardedCostModel::group_seconds(const std::vector<NodeId>& group, const S
     opts.other_parameter_bytes = std::max<int64_t>(0, rank_weight_bytes - mini.parameter_bytes());
     t = cost::graph_cost(mini, device_, opts).time_s;
   }
+  CachedGroup entry{weights_fit, {}, {}, t};
+  for (NodeId n : group) {
+    entry.keys.push_back(node_key_[static_cast<size_t>(n)]);
+    entry.strategies.push_back(s.nodes[static_cast<size_t>(n)]);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  cache_.emplace(std::move(key), t);
+  std::vector<CachedGroup>& bucket = cache_[h];
+  // Another thread may have costed the same kernel meanwhile.
+  if (std::none_of(bucket.begin(), bucket.end(), same)) {
+    bucket.push_back(std::move(entry));
+    ++cached_;
+  }
   return t;
+}
+
+int64_t ShardedCostModel::kernels_costed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_;
 }
 
 ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
@@ -168,20 +189,13 @@ ShardedCost ShardedCostModel::operator()(const ShardedGraph& s) {
   bool fit = cost::weights_fit_in_cache(Graph{}, device_, rank);
   for (const std::vector<NodeId>& group : groups_) c.compute_s += group_seconds(group, s, c.weight_bytes, fit);
   c.comm_s = s.reshard_seconds;
-  // Activations: live non-constant values at their local size.
-  auto size_of = [&](ValueId v) { return local_bytes(g_.type(v), s.values[static_cast<size_t>(v)], mesh_); };
-  int64_t live = 0;
-  for (ValueId v : g_.inputs()) live += g_.type(v).nbytes();
-  for (size_t k = 0; k < order_.size(); ++k) {
-    const Node& n = g_.node(order_[k]);
-    for (ValueId v : n.outputs) live += size_of(v);
-    c.activation_bytes = std::max(c.activation_bytes, live);
-    for (ValueId v : n.inputs)
-      if (v != kNoValue && !g_.value(v).constant && last_use_[static_cast<size_t>(v)] == static_cast<int64_t>(k))
-        live -= g_.value(v).producer < 0 ? g_.type(v).nbytes() : size_of(v);
-    for (ValueId v : n.outputs)
-      if (last_use_[static_cast<size_t>(v)] < 0) live -= size_of(v);
-  }
+  // Activations: live non-constant values at their local size (graph
+  // inputs cross the boundary whole), in topological order.
+  c.activation_bytes = peak_live_bytes(g_, order_, last_use_, [&](ValueId v) -> int64_t {
+    const Value& val = g_.value(v);
+    if (val.is_constant()) return 0;
+    return val.producer < 0 ? val.type.nbytes() : local_bytes(val.type, s.values[static_cast<size_t>(v)], mesh_);
+  });
   return c;
 }
 

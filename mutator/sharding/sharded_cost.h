@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cost/device_profile.h"
@@ -39,7 +40,7 @@ class ShardedCostModel {
   ShardedCostModel(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device);
   // Thread-safe.
   ShardedCost operator()(const ShardedGraph& s);
-  int64_t kernels_costed() const { return static_cast<int64_t>(cache_.size()); }
+  int64_t kernels_costed() const;
 
  private:
   double group_seconds(const std::vector<NodeId>& group, const ShardedGraph& s, int64_t rank_weight_bytes,
@@ -54,8 +55,18 @@ class ShardedCostModel {
   // Per node: the first node that costs as it does (same_costing), whose id
   // keys the cache.
   std::vector<NodeId> node_key_;
-  std::mutex mu_;
-  std::map<std::string, double> cache_;
+  // A costed kernel: its nodes' keys (node_key_), their strategies and
+  // whether the rank's weights fit; found by a hash of those, confirmed by
+  // equality (Strategy::operator==).
+  struct CachedGroup {
+    bool weights_fit;
+    std::vector<NodeId> keys;
+    std::vector<Strategy> strategies;
+    double seconds;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::vector<CachedGroup>> cache_;
+  int64_t cached_ = 0;
 };
 
 }  // namespace tessera::mutator

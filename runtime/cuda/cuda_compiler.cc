@@ -324,7 +324,7 @@ void DeviceProgram::layout() {
   const size_t nv = types_.size();
   const int32_t nk = static_cast<int32_t>(ops_.size());
   std::vector<int32_t> first(nv, -1), last(nv, -1);
-  std::vector<bool> needed(nv, false), is_output(nv, false);
+  std::vector<bool> needed(nv, false);
   for (int32_t k = 0; k < nk; ++k) {
     for (ValueId v : ops_[k]->writes) {
       if (v == kNoValue) continue;
@@ -341,56 +341,41 @@ void DeviceProgram::layout() {
     ValueId r = root(v);
     TESSERA_CHECK(home_[r] != Home::kNone, "graph output " << g_.value(v).name << " is never computed");
     needed[r] = true;
-    is_output[r] = true;
-    last[r] = nk;  // read back after the last op
+    last[r] = nk;  // read back after the last op (so never written over in place)
   }
   for (size_t v = 0; v < nv; ++v)
     if (home_[v] == Home::kArena) last[v] = std::max(last[v], first[v]);
 
-  // In-place, as in the host plan: an element-wise result takes over its
-  // first operand's buffer when that operand dies at this op.
-  std::vector<ValueId> storage(nv);
-  for (size_t v = 0; v < nv; ++v) storage[v] = static_cast<ValueId>(v);
-  std::vector<int32_t> storage_last = last;
+  // The arena (memory_planner.h layout_arena, as the host plan's): in-place,
+  // an element-wise result takes over its first operand's buffer when that
+  // operand dies at this op.
+  std::vector<ArenaValue> values(nv);
+  for (size_t v = 0; v < nv; ++v) values[v] = {types_[v].nbytes(), first[v], last[v], home_[v] == Home::kArena};
+  std::vector<InPlaceCandidate> in_place;
   for (int32_t k = 0; k < nk; ++k) {
     const DeviceOp& op = *ops_[k];
     if (op.in_place_read < 0 || op.writes.empty()) continue;
-    ValueId out = op.writes[0], in = op.reads[static_cast<size_t>(op.in_place_read)];
-    if (in == kNoValue || out == kNoValue) continue;
-    ValueId r = root(in);
-    if (home_[r] != Home::kArena || home_[out] != Home::kArena || is_output[r] || last[r] != k ||
-        types_[out].nbytes() != types_[r].nbytes() || storage[out] != out)
-      continue;
-    storage[out] = storage[r];
-    storage_last[storage[r]] = std::max(storage_last[storage[r]], last[out]);
+    ValueId in = op.reads[static_cast<size_t>(op.in_place_read)];
+    if (in != kNoValue) in_place.push_back({k, op.writes[0], root(in)});
   }
-
-  std::vector<BufferRequest> requests;
-  std::vector<int64_t> owner;  // value, or -(op+1) for a workspace
-  for (size_t v = 0; v < nv; ++v) {
-    if (home_[v] != Home::kArena || storage[v] != static_cast<ValueId>(v)) continue;
-    requests.push_back({types_[v].nbytes(), first[v], storage_last[v]});
-    owner.push_back(static_cast<int64_t>(v));
-  }
+  std::vector<BufferRequest> workspaces;
+  std::vector<int32_t> workspace_op;
   for (int32_t k = 0; k < nk; ++k)
     if (int64_t ws = ops_[k]->workspace_bytes(); ws > 0) {
-      requests.push_back({ws, k, k});
-      owner.push_back(-(k + 1));
+      workspaces.push_back({ws, k, k});
+      workspace_op.push_back(k);
     }
-  MemoryPlan mp = plan_memory(requests, kDeviceAlignment);
-  auto bad = find_overlap(requests, mp);
-  TESSERA_CHECK(bad.first < 0, "device memory planner overlapped buffers " << bad.first << " and " << bad.second);
-  arena_bytes_ = mp.arena_bytes;
+  ArenaLayout layout = layout_arena(values, in_place, workspaces, kDeviceAlignment);
+  arena_bytes_ = layout.arena_bytes;
   arena_ = std::make_unique<DeviceBuffer>(arena_bytes_);
   auto* base = static_cast<uint8_t*>(arena_->p);
   ptr_.assign(nv, nullptr);
   workspace_offset_.assign(static_cast<size_t>(nk), -1);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (owner[i] >= 0) ptr_[static_cast<size_t>(owner[i])] = base + mp.offsets[i];
-    else workspace_offset_[static_cast<size_t>(-owner[i] - 1)] = mp.offsets[i];
-  }
+  for (size_t i = 0; i < workspace_op.size(); ++i)
+    workspace_offset_[static_cast<size_t>(workspace_op[i])] = layout.scratch_offset[i];
+  for (size_t v = 0; v < nv; ++v)
+    if (layout.offset[v] >= 0) ptr_[v] = base + layout.offset[v];
   for (size_t v = 0; v < nv; ++v) {
-    if (home_[v] == Home::kArena && storage[v] != static_cast<ValueId>(v)) ptr_[v] = ptr_[storage[v]];
     if (!needed[v] || (home_[v] != Home::kInput && home_[v] != Home::kConstant)) continue;
     owned_.push_back(std::make_unique<DeviceBuffer>(types_[v].nbytes()));
     ptr_[v] = static_cast<uint8_t*>(owned_.back()->p);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 
@@ -105,6 +107,26 @@ TEST(DeviceProfile, JsonRoundTrip) {
   }
   EXPECT_NEAR(b.launch_overhead_s, a.launch_overhead_s, 1e-12);
   EXPECT_EQ(b.register_tile, a.register_tile);
+}
+
+// The fitted factors are rows of one table: each is written, read back,
+// defaulted when absent and checked by it (transcendental_ops and
+// launch_overhead_us are required; epilogue_ops_scale defaults to 1 and
+// must be at least 1).
+TEST(DeviceProfile, FactorRowsReadWriteAndCheckAlike) {
+  DeviceProfile a = builtin_profile("h100");
+  a.reorder_bandwidth = 12.5e9;
+  a.conv_call_s = 3.25e-9;
+  nlohmann::json j = nlohmann::json::parse(profile_to_json(a));
+  EXPECT_DOUBLE_EQ(j["reorder_gbps"].get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(j["conv_call_ns"].get<double>(), 3.25);
+  j.erase("epilogue_ops_scale");
+  EXPECT_DOUBLE_EQ(profile_from_json(j.dump(), "t").epilogue_ops_scale, 1.0);
+  nlohmann::json no_launch = j;
+  no_launch.erase("launch_overhead_us");
+  EXPECT_NE(error_of(no_launch.dump()).find("'launch_overhead_us' is missing"), std::string::npos);
+  j["epilogue_ops_scale"] = 0.5;
+  EXPECT_NE(error_of(j.dump()).find("'epilogue_ops_scale' must be at least 1"), std::string::npos);
 }
 
 TEST(DeviceProfile, SaveAndLoadFile) {
@@ -239,6 +261,30 @@ TEST(DeviceProfile, OneCoreAloneStreamsItsOwnRateFromASharedLevel) {
   // The private levels scale with the cores as before.
   ASSERT_TRUE(host.memory[0].per_unit);
   EXPECT_DOUBLE_EQ(t1.memory[0].bandwidth, host.memory[0].bandwidth / 4);
+}
+
+// One scaling for ranks, threads and the calibration (scale_to_cores): a
+// process alone on some cores keeps the shared caches whole, ranks split
+// them; scaled up, main memory stops at a socket's bandwidth.
+TEST(DeviceProfile, ScaleToCoresSplitsSharedCapacityOnlyBetweenRanks) {
+  DeviceProfile host = builtin_profile("cpu");
+  host.units = 4;
+  const size_t llc = host.memory.size() - 2;
+  ASSERT_FALSE(host.memory[llc].per_unit);
+  DeviceProfile alone = scale_to_cores(host, 1, CoreSharing::kAlone);
+  DeviceProfile rank = scale_to_cores(host, 1, CoreSharing::kRanks);
+  EXPECT_EQ(alone.units, 1);
+  EXPECT_EQ(alone.memory[llc].capacity_bytes, host.memory[llc].capacity_bytes);
+  EXPECT_EQ(rank.memory[llc].capacity_bytes, host.memory[llc].capacity_bytes / 4);
+  EXPECT_DOUBLE_EQ(alone.peak_flops(DType::kF32, false), host.peak_flops(DType::kF32, false) / 4);
+  EXPECT_EQ(thread_share(host, 1).memory[llc].capacity_bytes, host.memory[llc].capacity_bytes);
+  EXPECT_EQ(rank_share(host, 4).memory[llc].capacity_bytes, host.memory[llc].capacity_bytes / 4);
+  // Fitted on one core, scaled to 256: FLOP/s 256x, main memory capped.
+  DeviceProfile big = scale_to_cores(alone, 256, CoreSharing::kAlone);
+  EXPECT_EQ(big.units, 256);
+  EXPECT_DOUBLE_EQ(big.peak_flops(DType::kF32, false), alone.peak_flops(DType::kF32, false) * 256);
+  EXPECT_DOUBLE_EQ(big.main_memory().bandwidth, std::max(307.2e9, alone.main_memory().bandwidth));
+  EXPECT_EQ(scale_to_cores(builtin_profile("h100"), 1, CoreSharing::kRanks).units, builtin_profile("h100").units);
 }
 
 }  // namespace

@@ -152,14 +152,6 @@ TEST_F(HostProfileCache, DetectedClockIsKeptPerHost) {
   EXPECT_EQ(with_cached_clock(id, dir_.string()).mhz, 2611.0);
 }
 
-TEST(HostProfile, SetProfileIsWhatCpuResolvesTo) {
-  DeviceProfile p = builtin_profile("cpu");
-  p.description = "set by the test";
-  set_host_profile(p);
-  EXPECT_EQ(resolve_device("cpu").description, "set by the test");
-  EXPECT_EQ(host_cpu_profile().description, "set by the test");
-}
-
 TEST(HostProfile, DefaultCacheDirIsUnderTheUsersCache) {
   std::string dir = default_profile_cache_dir();
   EXPECT_TRUE(dir.ends_with("/tessera")) << dir;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "cost/flops.h"
 #include "cost/gemm_model.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
@@ -42,6 +43,44 @@ size_t level(const DeviceProfile& d, const std::string& name) {
     if (d.memory[i].name == name) return i;
   ADD_FAILURE() << "no level " << name;
   return 0;
+}
+
+// The FLOP count and the kernel model read one arithmetic row per op
+// (OpDef::arithmetic): with a transcendental priced as one operation, a
+// kernel's vector time is exactly its FLOPs at the vector rate (2 FLOP per
+// FMA slot). Before the row they disagreed (Gelu 4 FLOPs against t+4 slots,
+// Div 1 against 4).
+TEST(KernelModel, ElementwiseArithmeticIsOneRow) {
+  DeviceProfile d = builtin_profile("h100");
+  d.transcendental_ops = 1;
+  const int64_t n = 1 << 20;
+  struct Case {
+    OpKind kind;
+    double exponent;  // Pow's constant exponent; NaN: a unary op
+    double per_element;
+  };
+  const Case cases[] = {{OpKind::kRelu, NAN, 1},    {OpKind::kSigmoid, NAN, 3}, {OpKind::kGelu, NAN, 5},
+                        {OpKind::kExp, NAN, 1},     {OpKind::kSqrt, NAN, 4},    {OpKind::kHardSwish, NAN, 2},
+                        {OpKind::kPow, 2.0, 1},     {OpKind::kPow, 0.5, 4},     {OpKind::kPow, 1.7, 2}};
+  for (const Case& c : cases) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {n}});
+    ValueId y;
+    if (std::isnan(c.exponent)) {
+      y = g.add(c.kind, {x}, {}, "op");
+    } else {
+      Tensor e(DType::kF32, {});
+      e.set_double(0, c.exponent);
+      y = g.add(c.kind, {x, g.add_constant("e", e)}, {}, "op");
+    }
+    g.set_outputs({y});
+    const Node& node = g.node(g.value(y).producer);
+    int64_t flops = node_flops(g, node);
+    EXPECT_EQ(flops, static_cast<int64_t>(c.per_element * n)) << op_name(c.kind) << " " << c.exponent;
+    KernelCost k = node_cost(g, g.value(y).producer, d);
+    double vector_flops = k.compute_s * d.peak_flops(DType::kF32, false) * d.vector_efficiency;
+    EXPECT_NEAR(vector_flops / static_cast<double>(flops), 2.0, 1e-9) << op_name(c.kind) << " " << c.exponent;
+  }
 }
 
 TEST(KernelModel, BoundFlipsFromMemoryToCompute) {

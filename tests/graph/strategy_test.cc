@@ -104,6 +104,22 @@ TEST(Strategies, ReplicatingIsAlwaysFirst) {
     }
 }
 
+// A strategy is a value with equality and a hash (what the sharding cost's
+// memo keys by, confirming a hash match by equality): the strategies of
+// one node are pairwise unequal, each equal to its copy with the same hash.
+TEST(Strategies, AreValuesWithEqualityAndHash) {
+  for (const OpCase& c : op_cases(1))
+    for (const DeviceMesh& mesh : meshes()) {
+      std::vector<Strategy> all = strategies(c.graph, c.graph.node(c.node), mesh);
+      for (size_t i = 0; i < all.size(); ++i) {
+        Strategy copy = all[i];
+        EXPECT_TRUE(copy == all[i]) << c.name;
+        EXPECT_EQ(copy.hash(), all[i].hash()) << c.name;
+        for (size_t j = i + 1; j < all.size(); ++j) EXPECT_FALSE(all[i] == all[j]) << c.name << " " << all[i].str();
+      }
+    }
+}
+
 // The property test of the issue, over every op kind and every strategy.
 TEST(Strategies, LocalProgramsComputeTheGlobalOp) {
   std::map<std::string, int> per_family;

@@ -43,7 +43,7 @@ Graph mesh_conv_stack(int64_t channels = 64, int64_t size = 56, int layers = 3) 
 
 OptimizeOptions mesh_options(const std::string& device, const std::string& mesh) {
   OptimizeOptions o;
-  o.device = device;
+  o.device = cost::resolve_device(device);
   o.mesh = DeviceMesh::parse(mesh);
   o.budget_s = 8;
   o.threads = 2;

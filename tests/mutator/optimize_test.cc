@@ -47,7 +47,7 @@ int run_cli(const std::string& args, std::string* out) {
 
 OptimizeOptions quick(uint64_t seed, int threads) {
   OptimizeOptions o;
-  o.device = "h100";
+  o.device = cost::resolve_device("h100");
   o.budget_s = 60;  // generous: these graphs finish far earlier, so timing never cuts the search
   o.seed = seed;
   o.threads = threads;

@@ -670,7 +670,7 @@ TEST(ShardSearch, ARewriteCanBeAskedFor) {
 // time is the partitioned plan's predicted time in plan.json.
 TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {
   OptimizeOptions o;
-  o.device = "h100";
+  o.device = cost::resolve_device("h100");
   o.mesh = DeviceMesh::parse("tp=4");
   o.budget_s = 20;
   Plan p = optimize(gpt2_like(2, 128, 1024, 8, 3, /*zeros=*/true), o);
@@ -694,7 +694,7 @@ TEST(ShardSearch, TheChosenPointIsPricedAsThePlan) {
 // decides between them.
 TEST(ShardSearch, TheChosenPointIsPricedAsThePlanOnCpuRanks) {
   OptimizeOptions o;
-  o.device = std::string(TESSERA_SOURCE_DIR) + "/cost/profiles/cpu.json";
+  o.device = cost::resolve_device(std::string(TESSERA_SOURCE_DIR) + "/cost/profiles/cpu.json");
   o.mesh = DeviceMesh::parse("tp=2");
   o.budget_s = 20;
   Plan p = optimize(gpt2_like(1, 64, 256, 4, 3, /*zeros=*/true), o);
@@ -717,7 +717,7 @@ TEST(ShardSearch, TheChosenPointIsPricedAsThePlanOnCpuRanks) {
 // search's first descent ended.
 TEST(ShardSearch, SearchedPlansPassTheCheck) {
   OptimizeOptions o;
-  o.device = "h100";
+  o.device = cost::resolve_device("h100");
   o.mesh = DeviceMesh::parse("tp=2");
   o.budget_s = 300;
   for (const Rule& r : all_rules())

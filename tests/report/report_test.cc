@@ -16,7 +16,7 @@ using nlohmann::json;
 
 mutator::Plan plan_for(const std::string& mesh, const std::vector<std::string>& specs, bool search) {
   mutator::OptimizeOptions o;
-  o.device = "h100";
+  o.device = cost::resolve_device("h100");
   o.mesh = DeviceMesh::parse(mesh);
   o.specs = specs;
   o.shard_search = search;

@@ -275,6 +275,33 @@ TEST(MemoryPlannerTest, ChainReusesMemory) {
   EXPECT_THROW(plan_memory({{10, 3, 2}}), Error);
 }
 
+// layout_arena, which both the host plan and the CUDA program lay out their
+// arena with: an output takes its operand's buffer only when the operand
+// dies at that step, both are arena values and their sizes agree.
+TEST(MemoryPlannerTest, ArenaLayoutTakesInPlaceOnlyWhereTheOperandDies) {
+  // v0 -> v1 (in place over v0, which dies at step 1) -> v2 (v1 is read
+  // again at step 3: its own buffer); v3 is not in the arena (a graph
+  // output's own storage).
+  std::vector<ArenaValue> values = {
+      {4096, 0, 1, true}, {4096, 1, 3, true}, {4096, 2, 3, true}, {4096, 3, 3, false}};
+  std::vector<InPlaceCandidate> in_place = {{1, 1, 0}, {2, 2, 1}, {3, 3, 2}};
+  std::vector<BufferRequest> scratch = {{100, 2, 2}};
+  ArenaLayout a = layout_arena(values, in_place, scratch);
+  EXPECT_EQ(a.in_place, 1);
+  EXPECT_EQ(a.storage[1], 0);
+  EXPECT_EQ(a.storage[2], 2);
+  EXPECT_EQ(a.offset[1], a.offset[0]);
+  EXPECT_NE(a.offset[2], a.offset[1]);
+  EXPECT_EQ(a.offset[3], -1);
+  EXPECT_EQ(a.buffers, 2);
+  EXPECT_EQ(a.storage_last[0], 3);  // v0's buffer holds v1 until step 3
+  ASSERT_EQ(a.scratch_offset.size(), 1u);
+  EXPECT_EQ(a.arena_bytes, 4096 * 2 + kArenaAlignment * 2);  // v0/v1, v2 and the scratch live at step 2
+  // A size mismatch: no in-place.
+  values[1].bytes = 2048;
+  EXPECT_EQ(layout_arena(values, in_place, {}).in_place, 0);
+}
+
 TEST(MemoryPlannerTest, PlanArenaIsBelowSumOfIntermediates) {
   std::mt19937 rng(15);
   Graph g;

@@ -15,8 +15,9 @@
 #include <unistd.h>
 
 #include "cost/device_profile.h"
-#include "tests/tools/cli_run.h"
 #include "cost/host_profile_cache.h"
+#include "tests/tools/cli_run.h"
+#include "tools/api/tessera.h"
 
 namespace {
 
@@ -186,6 +187,50 @@ TEST_F(HostProfileCli, OptimizeTakesTheSameFlags) {
   EXPECT_FALSE(fs::exists(cached()));
   EXPECT_TRUE(fs::exists(clock_file()));
   EXPECT_TRUE(fs::exists(root_ / "plan" / "plan.json"));
+}
+
+// The device is resolved once, at the API boundary, by the same function
+// (calibrate::prepare_device) for the C++ API, the CLI and the Python
+// module: on a fresh cache the first of them to run (the C++ API here)
+// calibrates and caches the profile, and all three write the same plan.
+// Before, only the CLI calibrated: the API planned on the detected profile.
+TEST_F(HostProfileCli, CliApiAndPythonPlanAlike) {
+  // XDG_CACHE_HOME=root_: the default cache folder, which the Python module
+  // uses, is the one given to the CLI and the C++ API.
+  const fs::path cache = root_ / "tessera";
+  const std::string flags = " --budget 60 --no-measure --seed 0";
+  api::OptimizeConfig config;
+  config.profile_cache = cache.string();
+  config.budget_s = 60;
+  config.measure = false;
+  config.seed = 0;
+  api::optimize(api::load(kModel), (root_ / "api").string(), config);
+  const fs::path profile = cost::cached_profile_path(cache.string(), cost::read_host_identity());
+  ASSERT_TRUE(fs::exists(profile)) << "the C++ API did not calibrate on first use";
+  auto profile_time = fs::last_write_time(profile);
+
+  Result cli = run("optimize " + kModel + " -o " + (root_ / "cli").string() + flags + " --profile-cache " +
+                   cache.string());
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  EXPECT_EQ(cli.err.find("calibrating"), std::string::npos) << cli.err;  // the API's profile, from the cache
+  EXPECT_EQ(fs::last_write_time(profile), profile_time);
+  const std::string api_model = read_file(root_ / "api" / "model.onnx");
+  ASSERT_FALSE(api_model.empty());
+  EXPECT_EQ(read_file(root_ / "cli" / "model.onnx"), api_model);
+
+  const std::string python_dir = std::string(TESSERA_BINARY_DIR) + "/python";
+  // The module is built where pybind11 is found (python/CMakeLists.txt).
+  if (!fs::exists(fs::path(python_dir) / "tessera" / "__init__.py")) GTEST_SKIP() << "no Python module in this build";
+  std::string py = "XDG_CACHE_HOME=" + root_.string() + " PYTHONPATH=" + python_dir +
+                   " python3 -c \"import tessera; tessera.optimize('" + kModel +
+                   "', budget=60, seed=0, measure=False).save('" + (root_ / "python").string() + "')\" >" +
+                   (root_ / "out").string() + " 2>" + (root_ / "err").string();
+  int status = std::system(py.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+      read_file(root_ / "err").find("No module named") != std::string::npos)
+    GTEST_SKIP() << read_file(root_ / "err");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(root_ / "err");
+  EXPECT_EQ(read_file(root_ / "python" / "model.onnx"), api_model);
 }
 
 }  // namespace

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calibrate/prepare_device.h"
 #include "cost/device_profile.h"
 #include "cost/graph_cost.h"
 #include "tools/api/run_detail.h"
@@ -144,7 +146,12 @@ nlohmann::json cost_json(const Graph& g, const cost::DeviceProfile& d, const cos
 }  // namespace
 
 CostReport cost(const Graph& g, const CostConfig& config) {
-  cost::DeviceProfile device = cost::resolve_device(config.device);
+  calibrate::PrepareOptions prepare;
+  prepare.cache_dir = config.profile_cache;
+  prepare.calibrate = config.calibrate;
+  prepare.threads = config.threads;
+  prepare.log = &std::cerr;
+  cost::DeviceProfile device = calibrate::prepare_device(config.device, prepare);
   cost::CostOptions options;
   options.warm_cache = !config.cold;
   cost::GraphCost c = cost::graph_cost(g, device, options, config.fuse);

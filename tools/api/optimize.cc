@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <set>
 #include <unistd.h>
 
+#include "calibrate/prepare_device.h"
 #include "cost/device_profile.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
@@ -222,7 +224,11 @@ void Plan::save(const std::string& dir, const ProgressFn& progress) const {
 Plan optimize(const Graph& g, const OptimizeConfig& config) {
   if (!(config.budget_s > 0)) TESSERA_THROW(ErrorKind::kUsage, "--budget must be > 0 seconds, got " << config.budget_s);
   mutator::OptimizeOptions options;
-  options.device = config.device;
+  calibrate::PrepareOptions prepare;
+  prepare.cache_dir = config.profile_cache;
+  prepare.calibrate = config.calibrate;
+  prepare.log = &std::cerr;
+  options.device = calibrate::prepare_device(config.device, prepare);
   options.seed = config.seed;
   options.threads = config.threads;
   options.partial = config.partial;
@@ -253,7 +259,7 @@ Plan optimize(const Graph& g, const OptimizeConfig& config) {
     // graphs (compile, warm-up, the runs): its predicted time is set aside
     // from the budget, with a 1.5x margin over the CPU cost model and half a
     // second for compiling.
-    one = cost::graph_cost(g, cost::resolve_device("cpu")).time_s;
+    one = cost::graph_cost(g, options.device).time_s;
     if (one > 0) runs = std::max(runs, static_cast<int>(std::min(100.0, 0.2 / one)));
     options.reserve_s = 0.5 + 1.5 * 2.0 * (runs + 1) * one;
   }

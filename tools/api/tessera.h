@@ -148,6 +148,13 @@ Verdict verify(const Graph& original, const Graph& candidate, const VerifyConfig
 
 struct CostConfig {
   std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  // Device cpu, resolved as optimize() resolves it (calibrate/
+  // prepare_device.h): the cached profile in profile_cache (empty: the
+  // default folder), else a quick calibration on first use (calibrate) or
+  // the detected profile; threads > 0: priced on that many of its cores.
+  std::string profile_cache;
+  bool calibrate = true;
+  int threads = 0;
   bool fuse = true;            // as the runtime fuses kernels (false: one kernel per node)
   bool cold = false;           // every kernel reads its operands from main memory
   int top = 10;                // bottlenecks listed
@@ -170,6 +177,14 @@ CostReport cost(const Graph& g, const CostConfig& config = {});
 
 struct OptimizeConfig {
   std::string device = "cpu";  // cpu | a100 | h100 | h200 | PROFILE.json
+  // Device cpu: this host's cached profile in profile_cache (empty: the
+  // default folder, $XDG_CACHE_HOME/tessera or ~/.cache/tessera); where
+  // there is none, a quick calibration written there (calibrate, as the CLI
+  // does), else the detected profile (--no-calibrate). The device is
+  // resolved once, here (calibrate/prepare_device.h), so the CLI, this API
+  // and the Python module plan alike on one host.
+  std::string profile_cache;
+  bool calibrate = true;
   double budget_s = 30;        // whole run; must be > 0
   uint64_t seed = 0;
   int threads = 0;             // search threads; 0: one per core

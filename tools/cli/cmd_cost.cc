@@ -9,17 +9,17 @@
 // microbenchmarks through the runtime's CPU kernels and writes the fitted
 // host profile (by default into the host profile cache, where --device cpu
 // finds it; host_profile_cache.h); the third fits a GPU profile through the CUDA backend
-// (cost_calibration.h).
+// (calibrate/calibrate.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
+#include "calibrate/calibrate.h"
 #include "cost/device_profile.h"
 #include "cost/host_profile_cache.h"
 #include "graph/error.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/cost_calibration.h"
 
 namespace tessera::cli {
 
@@ -77,11 +77,11 @@ Action add_cost_command(CLI::App& app) {
       bool gpu = flags->device != "cpu";
       if (gpu && flags->output.empty()) TESSERA_THROW(ErrorKind::kUsage, "--calibrate --device GPU needs --output");
       if (gpu) {
-        cost::save_profile(calibrate_gpu(flags->device, flags->calibrate_seconds, std::cerr), flags->output);
+        cost::save_profile(calibrate::calibrate_gpu(flags->device, flags->calibrate_seconds, std::cerr), flags->output);
         std::cerr << "wrote " << flags->output << "\n";
         return 0;
       }
-      CalibrationOptions o;
+      calibrate::CalibrationOptions o;
       o.seconds = flags->calibrate_seconds;
       o.threads = flags->threads;
       std::string dir = flags->profile_cache.empty() ? cost::default_profile_cache_dir() : flags->profile_cache;
@@ -90,7 +90,7 @@ Action add_cost_command(CLI::App& app) {
       if (path.empty() && o.threads > 0 && o.threads < cost::read_host_identity().cores())
         TESSERA_THROW(ErrorKind::kUsage, "--calibrate --threads " << o.threads
                                              << " describes part of this host: write it with --output FILE");
-      cost::DeviceProfile p = calibrate_host(o, std::cerr);
+      cost::DeviceProfile p = calibrate::calibrate_host(o, std::cerr);
       if (path.empty()) path = cost::save_cached_profile(p, dir, cost::read_host_identity());
       else cost::save_profile(p, path);
       std::cerr << "wrote " << path << "\n";
@@ -103,20 +103,15 @@ Action add_cost_command(CLI::App& app) {
     config.fuse = !flags->no_fuse;
     config.cold = flags->cold;
     config.top = flags->top;
+    // Device cpu: resolved in api::cost as api::optimize resolves it
+    // (calibrate::prepare_device); --threads prices it on that many cores.
+    config.profile_cache = flags->profile_cache;
+    config.calibrate = !flags->no_calibrate;
+    config.threads = flags->threads;
     // An unknown device, then a model that cannot be read, fail before a
     // first-use calibration spends its seconds.
     if (config.device != "cpu") cost::resolve_device(config.device);
     Graph g = api::load(flags->model, load_options(flags->load));
-    if (config.device == "cpu") {
-      prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
-      if (flags->threads > 0) {
-        // Priced on `threads` of the host's cores: each core's rates and
-        // private caches, what those cores stream alone from the shared
-        // levels (thread_share).
-        cost::DeviceProfile host = cost::resolve_device("cpu");
-        if (flags->threads < host.units) cost::set_host_profile(cost::thread_share(host, flags->threads));
-      }
-    }
     api::CostReport r = api::cost(g, config);
     std::cout << (flags->json ? r.json + "\n" : r.text);
     return 0;

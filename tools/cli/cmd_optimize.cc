@@ -16,7 +16,6 @@
 #include "graph/text_form.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/cost_calibration.h"
 #include "tools/cli/progress_bar.h"
 
 namespace tessera::cli {
@@ -114,9 +113,12 @@ Action add_optimize_command(CLI::App& app) {
     flags->config.check_inputs = test_data_sets(flags->model, g);
     if (!flags->inputs.empty()) flags->config.check_inputs.push_back(bind_input_files(g, flags->inputs, flags->config.seed));
     flags->config.spent_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    // Once the model and its inputs are read (a bad path fails at once), and
-    // off the budget's clock: a first-use calibration is not search time.
-    if (flags->config.device == "cpu") prepare_host_profile(flags->profile_cache, !flags->no_calibrate, std::cerr);
+    // The device is resolved inside api::optimize (calibrate::prepare_device),
+    // as for every embedder: once the model and its inputs are read (a bad
+    // path fails at once), and off the budget's clock (a first-use
+    // calibration is not search time).
+    flags->config.profile_cache = flags->profile_cache;
+    flags->config.calibrate = !flags->no_calibrate;
     api::OptimizeSummary s = api::optimize(g, flags->out_dir, flags->config);
     bar.clear();
     std::cout << s.report_text;

@@ -1,4 +1,4 @@
-// The one-kernel graphs the calibrations measure (cost_calibration.cc
+// The one-kernel graphs the calibrations measure (measure.cc
 // defines them; host_calibration.cc and the GPU calibration use them).
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include "graph/graph.h"
 
-namespace tessera::cli::detail {
+namespace tessera::calibrate::detail {
 
 Graph binary_graph(OpKind kind, int64_t n);  // inputs a, b of n f32; node "op"
 Graph unary_graph(OpKind kind, int64_t n);
@@ -18,4 +18,4 @@ Attrs conv_attrs(int64_t k);  // k x k, stride 1, same padding
 // does inside a network rather than a row-major graph output.
 Graph conv_graph(int64_t channels, int64_t size, int64_t k = 3, bool consumed = true);
 
-}  // namespace tessera::cli::detail
+}  // namespace tessera::calibrate::detail

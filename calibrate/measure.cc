@@ -1,4 +1,4 @@
-#include "tools/cli/cost_calibration.h"
+#include "calibrate/calibrate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,18 +7,18 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
+#include "calibrate/calibration_graphs.h"
 #include "cost/graph_cost.h"
 #include "cost/host_profile_cache.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
 #include "runtime/runtime.h"
-#include "tools/api/tessera.h"
-#include "tools/cli/calibration_graphs.h"
 
-namespace tessera::cli {
+namespace tessera::calibrate {
 
 namespace {
 
@@ -26,6 +26,25 @@ double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Uniform values in [-1, 1] (integers 0 or 1), fixed: a probe's time does
+// not depend on them, only on the kernel.
+std::vector<Tensor> probe_inputs(const Graph& g) {
+  std::mt19937_64 rng(1);
+  std::vector<Tensor> out;
+  for (ValueId v : g.inputs()) {
+    const TensorType& type = g.type(v);
+    Tensor t(type.dtype, type.shape);
+    std::uniform_real_distribution<double> real(-1.0, 1.0);
+    std::uniform_int_distribution<int64_t> bit(0, 1);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (is_float(type.dtype)) t.set_double(i, real(rng));
+      else t.set_int(i, bit(rng));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 double profile_ms(const runtime::ExecutablePlan& plan, const std::string& node) {
@@ -111,7 +130,7 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads, const
   options.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   options.profile = true;
   runtime::ExecutablePlan plan = runtime::ExecutablePlan::compile(g, options);
-  std::vector<Tensor> inputs = api::random_inputs(g, 1);
+  std::vector<Tensor> inputs = probe_inputs(g);
   for (int i = 0; i < 2; ++i) plan.run(inputs);  // first touch, primitive caches
   std::vector<double> per_run;
   auto start = std::chrono::steady_clock::now();
@@ -206,4 +225,4 @@ cost::DeviceProfile calibrate_gpu(const std::string& base, double seconds, std::
   return p;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::calibrate

@@ -12,7 +12,9 @@
 //   Conv writing a graph output       -> row-major output factor
 //   Exp on L2-resident data           -> cost of a transcendental
 //
-// cost/ cannot link the runtime (DESIGN), so this lives with the CLI.
+// cost/ cannot link the runtime (DESIGN), so this is a library of its own
+// (calibrate/: graph, cost, runtime); prepare_device.h is its entry point
+// for the CLI, the C++ API and the Python module.
 #pragma once
 
 #include <ostream>
@@ -22,7 +24,7 @@
 #include "graph/graph.h"
 #include "runtime/runtime.h"
 
-namespace tessera::cli {
+namespace tessera::calibrate {
 
 struct CalibrationOptions {
   double seconds = 30;  // the whole calibration, compiling included
@@ -41,14 +43,6 @@ struct CalibrationOptions {
 // per kernel class, go to `log`.
 cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostream& log);
 
-// What `--device cpu` means for this run of the CLI, set for the process
-// (cost::set_host_profile): this host's cached profile in `cache_dir`
-// (empty: the default folder); where there is none, with `calibrate` a
-// quick calibration (at most ~10 s, said on `log`) written to the cache,
-// without it the detected profile. A stale or corrupt cached profile is
-// ignored with a one-line note on `log`.
-void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log);
-
 // Fastest time per run of the single kernel of `g`'s plan on the CPU backend,
 // measured for about `seconds` (at least 3 runs). Shared with bench/cost.
 // node: count only the kernel of that root node (empty: every kernel).
@@ -64,4 +58,4 @@ double measure_kernel_seconds(const Graph& g, double seconds, int threads = 0, c
 // bench/gpu_check.sh; not yet run on a GPU.
 cost::DeviceProfile calibrate_gpu(const std::string& base, double seconds, std::ostream& log);
 
-}  // namespace tessera::cli
+}  // namespace tessera::calibrate

@@ -1,5 +1,4 @@
-// The host CPU's calibration (calibrate_host) and what --device cpu means
-// for a run of the CLI (prepare_host_profile): see cost_calibration.h.
+// The host CPU's calibration (calibrate_host): see calibrate.h.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,16 +7,16 @@
 #include <map>
 #include <sstream>
 
+#include "calibrate/calibrate.h"
+#include "calibrate/calibration_graphs.h"
 #include "cost/graph_cost.h"
 #include "cost/host_profile_cache.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
 #include "runtime/pool_probe.h"
-#include "tools/cli/calibration_graphs.h"
-#include "tools/cli/cost_calibration.h"
 
-namespace tessera::cli {
+namespace tessera::calibrate {
 
 using namespace detail;
 
@@ -27,37 +26,6 @@ double load_average() {
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
   return load;
-}
-
-// `host` as `cores` of its cores see it: compute and every level's
-// bandwidth (each is the whole device's) in proportion, the capacities of
-// per-core levels kept and shared ones whole (one thread may fill them).
-cost::DeviceProfile share(const cost::DeviceProfile& host, int64_t cores) {
-  cost::DeviceProfile p = host;
-  if (cores >= host.units) return p;
-  double k = static_cast<double>(cores) / static_cast<double>(host.units);
-  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
-    for (auto& [t, v] : *peaks) v *= k;
-  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
-  p.reorder_bandwidth *= k;
-  p.units = cores;
-  return p;
-}
-
-// The inverse, for a profile fitted on fewer cores than the host has: main
-// memory's bandwidth grows with the cores up to a socket's (host_cpu.cc).
-cost::DeviceProfile scale_to_cores(const cost::DeviceProfile& fitted, int64_t cores) {
-  constexpr double kSocketDramBandwidth = 307.2e9;
-  cost::DeviceProfile p = fitted;
-  double k = static_cast<double>(cores) / static_cast<double>(fitted.units);
-  for (auto* peaks : {&p.matrix_flops, &p.vector_flops})
-    for (auto& [t, v] : *peaks) v *= k;
-  for (cost::MemoryLevel& m : p.memory) m.bandwidth *= k;
-  p.reorder_bandwidth *= k;
-  cost::MemoryLevel& dram = p.memory.back();
-  dram.bandwidth = std::min(dram.bandwidth, std::max(kSocketDramBandwidth, fitted.main_memory().bandwidth));
-  p.units = cores;
-  return p;
 }
 
 // One calibration run: the profile being fitted and the measurements that
@@ -77,7 +45,8 @@ class HostCalibrator {
     // (host_cpu.cc); what a parallel region costs is fitted on its own, with
     // every thread (fit_parallel_overhead).
     threads_ = o.threads > 0 ? o.threads : 1;
-    p_ = share(host_, threads_);
+    p_ = cost::scale_to_cores(host_, static_cast<double>(std::min<int64_t>(threads_, host_.units)),
+                              cost::CoreSharing::kAlone);
     // The budget, less the time compiling and warming up take (about a
     // third on this 2-core host), in slices: a dense probe gets 3 (its runs
     // take milliseconds, and on a busy machine only the fastest of many is
@@ -119,7 +88,7 @@ class HostCalibrator {
     cost::DeviceProfile one_core;
     if (o_.threads == 0 && threads_ < host_.units) {
       one_core = p_;
-      p_ = scale_to_cores(p_, host_.units);
+      p_ = cost::scale_to_cores(p_, static_cast<double>(host_.units), cost::CoreSharing::kAlone);
       threads_ = static_cast<int>(host_.units);
     }
     fit_parallel_overhead();
@@ -433,7 +402,7 @@ void HostCalibrator::fit_parallel_overhead() {
 
 // The shared levels (last cache, main memory) with every core streaming:
 // the bandwidth probes of fit_bandwidths again, on all threads. One core's
-// rate is scaled linearly to the cores before this (scale_to_cores); on the
+// rate is scaled linearly to the cores before this (cost::scale_to_cores); on the
 // 2-vCPU Zen 5 guest both cores together streamed 1.75-1.8x one core's
 // rate from the last cache and 1.4-2.0x from main memory in these probes,
 // not 2x. The one-core rate stays as the level's core_bandwidth, what a kernel on one
@@ -724,51 +693,4 @@ cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostre
   return HostCalibrator(options, log).run();
 }
 
-// The quick calibration's budget: the 10 s on first use, with room
-// for the compiles the measured slices leave out.
-constexpr double kQuickCalibrationSeconds = 8;
-
-void prepare_host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log) {
-  std::string dir = cache_dir.empty() ? cost::default_profile_cache_dir() : cache_dir;
-  cost::CpuIdentity id = cost::read_host_identity();
-  cost::CachedProfile cached = cost::load_cached_profile(dir, id);
-  if (!cached.note.empty()) log << "tessera: " << cached.note << "\n";
-  if (cached.profile) {
-    cost::set_host_profile(*cached.profile);
-    return;
-  }
-  if (!calibrate) {
-    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
-    return;
-  }
-  log << "tessera: no calibrated profile of this CPU (" << id.summary() << ") in " << dir
-      << "; calibrating it once (about " << kQuickCalibrationSeconds
-      << " s; --no-calibrate skips this, tessera cost --calibrate measures more)\n";
-  CalibrationOptions o;
-  o.seconds = kQuickCalibrationSeconds;
-  o.quick = true;
-  std::ostringstream detail;  // the per-measurement lines stay off a user's screen
-  cost::DeviceProfile p;
-  try {
-    p = calibrate_host(o, detail);
-  } catch (const Error& e) {
-    // A measurement the fit cannot use (the profile fails its checks): this
-    // run prices with the detected profile, and the next one calibrates again.
-    log << "tessera: the calibration failed (" << e.message() << "); using the detected profile, not cached\n";
-    cost::set_host_profile(cost::detect_host_cpu_cached(id, dir));
-    return;
-  }
-  // One line of what was found: the dense rate against the detected peak,
-  // and the wall time.
-  std::string line;
-  for (std::istringstream lines(detail.str()); std::getline(lines, line);)
-    if (line.rfind("f32 peak", 0) == 0 || line.rfind("quick calibration", 0) == 0) log << "tessera: " << line << "\n";
-  try {
-    log << "tessera: wrote " << cost::save_cached_profile(p, dir, id) << "\n";
-  } catch (const Error& e) {
-    log << "tessera: " << e.message() << " (the calibrated profile is used for this run only)\n";
-  }
-  cost::set_host_profile(p);
-}
-
-}  // namespace tessera::cli
+}  // namespace tessera::calibrate
