@@ -70,12 +70,20 @@ struct KernelProfile {
   bool fallback = false;  // runs the reference interpreter's kernel
   double total_ms = 0;
   int64_t calls = 0;
+  int64_t streamed_bytes = 0;  // weight bytes read from memory per run (Kernel::streamed_bytes)
 };
 
 struct Profile {
   std::vector<KernelProfile> kernels;  // slowest first
   int64_t runs = 0;
-  // One line per kernel: ms per run, share, op, impl, node; fallbacks marked.
+  // This host's DRAM read bandwidth at the plan's thread count
+  // (cpu::dram_read_gbs), measured where some kernel streams its weights;
+  // else 0.
+  double dram_read_gbs = 0;
+  int dram_threads = 0;
+  // One line per kernel: ms per run, share, op, impl, node; fallbacks
+  // marked; a weight-streaming kernel's GB/s and its share of the DRAM
+  // read bandwidth after the node, and their sum after the total.
   std::string table() const;
 };
 
