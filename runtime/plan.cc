@@ -123,7 +123,7 @@ std::string Profile::table() const {
   if (streaming > 0 && streaming_ms > 0 && dram_read_gbs > 0 && runs > 0) {
     double per_run = streaming_ms / static_cast<double>(runs), gbs = static_cast<double>(streamed) / (per_run * 1e6);
     os << std::setprecision(1) << "DRAM read bandwidth " << dram_read_gbs << " GB/s (" << dram_threads
-       << " threads, measured in this process); " << streaming << " weight-streaming kernels read "
+       << (dram_threads == 1 ? " thread" : " threads") << ", measured in this process); " << streaming << " weight-streaming kernels read "
        << static_cast<double>(streamed) / 1e6 << " MB in " << std::setprecision(3) << per_run << " ms/run: "
        << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram_read_gbs << " of DRAM\n";
   }
