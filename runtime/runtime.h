@@ -76,11 +76,11 @@ struct KernelProfile {
 struct Profile {
   std::vector<KernelProfile> kernels;  // slowest first
   int64_t runs = 0;
-  // This host's DRAM read bandwidth at the plan's thread count
-  // (cpu::dram_read_gbs), measured where some kernel streams its weights;
-  // else 0.
-  double dram_read_gbs = 0;
+  // Where some kernel streams its weights: the plan's thread count, at
+  // which table() measures this host's DRAM read bandwidth
+  // (cpu::dram_read_gbs) unless dram_read_gbs is set; else 0.
   int dram_threads = 0;
+  double dram_read_gbs = 0;
   // One line per kernel: ms per run, share, op, impl, node; fallbacks
   // marked; a weight-streaming kernel's GB/s and its share of the DRAM
   // read bandwidth after the node, and their sum after the total.

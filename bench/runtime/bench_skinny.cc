@@ -131,14 +131,16 @@ int main(int argc, char** argv) {
     }
   }
   if (markdown)
-    std::printf("| dtype | M | K x N | MB | threads | us | GB/s | DRAM GB/s | of DRAM |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| dtype | M | K x N | MB | threads | us | GB/s | DRAM GB/s | of DRAM |\n"
+                "|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& threads_s : thread_list) {
     int threads = std::stoi(threads_s);
     runtime::cpu::DramReader reader(threads);
     reader.pass();  // maps its pages
     for (const std::string& d : dtype_list) {
       DType dt = d == "bf16" ? DType::kBF16 : DType::kF32;
-      if (!runtime::cpu::skinny_supported(dt)) std::fprintf(stderr, "bench_skinny: no skinny kernel for %s here\n", d.c_str());
+      if (!runtime::cpu::skinny_supported(dt))
+        std::fprintf(stderr, "bench_skinny: no skinny kernel for %s here\n", d.c_str());
       for (const std::string& rows_s : row_list)
         for (const std::string& shape : shape_list) {
           size_t xpos = shape.find('x');

@@ -75,7 +75,8 @@ class DramReader {
   std::shared_ptr<uint8_t> data_;  // stream_buffer()
 };
 
-// The median of `passes` DramReader passes at `threads` threads, measured
+// The best of `passes` DramReader passes at `threads` threads (what the
+// memory gives: another process's load only lowers a pass), measured
 // once per thread count in a process (--profile's reference figure).
 double dram_read_gbs(int threads, int passes = 9);
 
