@@ -11,12 +11,13 @@
 // runs of panels; each row of `a` is broadcast against the panel's vectors
 // with the accumulators in registers. The packed weights lie in 2 MiB pages
 // (transparent huge pages, madvised), small ones side by side in shared
-// mappings: with 4 KiB pages the stream ran at 0.5-0.75 of the DRAM read
-// bandwidth (a TLB walk every 4 KiB; the hardware prefetcher stops at each
-// page), in 2 MiB pages at 0.9-1.0 with no software prefetch (which then
-// cost 2-8 %). Products of 4-8 rows do 4-8 multiply-adds per weight
-// element: one core's FMA unit (one 16-lane FMA a cycle on Zen 4) then
-// streams about 20 GB/s, under one core's DRAM read bandwidth here (31).
+// mappings: with 4 KiB pages one row streamed at 0.38-0.84 of one core's
+// DRAM read bandwidth (a TLB walk every 4 KiB; the hardware prefetcher
+// stops at each page), in 2 MiB pages at 0.96-1.03 with no software
+// prefetch (which then cost 2-8 %) (docs/performance.md, bench_skinny).
+// Products of 8 rows do 8 multiply-adds per weight element: one core's
+// FMA unit (one 16-lane FMA a cycle on Zen 4) then streams about 20-26
+// GB/s, under one core's 30 GB/s here.
 #pragma once
 
 #include <cstdint>
