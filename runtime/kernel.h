@@ -61,6 +61,10 @@ class Kernel {
   // saves there, and on shared cores every fork-join waits for a thread that
   // may not be scheduled.
   int max_threads = 0;
+  // Bytes of constant weights a run streams from memory, once each (the
+  // skinny products' K x N weight): --profile shows them over the kernel's
+  // time against the host's DRAM read bandwidth. 0: not such a kernel.
+  int64_t streamed_bytes = 0;
 };
 
 }  // namespace tessera::runtime

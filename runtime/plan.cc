@@ -11,6 +11,7 @@
 #include "graph/error.h"
 #include "graph/memory_limit.h"
 #include "runtime/communicator.h"
+#include "runtime/cpu/skinny_matmul.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/memory_planner.h"
 #include "runtime/plan_spec.h"
@@ -92,6 +93,12 @@ void keep_constants(const Graph& g, PlanSpec& spec) {
 }  // namespace
 
 std::string Profile::table() const {
+  // The bandwidth is measured here, on the first table of a process that
+  // shows a weight-streaming kernel, not in profile(): callers that read
+  // the kernel times between runs do not pay for it (nor find the caches
+  // flushed).
+  double dram_read_gbs = this->dram_read_gbs;
+  if (dram_read_gbs == 0 && dram_threads > 0) dram_read_gbs = cpu::dram_read_gbs(dram_threads);
   double total = 0;
   for (const KernelProfile& k : kernels) total += k.total_ms;
   std::ostringstream os;
@@ -102,9 +109,31 @@ std::string Profile::table() const {
     os << std::setw(11) << per_run << "  " << std::setw(4) << std::setprecision(1)
        << (total > 0 ? 100.0 * k.total_ms / total : 0.0) << "%  " << std::setprecision(3) << std::left
        << std::setw(26) << k.op << " " << std::setw(26) << (k.fallback ? k.impl + " [FALLBACK]" : k.impl) << " "
-       << k.node << std::right << "\n";
+       << k.node << std::right;
+    if (k.streamed_bytes > 0 && k.total_ms > 0 && dram_read_gbs > 0) {
+      double gbs = static_cast<double>(k.streamed_bytes) * static_cast<double>(runs) / (k.total_ms * 1e6);
+      os << "  [" << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram_read_gbs
+         << " of DRAM]" << std::setprecision(3);
+    }
+    os << "\n";
   }
   os << "total " << (runs > 0 ? total / static_cast<double>(runs) : 0.0) << " ms/run over " << runs << " runs\n";
+  int64_t streamed = 0, streaming = 0;
+  double streaming_ms = 0;
+  for (const KernelProfile& k : kernels)
+    if (k.streamed_bytes > 0) {
+      streamed += k.streamed_bytes;
+      streaming_ms += k.total_ms;
+      ++streaming;
+    }
+  if (streaming > 0 && streaming_ms > 0 && dram_read_gbs > 0 && runs > 0) {
+    double per_run = streaming_ms / static_cast<double>(runs), gbs = static_cast<double>(streamed) / (per_run * 1e6);
+    os << std::setprecision(1) << "DRAM read bandwidth " << dram_read_gbs << " GB/s (" << dram_threads
+       << (dram_threads == 1 ? " thread" : " threads") << ", measured in this process); " << streaming
+       << " weight-streaming kernels read " << static_cast<double>(streamed) / 1e6 << " MB in "
+       << std::setprecision(3) << per_run << " ms/run: "
+       << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram_read_gbs << " of DRAM\n";
+  }
   return os.str();
 }
 
@@ -473,7 +502,8 @@ Profile ExecutablePlan::Impl::profile() const {
   if (!options_.profile) return p;
   for (size_t k = 0; k < spec_.kernels.size(); ++k) {
     const Kernel& kern = *spec_.kernels[k];
-    p.kernels.push_back({kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_});
+    p.kernels.push_back({kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_, kern.streamed_bytes});
+    if (kern.streamed_bytes > 0) p.dram_threads = options_.threads > 0 ? options_.threads : omp_get_num_procs();
   }
   std::stable_sort(p.kernels.begin(), p.kernels.end(),
                    [](const KernelProfile& a, const KernelProfile& b) { return a.total_ms > b.total_ms; });

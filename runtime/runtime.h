@@ -70,12 +70,20 @@ struct KernelProfile {
   bool fallback = false;  // runs the reference interpreter's kernel
   double total_ms = 0;
   int64_t calls = 0;
+  int64_t streamed_bytes = 0;  // weight bytes read from memory per run (Kernel::streamed_bytes)
 };
 
 struct Profile {
   std::vector<KernelProfile> kernels;  // slowest first
   int64_t runs = 0;
-  // One line per kernel: ms per run, share, op, impl, node; fallbacks marked.
+  // Where some kernel streams its weights: the plan's thread count, at
+  // which table() measures this host's DRAM read bandwidth
+  // (cpu::dram_read_gbs) unless dram_read_gbs is set; else 0.
+  int dram_threads = 0;
+  double dram_read_gbs = 0;
+  // One line per kernel: ms per run, share, op, impl, node; fallbacks
+  // marked; a weight-streaming kernel's GB/s and its share of the DRAM
+  // read bandwidth after the node, and their sum after the total.
   std::string table() const;
 };
 

@@ -189,6 +189,7 @@ Built make_skinny_matmul(const BuildContext& c, const Node& n, const Md& a_md, c
                 args.at(DNNL_ARG_DST).get_data_handle(), /*f32_out=*/false, threads);
   });
   kernel->set_impl(wt == DType::kF32 ? "native:skinny_avx512" : "native:skinny_avx512_bf16");
+  kernel->streamed_bytes = packed->weight_bytes();
   kernel->bind_value(s, DNNL_ARG_SRC, n.inputs[0], a_md);
   if (has_bias) kernel->bind_value(s, DNNL_ARG_BIAS, bias, bias_md);
   Md y_md = plain_md(dst, t);

@@ -9,7 +9,15 @@
 // rows consecutive; bf16 weights interleave row pairs (k, k+1) per column,
 // the operand order of AVX-512 BF16's dot product. Threads take contiguous
 // runs of panels; each row of `a` is broadcast against the panel's vectors
-// with the accumulators in registers.
+// with the accumulators in registers. The packed weights lie in 2 MiB pages
+// (transparent huge pages, madvised), small ones side by side in shared
+// mappings: with 4 KiB pages one row streamed at 0.38-0.84 of one core's
+// DRAM read bandwidth (a TLB walk every 4 KiB; the hardware prefetcher
+// stops at each page), in 2 MiB pages at 0.96-1.03 with no software
+// prefetch (which then cost 2-8 %) (docs/performance.md, bench_skinny).
+// Products of 8 rows do 8 multiply-adds per weight element: one core's
+// FMA unit (one 16-lane FMA a cycle on Zen 4) then streams about 20-26
+// GB/s, under one core's 30 GB/s here.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,8 @@ class SkinnyWeights {
   void run(const void* a, const void* bias, void* y, bool f32_out, int threads) const;
 
   int64_t bytes() const { return bytes_; }
+  // The bytes of W a run reads: K x N elements.
+  int64_t weight_bytes() const { return k_ * n_ * static_cast<int64_t>(dtype_size(dtype_)); }
   DType dtype() const { return dtype_; }
   int64_t rows() const { return rows_; }
 
@@ -46,7 +56,33 @@ class SkinnyWeights {
   DType dtype_;
   int64_t k_, n_, rows_, vectors_, panels_, panel_elems_;
   int64_t bytes_;
-  std::unique_ptr<uint8_t, void (*)(void*)> packed_;
+  std::shared_ptr<uint8_t> packed_;  // stream_buffer()
 };
+
+// This host's DRAM read bandwidth, the bound the kernels are held to:
+// `threads` OpenMP threads each sum a contiguous share of a buffer with
+// 64-byte loads (AVX-512 where the host has it), the buffer 8 times the
+// last-level cache (at least 256 MiB) so that a pass reads it from DRAM.
+class DramReader {
+ public:
+  explicit DramReader(int threads, int64_t bytes = 0);
+  // GB/s of one pass over the buffer.
+  double pass() const;
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  int threads_;
+  int64_t bytes_;
+  std::shared_ptr<uint8_t> data_;  // stream_buffer()
+};
+
+// The best of `passes` DramReader passes at `threads` threads (what the
+// memory gives: another process's load only lowers a pass), measured
+// once per thread count in a process (--profile's reference figure).
+double dram_read_gbs(int threads, int passes = 9);
+
+// The last-level cache's size in bytes (sysfs, else sysconf; 32 MiB where
+// neither says).
+int64_t last_level_cache_bytes();
 
 }  // namespace tessera::runtime::cpu

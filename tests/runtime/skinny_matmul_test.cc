@@ -127,5 +127,38 @@ TEST(SkinnyMatmulTest, NineRowsAndSmallWeightsStayWithOnednn) {
   }
 }
 
+// --profile's reading of a decode step: each skinny kernel's weight bytes,
+// and the host's DRAM read bandwidth they are held to.
+TEST(SkinnyMatmulTest, ProfileShowsEachProductsBandwidthAgainstTheHosts) {
+  if (!skinny_supported(DType::kF32)) GTEST_SKIP() << "this host has no AVX-512F: the skinny kernels are not used";
+  std::mt19937 rng(6);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 512}});
+  ValueId w = g.add_constant("w", random_tensor(DType::kF32, {512, 1024}, rng));
+  g.set_outputs({g.add(OpKind::kRelu, {g.add(OpKind::kMatMul, {x, w})})});
+  RunOptions options;
+  options.profile = true;
+  options.threads = 2;
+  ExecutablePlan plan = testing::expect_matches_reference(g, options);
+  Profile p = plan.profile();
+  int64_t streamed = 0;
+  for (const KernelProfile& k : p.kernels) streamed += k.streamed_bytes;
+  EXPECT_EQ(streamed, 512 * 1024 * 4) << p.table();
+  EXPECT_EQ(p.dram_threads, 2);
+  std::string table = p.table();
+  EXPECT_NE(table.find(" of DRAM]"), std::string::npos) << table;
+  EXPECT_NE(table.find("DRAM read bandwidth "), std::string::npos) << table;
+  // A bandwidth given (another host's, say) is the one the table divides by.
+  p.dram_read_gbs = 1e-3;
+  EXPECT_NE(p.table().find("DRAM read bandwidth 0.0 GB/s"), std::string::npos) << p.table();
+}
+
+TEST(SkinnyMatmulTest, DramReaderReadsItsWholeBuffer) {
+  cpu::DramReader reader(2, int64_t{8} << 20);
+  EXPECT_EQ(reader.bytes(), int64_t{8} << 20);
+  EXPECT_GT(reader.pass(), 0.0);
+  EXPECT_GE(cpu::last_level_cache_bytes(), int64_t{1} << 20);
+}
+
 }  // namespace
 }  // namespace tessera::runtime
