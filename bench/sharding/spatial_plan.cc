@@ -7,7 +7,7 @@
 // written; the folder runs with `tessera run DIR` (threads) or
 // `mpirun -np N tessera run DIR`, its inputs and outputs whole.
 //
-//   spatial_plan MODEL.onnx OUT_DIR --ranks N [--every K] [--device h100] [--dim 2] [--curve]
+//   spatial_plan MODEL.onnx OUT_DIR --ranks N [--every K] [--device h100] [--dim 2] [--curve] [--no-check]
 //
 // Prints the halo (rows from each neighbour per exchange), the bytes the
 // formula gives against the bytes the rank files' HaloExchange nodes move,
@@ -77,7 +77,7 @@ void draw(const mutator::SpatialHalo& h) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: spatial_plan MODEL.onnx OUT_DIR --ranks N [--every K] [--device h100] [--dim 2] [--curve]\n");
+  std::fprintf(stderr, "usage: spatial_plan MODEL.onnx OUT_DIR --ranks N [--every K] [--device h100] [--dim 2] [--curve] [--no-check]\n");
   return 2;
 }
 
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   if (argc < 3) return usage();
   std::string model = argv[1], out = argv[2], device_name = "h100";
   int64_t ranks = 2, every = 0, dim = 2;
-  bool curve = false;
+  bool curve = false, check = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device_name = next();
     else if (a == "--dim") dim = std::atoll(next().c_str());
     else if (a == "--curve") curve = true;
+    else if (a == "--no-check") check = false;
     else return usage();
   }
   try {
@@ -119,17 +120,19 @@ int main(int argc, char** argv) {
     if (!plan) throw Error(ErrorKind::kUnsupported, "no spatial split of " + model + " over " + mesh.str());
     int64_t formula = 0, moved = 0;
     for (size_t e = 0; e < plan->exchanges.size(); ++e) {
-      std::printf("exchange %zu: %s (%lld B a row)\n", e, plan->exchanges[e].str().c_str(),
-                  static_cast<long long>(plan->exchanges[e].bytes_per_row));
-      draw(plan->exchanges[e]);
       formula += plan->exchanges[e].halo_bytes();
+      if (plan->exchanges[e].halo_rows() == 0) continue;  // element-wise layers: no exchange
+      std::printf("exchange %zu: %lld B a row\n", e, static_cast<long long>(plan->exchanges[e].bytes_per_row));
+      draw(plan->exchanges[e]);
     }
     for (const Graph& r : plan->ranks) moved += exchanged_bytes(r);
     std::printf("halo bytes: formula %lld, rank files' HaloExchange nodes %lld\n", static_cast<long long>(formula),
                 static_cast<long long>(moved));
-    double err = mutator::spatial_plan_error(g, chain, *plan, 7);
-    std::printf("ranks in lockstep against the model: max |difference| %.3g\n", err);
-    if (!(err < 1e-6)) throw Error(ErrorKind::kInternal, "the spatial plan does not compute the model");
+    if (check) {  // the reference interpreter in f64: minutes for a large image
+      double err = mutator::spatial_plan_error(g, chain, *plan, 7);
+      std::printf("ranks in lockstep against the model: max |difference| %.3g\n", err);
+      if (!(err < 1e-6)) throw Error(ErrorKind::kInternal, "the spatial plan does not compute the model");
+    }
     fs::create_directories(out);
     std::vector<Graph> programs = mutator::whole_io_programs(*plan);
     std::vector<std::string> names;
