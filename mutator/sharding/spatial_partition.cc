@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <random>
 
 #include "cost/plan_cost.h"
@@ -33,14 +34,18 @@ Tensor slice_rows(const Tensor& t, int64_t dim, Band b) {
 // A layer of rank r: reads rows `have` of its input (dim in_dim), computes
 // rows `rows` of its output. Slices the input to what the band reads and
 // gives a window op the padding of its band. False when it cannot.
+// `slice`: cut the input even where the band reads all of it (every rank's
+// program has the same nodes, so that the ranks run in lockstep); *sliced
+// says whether this rank needed the cut.
 bool add_local_layer(const Graph& g, NodeId id, int64_t out_dim, Band rows, Graph& local, ValueId& cur, Band& have,
-                     const std::map<ValueId, ValueId>& weights) {
+                     const std::map<ValueId, ValueId>& weights, bool slice, bool* sliced) {
   const Node& node = g.node(id);
   int64_t in_dim = -1, d = -1;
   std::optional<Band> want = rows_read(g, id, out_dim, rows, 0, &in_dim);
   std::optional<Band> reach = rows_reached(g, id, out_dim, rows, 0, &d);
   if (!want || !reach || in_dim < 0 || want->lo < have.lo || want->hi > have.hi) return false;
-  if (*want != have) {
+  *sliced = *want != have;
+  if (*sliced || slice) {
     Attrs s;
     s.set("starts", std::vector<int64_t>{want->lo - have.lo});
     s.set("ends", std::vector<int64_t>{want->hi - have.lo});
@@ -108,7 +113,9 @@ std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId
   plan.exchanges = *segments;
   plan.in_bands = row_bands(g.type(x).shape[static_cast<size_t>(plan.in_dim)], n);
   plan.out_bands = row_bands(g.type(g.node(chain.back()).outputs[0]).shape[static_cast<size_t>(dim)], n);
-  for (int64_t r = 0; r < n; ++r) {
+  // Built twice: the second time every rank cuts the layers some rank cut.
+  std::set<size_t> cut, needed;
+  auto build_rank = [&](int64_t r) -> std::optional<Graph> {
     Graph local;
     std::map<ValueId, ValueId> weights;
     for (NodeId id : chain)
@@ -155,13 +162,27 @@ std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId
           if (!read) return std::nullopt;
           rows = *read;
         }
-        if (!add_local_layer(g, seg[i], out_dims[next + i], rows, local, cur, have, weights)) return std::nullopt;
+        bool sliced = false;
+        if (!add_local_layer(g, seg[i], out_dims[next + i], rows, local, cur, have, weights, cut.count(next + i) > 0,
+                             &sliced))
+          return std::nullopt;
+        if (sliced) needed.insert(next + i);
       }
       at_dim = h.out_dim;
       next += len;
     }
     local.set_outputs({cur});
-    plan.ranks.push_back(std::move(local));
+    return local;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    plan.ranks.clear();
+    for (int64_t r = 0; r < n; ++r) {
+      std::optional<Graph> local = build_rank(r);
+      if (!local) return std::nullopt;
+      plan.ranks.push_back(std::move(*local));
+    }
+    if (needed == cut) break;
+    cut = needed;
   }
   return plan;
 }
