@@ -182,21 +182,27 @@ namespace {
 // between two ranks on one communicator.
 std::vector<MPI_Request> post_halo(const Exchange& x, MPI_Comm comm, int64_t me) {
   std::vector<MPI_Request> reqs;
-  auto add = [&](int rc, const char* what, MPI_Request r) {
-    check_mpi(rc, what);
-    reqs.push_back(r);
-  };
   const auto* in = static_cast<const uint8_t*>(x.in);
   auto* out = static_cast<uint8_t*>(x.out);
-  MPI_Request r = MPI_REQUEST_NULL;
   int prev = static_cast<int>(me - 1), next = static_cast<int>(me + 1);
-  if (x.recv_prev > 0) add(MPI_Irecv(out, mpi_count(x.recv_prev, "a halo"), MPI_BYTE, prev, 0, comm, &r), "MPI_Irecv", r);
-  if (x.recv_next > 0)
-    add(MPI_Irecv(out + x.recv_prev, mpi_count(x.recv_next, "a halo"), MPI_BYTE, next, 0, comm, &r), "MPI_Irecv", r);
-  if (x.send_prev > 0) add(MPI_Isend(in, mpi_count(x.send_prev, "a halo"), MPI_BYTE, prev, 0, comm, &r), "MPI_Isend", r);
-  if (x.send_next > 0)
-    add(MPI_Isend(in + 2 * x.count - x.send_next, mpi_count(x.send_next, "a halo"), MPI_BYTE, next, 0, comm, &r),
-        "MPI_Isend", r);
+  // Each call writes its request before it is kept (an argument list would
+  // leave the order of the write and the copy unspecified).
+  auto recv = [&](uint8_t* at, int64_t bytes, int peer) {
+    if (bytes <= 0) return;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(at, mpi_count(bytes, "a halo"), MPI_BYTE, peer, 0, comm, &r), "MPI_Irecv");
+    reqs.push_back(r);
+  };
+  auto send = [&](const uint8_t* at, int64_t bytes, int peer) {
+    if (bytes <= 0) return;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(at, mpi_count(bytes, "a halo"), MPI_BYTE, peer, 0, comm, &r), "MPI_Isend");
+    reqs.push_back(r);
+  };
+  recv(out, x.recv_prev, prev);
+  recv(out + x.recv_prev, x.recv_next, next);
+  send(in, x.send_prev, prev);
+  send(in + 2 * x.count - x.send_next, x.send_next, next);
   return reqs;
 }
 

@@ -772,6 +772,7 @@ TEST(MeshRunSpatialTest, HaloPlansUnderMpirunMatchSingleDevice) {
       for (bool mpi : {true, false}) {
         fs::path out = dir / (std::string("out_") + (mpi ? "mpi" : "threads"));
         std::string args = "run " + plan.string() + " --seed 4 --threads 1 --output-dir " + out.string();
+        SCOPED_TRACE(std::string(mpi ? "mpirun" : "threads") + " np " + std::to_string(np) + " every " + every);
         Result got = mpi ? mpirun(np, args) : run("", args);
         ASSERT_EQ(got.code, 0) << got.err;
         expect_same_outputs(out, single);
