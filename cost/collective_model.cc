@@ -80,6 +80,11 @@ CollectiveCost collective_node_cost(const Graph& g, const Node& node, const Devi
     case OpKind::kAllGather: return collective_time(CollectiveKind::kAllGather, out, n, tier);
     case OpKind::kReduceScatter: return collective_time(CollectiveKind::kReduceScatter, in, n, tier);
     case OpKind::kAllToAll: return collective_time(CollectiveKind::kAllToAll, in, n, tier);
+    case OpKind::kHaloExchange: {
+      // Send/recv with both neighbours at once: the rows this rank receives
+      // (its output less its input), one latency step.
+      return collective_time(CollectiveKind::kSendRecv, out - in, n, tier);
+    }
     default: break;
   }
   TESSERA_THROW(ErrorKind::kInternal, op_name(node.kind) << " is not a collective");

@@ -8,7 +8,7 @@
 //   all-gather      factor  (n-1)/n, steps  (n-1)   (bytes: the gathered output)
 //   reduce-scatter  factor  (n-1)/n, steps  (n-1)   (bytes: the full input)
 //   all-to-all      factor  (n-1)/n, steps  (n-1)
-//   send/recv       factor  1,       steps  1
+//   send/recv       factor  1,       steps  1       (a halo exchange: the rows received)
 //
 // A group crosses the innermost tier (NVLink, shared memory) when all its
 // members sit in one node, and the next tier out (the network) otherwise.

@@ -43,7 +43,16 @@ std::string collective_signature(const Graph& g) {
   for (NodeId id : g.topo_order()) {
     const Node& n = g.node(id);
     if (!op_def(n.kind).is_collective()) continue;
-    sig += std::string(op_name(n.kind)) + " over " + n.attrs.s("mesh_axis") + " of " + type_str(g.type(n.inputs[0]));
+    sig += std::string(op_name(n.kind)) + " over " + n.attrs.s("mesh_axis");
+    // A halo exchange's bands may be uneven: the ranks agree on the halo table, not on their shapes.
+    if (n.kind == OpKind::kHaloExchange) {
+      for (const char* a : {"before", "after"}) {
+        sig += std::string(" ") + a + "=";
+        for (int64_t v : n.attrs.ints(a)) sig += std::to_string(v) + ",";
+      }
+    } else {
+      sig += " of " + type_str(g.type(n.inputs[0]));
+    }
     for (const char* a : {"axis", "split_axis", "concat_axis"})
       if (n.attrs.has(a)) sig += std::string(" ") + a + "=" + std::to_string(n.attrs.i(a));
     sig += "\n";
@@ -93,10 +102,12 @@ int64_t in_bytes(const Exchange& x, int64_t group) {
     case Exchange::Kind::kReduceScatterSum: return x.count * sum_elem_size(x.dtype) * group;
     case Exchange::Kind::kAllGather: return x.count;
     case Exchange::Kind::kAllToAll: return x.count * group;
+    case Exchange::Kind::kHalo: return 2 * x.count;
   }
   return 0;
 }
 int64_t out_bytes(const Exchange& x, int64_t group) {
+  if (x.kind == Exchange::Kind::kHalo) return x.recv_prev + x.recv_next;
   return is_sum(x.kind) ? x.count * sum_elem_size(x.dtype) : x.count * group;
 }
 
@@ -128,7 +139,7 @@ void accumulate(DType dtype, void* acc, const void* x, int64_t count) {
 }  // namespace
 
 std::string Exchange::str() const {
-  static const char* const kNames[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll"};
+  static const char* const kNames[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll", "HaloExchange"};
   return std::string(kNames[static_cast<int>(kind)]) + " of " + std::to_string(count) +
          (is_sum(kind) ? std::string(" ") + dtype_name(dtype) : std::string(" bytes")) + " over axis " +
          std::to_string(axis);
@@ -140,6 +151,7 @@ void Communicator::exchange(const Exchange& x) {
     case Exchange::Kind::kReduceScatterSum: return reduce_scatter_sum(x.axis, x.dtype, x.in, x.out, x.count);
     case Exchange::Kind::kAllGather: return all_gather(x.axis, x.in, x.out, x.count);
     case Exchange::Kind::kAllToAll: return all_to_all(x.axis, x.in, x.out, x.count);
+    case Exchange::Kind::kHalo: return halo_exchange(x);
   }
 }
 
@@ -191,6 +203,7 @@ class InProcessWorld::Rank : public Communicator {
   void all_to_all(int axis, const void* in, void* out, int64_t bytes) override {
     blocking({Exchange::Kind::kAllToAll, axis, DType::kU8, in, out, bytes});
   }
+  void halo_exchange(const Exchange& x) override { blocking(x); }
 
   // Posts a copy of x.in, so that nothing this rank does (or fails to do)
   // after start() returns can change or free what its peers read.
@@ -246,7 +259,11 @@ class InProcessWorld::Rank : public Communicator {
     auto* d = static_cast<uint8_t*>(dest);
     s.reading.fetch_add(1);  // before loading the pointers: keep_or_copy waits for it
     auto at = [&](size_t k) { return static_cast<const uint8_t*>(s.in[static_cast<size_t>(group[k])].load()); };
-    if (is_sum(x.kind)) {
+    if (x.kind == Exchange::Kind::kHalo) {
+      // The end of the previous rank's last edge block, the start of the next one's first.
+      if (x.recv_prev > 0) std::memcpy(d, at(static_cast<size_t>(me - 1)) + 2 * x.count - x.recv_prev, static_cast<size_t>(x.recv_prev));
+      if (x.recv_next > 0) std::memcpy(d + x.recv_prev, at(static_cast<size_t>(me + 1)), static_cast<size_t>(x.recv_next));
+    } else if (is_sum(x.kind)) {
       int64_t e = sum_elem_size(x.dtype);
       int64_t offset = x.kind == Exchange::Kind::kReduceScatterSum ? me * x.count * e : 0;
       if (x.count > 0) std::memset(d, 0, static_cast<size_t>(x.count * e));

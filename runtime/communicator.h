@@ -29,15 +29,24 @@ namespace tessera::runtime {
 // One exchange of flat blocks, as a value: what the primitives below take,
 // for the non-blocking form (Communicator::start) and for messages.
 struct Exchange {
-  enum class Kind : uint8_t { kAllReduceSum, kReduceScatterSum, kAllGather, kAllToAll };
+  enum class Kind : uint8_t { kAllReduceSum, kReduceScatterSum, kAllGather, kAllToAll, kHalo };
   Kind kind = Kind::kAllReduceSum;
   int axis = 0;
   DType dtype = DType::kF32;  // of the sums; the moves take bytes
   const void* in = nullptr;
   void* out = nullptr;
   // The sums: elements of `out`; all_gather: bytes of `in`; all_to_all:
-  // bytes of one block.
+  // bytes of one block; halo: bytes of one edge block (the same on every
+  // rank of the group: the deepest halo's rows).
   int64_t count = 0;
+  // kHalo, a neighbour exchange along the axis: `in` holds this rank's first
+  // edge block then its last one (2 * count bytes). The first send_prev
+  // bytes of the first block go to the previous rank of the group, the last
+  // send_next bytes of the last block to the next; `out` receives recv_prev
+  // bytes (the end of the previous rank's last block) then recv_next bytes
+  // (the start of the next rank's first block). The first rank of the group
+  // has no previous and the last no next (their amounts are 0).
+  int64_t send_prev = 0, send_next = 0, recv_prev = 0, recv_next = 0;
 
   // "AllReduce of 1024 f32 over axis 0", for messages.
   std::string str() const;
@@ -66,6 +75,8 @@ class Communicator {
   // in holds one block of `bytes` per member (block j goes to member j); out
   // receives block i from member i, in group order.
   virtual void all_to_all(int axis, const void* in, void* out, int64_t bytes) = 0;
+  // The neighbour exchange of a HaloExchange (Exchange::Kind::kHalo).
+  virtual void halo_exchange(const Exchange& x) = 0;
 
   // The blocking primitive that x names.
   void exchange(const Exchange& x);

@@ -117,7 +117,12 @@ struct MpiCommunicator::Comms {
   std::vector<MPI_Comm> axis;  // per mesh axis: this rank's group along it
   // Started collectives, oldest first: (request id, MPI's request, which
   // MPI_REQUEST_NULL once an MPI_Test completed it).
-  std::vector<std::pair<int64_t, MPI_Request>> pending;
+  // A halo exchange is up to four point-to-point requests; the others one.
+  struct Pending {
+    int64_t id;
+    std::vector<MPI_Request> requests;
+  };
+  std::vector<Pending> pending;
   int64_t next_id = 0;
   ~Comms() {
     int finalized = 0;
@@ -169,9 +174,52 @@ void MpiCommunicator::all_to_all(int axis, const void* in, void* out, int64_t by
   check_mpi(MPI_Alltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comms_->axis[axis]), "MPI_Alltoall");
 }
 
+namespace {
+
+// The neighbour exchange as point-to-point requests on the axis's group
+// (ranks numbered by their coordinate there), tag 0: every rank posts its
+// halo exchanges in the same order, and MPI keeps the order of messages
+// between two ranks on one communicator.
+std::vector<MPI_Request> post_halo(const Exchange& x, MPI_Comm comm, int64_t me) {
+  std::vector<MPI_Request> reqs;
+  const auto* in = static_cast<const uint8_t*>(x.in);
+  auto* out = static_cast<uint8_t*>(x.out);
+  int prev = static_cast<int>(me - 1), next = static_cast<int>(me + 1);
+  // Each call writes its request before it is kept (an argument list would
+  // leave the order of the write and the copy unspecified).
+  auto recv = [&](uint8_t* at, int64_t bytes, int peer) {
+    if (bytes <= 0) return;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(at, mpi_count(bytes, "a halo"), MPI_BYTE, peer, 0, comm, &r), "MPI_Irecv");
+    reqs.push_back(r);
+  };
+  auto send = [&](const uint8_t* at, int64_t bytes, int peer) {
+    if (bytes <= 0) return;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(at, mpi_count(bytes, "a halo"), MPI_BYTE, peer, 0, comm, &r), "MPI_Isend");
+    reqs.push_back(r);
+  };
+  recv(out, x.recv_prev, prev);
+  recv(out + x.recv_prev, x.recv_next, next);
+  send(in, x.send_prev, prev);
+  send(in + 2 * x.count - x.send_next, x.send_next, next);
+  return reqs;
+}
+
+}  // namespace
+
+void MpiCommunicator::halo_exchange(const Exchange& x) {
+  std::vector<MPI_Request> reqs = post_halo(x, comms_->axis[static_cast<size_t>(x.axis)], group_index(x.axis));
+  check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+}
+
 int64_t MpiCommunicator::start(const Exchange& x) {
   MPI_Comm comm = comms_->axis[static_cast<size_t>(x.axis)];
   MPI_Request req = MPI_REQUEST_NULL;
+  if (x.kind == Exchange::Kind::kHalo) {
+    comms_->pending.push_back({comms_->next_id, post_halo(x, comm, group_index(x.axis))});
+    return comms_->next_id++;
+  }
   switch (x.kind) {
     case Exchange::Kind::kAllReduceSum:
       check_mpi(MPI_Iallreduce(x.in == x.out ? MPI_IN_PLACE : x.in, x.out, mpi_count(x.count, "an all-reduce"),
@@ -193,29 +241,31 @@ int64_t MpiCommunicator::start(const Exchange& x) {
       check_mpi(MPI_Ialltoall(x.in, n, MPI_BYTE, x.out, n, MPI_BYTE, comm, &req), "MPI_Ialltoall");
       break;
     }
+    case Exchange::Kind::kHalo: break;  // above
   }
-  comms_->pending.emplace_back(comms_->next_id, req);
+  comms_->pending.push_back({comms_->next_id, {req}});
   return comms_->next_id++;
 }
 
 void MpiCommunicator::wait(int64_t request) {
   auto& pending = comms_->pending;
-  auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.first == request; });
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.id == request; });
   TESSERA_CHECK(it != pending.end(), "wait on request " << request << ", which is not pending");
-  MPI_Request req = it->second;
+  std::vector<MPI_Request> reqs = std::move(it->requests);
   pending.erase(it);
-  check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+  check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 void MpiCommunicator::progress() {
   // One test drives Open MPI's progress engine, which advances every
   // outstanding collective; the oldest is the one a wait needs first.
-  for (auto& [id, req] : comms_->pending) {
-    if (req == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    return;
-  }
+  for (auto& p : comms_->pending)
+    for (MPI_Request& req : p.requests) {
+      if (req == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      return;
+    }
 }
 
 }  // namespace tessera::runtime

@@ -77,6 +77,7 @@ class MpiCommunicator : public Communicator {
   void reduce_scatter_sum(int axis, DType dtype, const void* in, void* out, int64_t count) override;
   void all_gather(int axis, const void* in, void* out, int64_t bytes) override;
   void all_to_all(int axis, const void* in, void* out, int64_t bytes) override;
+  void halo_exchange(const Exchange& x) override;
 
   // MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ialltoall;
   // wait is MPI_Wait. Open MPI moves them only inside MPI calls (it has no

@@ -318,7 +318,8 @@ std::vector<Obligation> collect(std::initializer_list<std::vector<Obligation> (*
 const std::vector<Obligation>& registry() {
   static const std::vector<Obligation> all =
       collect({&z3enc::rule_obligations, &z3enc::sharding_obligations, &z3enc::op_sharding_obligations,
-               &z3enc::reshard_obligations, &z3enc::any_rank_count_obligations, &z3enc::correction_obligations});
+               &z3enc::reshard_obligations, &z3enc::any_rank_count_obligations, &z3enc::correction_obligations,
+               &z3enc::spatial_obligations});
   return all;
 }
 
@@ -326,7 +327,8 @@ const std::vector<Obligation>& wrong_registry() {
   static const std::vector<Obligation> all =
       collect({&z3enc::wrong_rule_obligations, &z3enc::wrong_sharding_obligations,
                &z3enc::wrong_op_sharding_obligations, &z3enc::wrong_reshard_obligations,
-               &z3enc::wrong_any_rank_count_obligations, &z3enc::wrong_correction_obligations});
+               &z3enc::wrong_any_rank_count_obligations, &z3enc::wrong_correction_obligations,
+               &z3enc::wrong_spatial_obligations});
   return all;
 }
 

@@ -214,5 +214,7 @@ std::vector<Obligation> wrong_op_sharding_obligations();
 std::vector<Obligation> wrong_reshard_obligations();
 std::vector<Obligation> wrong_any_rank_count_obligations();
 std::vector<Obligation> wrong_correction_obligations();
+std::vector<Obligation> spatial_obligations();  // z3_spatial.cc: a band's halo rows
+std::vector<Obligation> wrong_spatial_obligations();
 
 }  // namespace tessera::verifier::z3enc

@@ -73,7 +73,7 @@ def build_inception_v3():
     return model, _image(299), ["logits"]
 
 
-def build_csrnet():
+def build_csrnet(size: int = 224):
     """CSRNet (Li et al. 2018): the first ten conv layers of VGG-16 as front end and
     a back end of 3x3 convolutions with dilation 2, ending in a 1x1 density map."""
     from torch import nn
@@ -104,7 +104,7 @@ def build_csrnet():
         def forward(self, x):
             return (self.output_layer(self.backend(self.frontend(x))),)
 
-    return CSRNet(), _image(), ["density"]
+    return CSRNet(), _image(size), ["density"]
 
 
 class _TupleOutputs:
@@ -393,6 +393,8 @@ MODELS = {
     "inception_v3": (build_inception_v3, "Inception-v3, 299x299, no aux logits"),
     "vgg16": (_torchvision("vgg16"), "VGG-16, 224x224"),
     "csrnet": (build_csrnet, "CSRNet-style dilated conv net (VGG-16 front, dilation-2 back), 224x224"),
+    # Crowd counting at a high resolution: what spatial sharding is for (issue 43).
+    "csrnet_768": (lambda: build_csrnet(768), "CSRNet as csrnet at 768x768"),
     "bert_base": (build_bert_base, "BERT-base encoder, seq 128"),
     "gpt2": (build_gpt2, "GPT-2 (124M) decoder, seq 128, no past"),
     "llama_small": (build_llama, "Llama-style decoder: hidden 512, 4 layers, 8 heads, SwiGLU 1376, seq 128"),

@@ -7,6 +7,10 @@
 //   ReduceScatter(x, axis)  = this rank's 1/n slice along axis of AllReduce(x)
 //   AllToAll(x, split, cat) = split x into n chunks along `split_axis`, send
 //                             chunk j to rank j, concat received along `concat_axis`
+//   HaloExchange(x, axis)   = concat along axis of the previous rank's last
+//                             before[c] rows, x, the next rank's first after[c]
+//                             rows, c this rank's coordinate (spatial sharding's
+//                             halo: mutator/sharding/spatial.h)
 //
 // Shape inference needs the group size, which is a property of the mesh, not
 // the graph; the node carries it as `group_size`.
@@ -49,6 +53,28 @@ std::vector<TensorType> infer_all_to_all(const InferContext& c) {
     TESSERA_SHAPE_ERROR("dim " << split << " of " << type_str(t) << " is not divisible by group size " << n);
   t.shape[split] /= n;
   t.shape[cat] *= n;
+  return {t};
+}
+
+// HaloExchange: `before` and `after` list every coordinate's halo rows (the
+// same attributes on every rank of the group), `coordinate` is this rank's.
+std::vector<TensorType> infer_halo_exchange(const InferContext& c) {
+  TensorType t = c.inputs[0];
+  int64_t axis = normalize_axis(c.node.attrs.i("axis"), t.rank());
+  int64_t n = c.node.attrs.i("group_size"), me = c.node.attrs.i("coordinate");
+  const auto &before = c.node.attrs.ints("before"), &after = c.node.attrs.ints("after");
+  if (static_cast<int64_t>(before.size()) != n || static_cast<int64_t>(after.size()) != n || me < 0 || me >= n)
+    TESSERA_SHAPE_ERROR("before and after list one halo per rank of the group (" << n << ") and coordinate "
+                                                                                 << me << " is one of them");
+  if (before[0] != 0 || after[static_cast<size_t>(n - 1)] != 0)
+    TESSERA_SHAPE_ERROR("the first rank has no rows before it and the last none after it");
+  for (int64_t r = 0; r < n; ++r)
+    if (before[static_cast<size_t>(r)] < 0 || after[static_cast<size_t>(r)] < 0)
+      TESSERA_SHAPE_ERROR("a halo of negative rows");
+  int64_t mine = t.shape[axis];
+  if ((me + 1 < n && before[static_cast<size_t>(me + 1)] > mine) || (me > 0 && after[static_cast<size_t>(me - 1)] > mine))
+    TESSERA_SHAPE_ERROR("a neighbour's halo is deeper than this rank's " << mine << " rows along dim " << axis);
+  t.shape[axis] += before[static_cast<size_t>(me)] + after[static_cast<size_t>(me)];
   return {t};
 }
 
@@ -169,6 +195,44 @@ void eval_all_to_all(const EvalArgs<T>& a) {
   }
 }
 
+// Copies rows [from, from + count) along `axis` of src into dst at row `to`.
+template <class V>
+void copy_rows(const V& src, const Shape& src_shape, V& dst, const Shape& dst_shape, int64_t axis, int64_t from,
+               int64_t count, int64_t to) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= src_shape[d];
+  for (size_t d = axis + 1; d < src_shape.size(); ++d) inner *= src_shape[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < count; ++a)
+      for (int64_t i = 0; i < inner; ++i)
+        dst[(o * dst_shape[axis] + to + a) * inner + i] = src[(o * src_shape[axis] + from + a) * inner + i];
+}
+
+template <class T>
+void eval_halo_exchange(const EvalArgs<T>& a) {
+  Group<T> g = group_of(a);
+  RefTensor<T>& out = (*a.outputs)[0];
+  ops::alloc(out);
+  int64_t axis = normalize_axis(a.node.attrs.i("axis"), out.type.rank());
+  int64_t me = g.my_index;
+  TESSERA_CHECK(me == a.node.attrs.i("coordinate"), "HaloExchange of coordinate " << a.node.attrs.i("coordinate")
+                                                                                   << " run by rank " << me);
+  int64_t before = a.node.attrs.ints("before")[static_cast<size_t>(me)];
+  int64_t after = a.node.attrs.ints("after")[static_cast<size_t>(me)];
+  const RefTensor<T>& x = *g.members[static_cast<size_t>(me)];
+  for_storage(out, [&](auto& dst, auto get) {
+    if (before > 0) {
+      const RefTensor<T>& prev = *g.members[static_cast<size_t>(me - 1)];
+      copy_rows(get(prev), prev.type.shape, dst, out.type.shape, axis, prev.type.shape[axis] - before, before, 0);
+    }
+    copy_rows(get(x), x.type.shape, dst, out.type.shape, axis, 0, x.type.shape[axis], before);
+    if (after > 0) {
+      const RefTensor<T>& next = *g.members[static_cast<size_t>(me + 1)];
+      copy_rows(get(next), next.type.shape, dst, out.type.shape, axis, 0, after, before + x.type.shape[axis]);
+    }
+  });
+}
+
 // Each output element reads the same position on every rank of the group
 // (AllReduce), or a rank's block along an axis (the others): positional on
 // that axis, one-to-one elsewhere.
@@ -227,6 +291,15 @@ void register_collective_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(aa, eval_all_to_all);
   aa.linearity = ops::linear_in_input0;
   aa.dim_map = collective_dim_map;
+
+  OpDef& halo = def(OpKind::kHaloExchange);
+  halo.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt},
+                {"before", AttrType::kInts, std::nullopt}, {"after", AttrType::kInts, std::nullopt},
+                {"coordinate", AttrType::kInt, std::nullopt}};
+  halo.infer = infer_halo_exchange;
+  TESSERA_SET_KERNELS(halo, eval_halo_exchange);
+  halo.linearity = ops::linear_in_input0;
+  halo.dim_map = collective_dim_map;
 }
 
 }  // namespace tessera

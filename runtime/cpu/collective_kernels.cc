@@ -1,5 +1,7 @@
 #include "runtime/cpu/collective_kernels.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "graph/error.h"
@@ -118,10 +120,115 @@ class CollectiveKernel : public Kernel {
   std::optional<int64_t> request_;  // started, not finished (a plan runs once at a time)
 };
 
+// HaloExchange along `axis` of x [outer, rows, inner]: packs its first and
+// last `edge` rows (the group's deepest halo, so that every rank posts the
+// same bytes) row-major with the row outermost, so that a neighbour's k
+// rows are k * outer * inner contiguous bytes; exchanges; and writes out
+// [outer, before + rows + after, inner] from the received rows and x.
+class HaloKernel : public Kernel {
+ public:
+  int axis = 0;
+  int64_t outer = 1, rows = 0, row_bytes = 0;  // row_bytes: one row of every outer index (outer * inner * elem)
+  int64_t inner_bytes = 0;                     // one row of one outer index
+  int64_t edge = 0, before = 0, after = 0, send_prev = 0, send_next = 0;  // rows
+  int64_t pack_at = 0, recv_at = 0;
+  Scratch scratch;
+
+  int64_t scratch_bytes() const override { return scratch.total; }
+  std::string impl() const override { return "collective"; }
+  bool splits() const override { return true; }
+  void run(ExecContext& ctx) override {
+    ctx.communicator->exchange(prepare(ctx));
+    complete(ctx);
+  }
+  void start(ExecContext& ctx) override { request_ = ctx.communicator->start(prepare(ctx)); }
+  void finish(ExecContext& ctx) override {
+    if (!request_) return;
+    int64_t r = *request_;
+    request_.reset();
+    ctx.communicator->wait(r);
+    complete(ctx);
+  }
+
+ private:
+  // Rows [from, from + count) of x, row-major with the row outermost, at dst.
+  void pack_rows(const uint8_t* x, int64_t from, int64_t count, uint8_t* dst) const {
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(dst + (r * outer + o) * inner_bytes, x + (o * rows + from + r) * inner_bytes,
+                    static_cast<size_t>(inner_bytes));
+  }
+  Exchange prepare(ExecContext& ctx) const {
+    TESSERA_CHECK(ctx.communicator != nullptr, "collective kernel run without a communicator");
+    const uint8_t* x = ctx.ptr[inputs[0]];
+    uint8_t* packed = ctx.scratch + pack_at;
+    int64_t m = std::min(edge, rows), block = edge * row_bytes;
+    pack_rows(x, 0, m, packed);
+    pack_rows(x, rows - m, m, packed + 2 * block - m * row_bytes);
+    Exchange e;
+    e.kind = Exchange::Kind::kHalo;
+    e.axis = axis;
+    e.in = packed;
+    e.out = ctx.scratch + recv_at;
+    e.count = block;
+    e.send_prev = send_prev * row_bytes;
+    e.send_next = send_next * row_bytes;
+    e.recv_prev = before * row_bytes;
+    e.recv_next = after * row_bytes;
+    return e;
+  }
+  void complete(ExecContext& ctx) const {
+    const uint8_t* x = ctx.ptr[inputs[0]];
+    const uint8_t* recv = ctx.scratch + recv_at;
+    uint8_t* out = ctx.ptr[outputs[0]];
+    int64_t out_rows = before + rows + after;
+    for (int64_t o = 0; o < outer; ++o) {
+      uint8_t* dst = out + o * out_rows * inner_bytes;
+      for (int64_t r = 0; r < before; ++r)
+        std::memcpy(dst + r * inner_bytes, recv + (r * outer + o) * inner_bytes, static_cast<size_t>(inner_bytes));
+      std::memcpy(dst + before * inner_bytes, x + o * rows * inner_bytes, static_cast<size_t>(rows * inner_bytes));
+      for (int64_t r = 0; r < after; ++r)
+        std::memcpy(dst + (before + rows + r) * inner_bytes, recv + (before + r) * row_bytes + o * inner_bytes,
+                    static_cast<size_t>(inner_bytes));
+    }
+  }
+  std::optional<int64_t> request_;
+};
+
+std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Communicator* comm) {
+  auto k = std::make_unique<HaloKernel>();
+  k->axis = collective_axis(n, comm);
+  const TensorType& x = g.type(n.inputs[0]);
+  int64_t dim = ops::normalize_axis(n.attrs.i("axis"), x.rank());
+  int64_t inner = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < dim) k->outer *= x.shape[d];
+    if (d > dim) inner *= x.shape[d];
+  }
+  k->rows = x.shape[dim];
+  k->inner_bytes = inner * static_cast<int64_t>(dtype_size(x.dtype));
+  k->row_bytes = k->outer * k->inner_bytes;
+  const auto &before = n.attrs.ints("before"), &after = n.attrs.ints("after");
+  auto me = static_cast<size_t>(n.attrs.i("coordinate"));
+  k->before = before[me];
+  k->after = after[me];
+  k->send_prev = me > 0 ? after[me - 1] : 0;
+  k->send_next = me + 1 < before.size() ? before[me + 1] : 0;
+  for (size_t r = 0; r < before.size(); ++r) k->edge = std::max({k->edge, before[r], after[r]});
+  k->pack_at = k->scratch.take(2 * k->edge * k->row_bytes);
+  k->recv_at = k->scratch.take((k->before + k->after) * k->row_bytes);
+  k->inputs = {n.inputs[0]};
+  k->outputs = {n.outputs[0]};
+  k->node = n.name;
+  k->op = op_name(n.kind);
+  return k;
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId id, const Communicator* comm) {
   const Node& n = g.node(id);
+  if (n.kind == OpKind::kHaloExchange) return make_halo_kernel(g, n, comm);
   auto k = std::make_unique<CollectiveKernel>();
   k->kind = n.kind;
   k->axis = collective_axis(n, comm);

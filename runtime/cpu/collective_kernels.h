@@ -7,6 +7,7 @@
 //   ReduceScatter(x, axis)   pack x's blocks along axis, reduce_scatter_sum
 //   AllGather(x, axis)       all_gather of x, unpack the blocks along axis
 //   AllToAll(x, split, cat)  pack along split, all_to_all, unpack along cat
+//   HaloExchange(x, axis)    pack the edge rows, halo_exchange, place the neighbours' rows around x
 //
 // Each splits (Kernel::splits): start() packs or widens and starts the
 // exchange (Communicator::start), finish() waits for it and unpacks or

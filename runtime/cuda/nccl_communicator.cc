@@ -188,6 +188,28 @@ void NcclCommunicator::all_to_all(int axis, const void* in, void* out, int64_t b
          });
 }
 
+// NCCL's send/recv in one group: the edge blocks down, each neighbour's
+// share sent and received, the received rows up.
+void NcclCommunicator::halo_exchange(const Exchange& x) {
+  TESSERA_CUDA(cudaSetDevice(device_));
+  int64_t out_bytes = x.recv_prev + x.recv_next;
+  int64_t me = group_index(x.axis);
+  ncclComm_t c = comm(x.axis);
+  staged(*this, staging(staged_bytes(2 * x.count, out_bytes)), x.in, 2 * x.count, x.out, out_bytes, stream_,
+         [&](uint8_t* din, uint8_t* dout) {
+           const NcclLibrary& lib = nccl();
+           TESSERA_NCCL(lib.GroupStart());
+           if (x.send_prev > 0) TESSERA_NCCL(lib.Send(din, static_cast<size_t>(x.send_prev), ncclUint8, static_cast<int>(me - 1), c, stream_));
+           if (x.recv_prev > 0) TESSERA_NCCL(lib.Recv(dout, static_cast<size_t>(x.recv_prev), ncclUint8, static_cast<int>(me - 1), c, stream_));
+           if (x.send_next > 0)
+             TESSERA_NCCL(lib.Send(din + 2 * x.count - x.send_next, static_cast<size_t>(x.send_next), ncclUint8,
+                                   static_cast<int>(me + 1), c, stream_));
+           if (x.recv_next > 0)
+             TESSERA_NCCL(lib.Recv(dout + x.recv_prev, static_cast<size_t>(x.recv_next), ncclUint8, static_cast<int>(me + 1), c, stream_));
+           TESSERA_NCCL(lib.GroupEnd());
+         });
+}
+
 }  // namespace cuda
 
 std::string nccl_unavailable_reason() {

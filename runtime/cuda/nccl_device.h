@@ -29,6 +29,7 @@ class NcclCommunicator : public Communicator {
   void reduce_scatter_sum(int axis, DType dtype, const void* in, void* out, int64_t count) override;
   void all_gather(int axis, const void* in, void* out, int64_t bytes) override;
   void all_to_all(int axis, const void* in, void* out, int64_t bytes) override;
+  void halo_exchange(const Exchange& x) override;
 
   ncclComm_t comm(int axis) const { return axis_[static_cast<size_t>(axis)]; }
   int device() const { return device_; }

@@ -310,6 +310,33 @@ TEST(CollectiveTest, InputSetsRunTogetherGiveEachSetsOwnResult) {
   EXPECT_THROW(interpret_sets<double>(ranks[0], {{ref({m, k / tp}, sample(m * k / tp, 1))}}), Error);
   // Inputs that are not a whole number of sets.
   EXPECT_THROW(interpret_ranks_sets<double>(programs, mesh, {together[0]}), Error);
+
+// HaloExchange: rank c's rows with the previous rank's last before[c] rows
+// above and the next rank's first after[c] rows below; bands of 3, 2, 2 rows.
+TEST(CollectiveTest, HaloExchangeBringsTheNeighboursRows) {
+  DeviceMesh mesh = DeviceMesh::parse("tp=3");
+  std::vector<Graph> graphs;
+  std::vector<std::vector<Ref>> in;
+  const int64_t rows[] = {3, 2, 2};
+  for (int64_t c = 0; c < 3; ++c) {
+    Attrs a = collective("tp", 3, {{"axis", 0}, {"coordinate", c}});
+    a.set("before", std::vector<int64_t>{0, 1, 2});
+    a.set("after", std::vector<int64_t>{2, 1, 0});
+    graphs.push_back(one_op(OpKind::kHaloExchange, {DType::kF64, {rows[c], 1}}, a));
+    std::vector<double> v;
+    for (int64_t i = 0; i < rows[c]; ++i) v.push_back(10.0 * c + i);
+    in.push_back({ref({rows[c], 1}, v)});
+  }
+  std::vector<const Graph*> programs{&graphs[0], &graphs[1], &graphs[2]};
+  auto out = interpret_ranks<double>(programs, mesh, in);
+  EXPECT_EQ(out[0][0].num, (std::vector<double>{0, 1, 2, 10, 11}));
+  EXPECT_EQ(out[1][0].num, (std::vector<double>{2, 10, 11, 20}));
+  EXPECT_EQ(out[2][0].num, (std::vector<double>{10, 11, 20, 21}));
+  // A halo deeper than the neighbour's band is a shape error naming it.
+  Attrs deep = collective("tp", 3, {{"axis", 0}, {"coordinate", 1}});
+  deep.set("before", std::vector<int64_t>{0, 1, 3});
+  deep.set("after", std::vector<int64_t>{2, 1, 0});
+  EXPECT_THROW(one_op(OpKind::kHaloExchange, {DType::kF64, {2, 1}}, deep), Error);
 }
 
 }  // namespace

@@ -154,6 +154,46 @@ TEST(CollectiveKernelTest, ReduceScatterMatchesInterpretRanks) { random_cases(Op
 TEST(CollectiveKernelTest, AllGatherMatchesInterpretRanks) { random_cases(OpKind::kAllGather, kMoved, 4); }
 TEST(CollectiveKernelTest, AllToAllMatchesInterpretRanks) { random_cases(OpKind::kAllToAll, kMoved, 6); }
 
+// HaloExchange over uneven bands along a random axis: each rank's program
+// has its own band's shape and coordinate, the halo table is shared; the
+// halo of one rank may differ from its neighbour's (a strided window).
+TEST(CollectiveKernelTest, HaloExchangeMatchesInterpretRanks) {
+  std::mt19937 rng(43);
+  for (const MeshAxis& m : kMeshes) {
+    DeviceMesh mesh = DeviceMesh::parse(m.mesh);
+    int64_t n = mesh.axes()[static_cast<size_t>(m.axis)].size;
+    for (DType dt : {DType::kF32, DType::kF16, DType::kI64, DType::kU8})
+      for (int trial = 0; trial < 3; ++trial) {
+        std::uniform_int_distribution<int64_t> rank_d(1, 4), dim_d(1, 4), halo_d(0, 2);
+        int64_t rank = rank_d(rng);
+        Shape shape;
+        for (int64_t d = 0; d < rank; ++d) shape.push_back(dim_d(rng));
+        int64_t axis = std::uniform_int_distribution<int64_t>(0, rank - 1)(rng);
+        Ints before(static_cast<size_t>(n), 0), after(static_cast<size_t>(n), 0);
+        for (int64_t c = 0; c < n; ++c) {
+          if (c > 0) before[static_cast<size_t>(c)] = halo_d(rng);
+          if (c + 1 < n) after[static_cast<size_t>(c)] = halo_d(rng);
+        }
+        Case cs;
+        for (int64_t r = 0; r < mesh.num_devices(); ++r) {
+          int64_t c = mesh.coords(r)[static_cast<size_t>(m.axis)];
+          Shape mine = shape;
+          mine[static_cast<size_t>(axis)] = 2 + (c + trial) % 2;  // uneven bands, deeper than any halo
+          Attrs at = collective_attrs(mesh, m.axis, {{"axis", axis}, {"coordinate", c}});
+          at.set("before", before);
+          at.set("after", after);
+          Graph g;
+          ValueId x = g.add_input("x", {dt, mine});
+          g.set_outputs({g.add(OpKind::kHaloExchange, {x}, at, "halo")});
+          cs.graphs.push_back(std::move(g));
+          cs.inputs.push_back({random_of(dt, mine, rng)});
+        }
+        SCOPED_TRACE(std::string(m.mesh) + " axis " + std::to_string(m.axis) + "\n" + print_graph(cs.graphs[0]));
+        expect_ranks_match(cs, mesh, trial == 2 ? Backend::kReference : Backend::kCpu);
+      }
+  }
+}
+
 // Collectives between other kernels, over both axes of a 2x2 mesh: blocked
 // and fused neighbours, intermediates in the arena, a collective's result
 // read by two consumers.

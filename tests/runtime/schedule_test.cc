@@ -231,6 +231,7 @@ class LateCommunicator : public Communicator {
     std::vector<uint8_t> mine(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(in) + bytes);
     for (int k = 0; k < 2; ++k) std::memcpy(static_cast<uint8_t*>(out) + k * bytes, mine.data(), mine.size());
   }
+  void halo_exchange(const Exchange&) override { TESSERA_CHECK(false, "the late communicator has no halo exchange"); }
 
   int64_t start(const Exchange& x) override {
     int64_t bytes = x.kind == Exchange::Kind::kAllReduceSum       ? x.count * 4

@@ -285,6 +285,7 @@ TEST(Catalogue, WrongShardingsAreCatalogued) {
            "wrong-all-to-all-chunk",                 // AllToAll with the wrong chunk
            "wrong-scatter-elements-written-axis-local-indices",  // a KV cache split along the axis written
            "wrong-grouped-kv-heads-cyclic",          // a rank given another group's KV head
+           "wrong-spatial-halo-thin",                // a spatial band's halo one row too thin
        })
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
 }
