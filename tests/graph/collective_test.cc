@@ -310,6 +310,7 @@ TEST(CollectiveTest, InputSetsRunTogetherGiveEachSetsOwnResult) {
   EXPECT_THROW(interpret_sets<double>(ranks[0], {{ref({m, k / tp}, sample(m * k / tp, 1))}}), Error);
   // Inputs that are not a whole number of sets.
   EXPECT_THROW(interpret_ranks_sets<double>(programs, mesh, {together[0]}), Error);
+}
 
 // HaloExchange: rank c's rows with the previous rank's last before[c] rows
 // above and the next rank's first after[c] rows below; bands of 3, 2, 2 rows.
