@@ -7,7 +7,8 @@
 // it started is in flight). Collectives that overlap other kernels give the
 // results of blocking ones, bit for bit, and every rank's plan the same
 // schedule. A static KV cache written by ScatterElements, split by KV
-// heads, runs on two ranks as on one device. No test depends on timing:
+// heads, runs on two ranks as on one device (spatial halo plans:
+// mesh_run_spatial_test.cc). No test depends on timing:
 // each command ends by itself or is a hang, which CTest's TIMEOUT catches.
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@
 #include "tests/graph/op_test_util.h"
 #include "tests/plan_schema.h"
 #include "tools/api/tessera.h"
+#include "tests/tools/mesh_run_util.h"
 
 namespace tessera {
 namespace {
@@ -35,55 +37,17 @@ namespace {
 namespace fs = std::filesystem;
 using Ints = std::vector<int64_t>;
 using test::make_attrs;
+using test::kMpirun;
+using test::kTessera;
+using test::expect_same_outputs;
+using test::mpirun;
+using test::ramp;
+using test::read_file;
+using test::Result;
+using test::run;
+using test::scratch;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-const std::string kTessera = std::string(TESSERA_BINARY_DIR) + "/bin/tessera";
 const std::string kModel = std::string(TESSERA_SOURCE_DIR) + "/examples/tiny_transformer.onnx";
-const std::string kMpirun = std::string(TESSERA_MPIEXEC) + " --allow-run-as-root --oversubscribe -np ";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("tessera_mesh_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
-
-// Runs `prefix tessera args` (prefix: "" or an mpirun command line).
-Result run(const std::string& prefix, const std::string& args) {
-  fs::path dir = scratch("io");
-  fs::create_directories(dir);
-  std::string cmd = prefix + kTessera + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
-  int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "out"), read_file(dir / "err")};
-  fs::remove_all(dir);
-  return r;
-}
-
-Result mpirun(int np, const std::string& args) { return run(kMpirun + std::to_string(np) + " ", args); }
-
-// Every output the single-device run wrote to `want` is in `got`, equal
-// within 1e-4.
-void expect_same_outputs(const fs::path& got, const fs::path& want) {
-  ASSERT_TRUE(fs::exists(want / "output_0.pb")) << want;
-  for (int i = 0; fs::exists(want / ("output_" + std::to_string(i) + ".pb")); ++i) {
-    std::string f = "output_" + std::to_string(i) + ".pb";
-    ASSERT_TRUE(fs::exists(got / f)) << got / f;
-    Tensor a = read_tensor_file((got / f).string()), b = read_tensor_file((want / f).string());
-    ASSERT_EQ(a.type(), b.type()) << f;
-    int64_t bad = 0;
-    for (int64_t k = 0; k < a.numel(); ++k)
-      if (!(std::fabs(a.get_double(k) - b.get_double(k)) <= 1e-4 * (std::fabs(b.get_double(k)) + 1.0))) ++bad;
-    EXPECT_EQ(bad, 0) << f << ": " << bad << " of " << a.numel() << " elements differ from the single-device run";
-  }
-}
 
 // The bytes of every output_<i>.pb in `dir`.
 std::vector<std::string> output_bytes(const fs::path& dir) {
@@ -154,11 +118,6 @@ Attrs all_reduce_over_tp() {
   return ar;
 }
 
-Tensor ramp(const Shape& shape, double scale) {
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.7 * static_cast<double>(i) + scale);
-  return Tensor::from_doubles(DType::kF32, shape, v);
-}
 
 // y = AllReduce(x w_r) + Relu(x v) v: the AllReduce is in flight while the
 // branch runs (rank r holds its own w_r).
@@ -716,85 +675,6 @@ TEST(SessionTest, VocabParallelArgmaxBreaksTiesAsOneDevice) {
     EXPECT_EQ(got, want);
   }
   EXPECT_EQ(split.output_names(), std::vector<std::string>{"logits"});
-}
-
-// A spatial plan (issue 43): a chain of 3x3 convolutions, a ReLU, a 2x2 max
-// pool and a dilated convolution on an image of 29 rows, split into uneven
-// bands over 2 and 3 ranks with HaloExchange between neighbours, written by
-// bench/sharding/spatial_plan; mpirun and threads give the single-device
-// outputs. A rank file exchanging on another schedule makes every rank fail.
-Graph conv_chain() {
-  Graph g;
-  ValueId x = g.add_input("image", {DType::kF32, {1, 3, 29, 12}});
-  auto conv = [&](ValueId in, int64_t m, int64_t dilation, const std::string& name) {
-    int64_t c = g.type(in).shape[1];
-    Attrs a = make_attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}},
-                          {"pads", Ints{dilation, dilation, dilation, dilation}}, {"dilations", Ints{dilation, dilation}},
-                          {"group", int64_t{1}}});
-    ValueId w = g.add_constant(name + "_w", ramp({m, c, 3, 3}, 0.05 * static_cast<double>(m)));
-    ValueId b = g.add_constant(name + "_b", ramp({m}, 0.3));
-    return g.add(OpKind::kRelu, {g.add(OpKind::kConv, {in, w, b}, a, name)}, {}, name + "_relu");
-  };
-  ValueId y = conv(x, 4, 1, "conv1");
-  y = g.add(OpKind::kMaxPool, {y},
-            make_attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 0, 0}},
-                        {"dilations", Ints{1, 1}}}),
-            "pool");
-  y = conv(y, 5, 2, "conv2");
-  g.set_outputs({conv(y, 2, 1, "conv3")});
-  return g;
-}
-
-TEST(MeshRunSpatialTest, HaloPlansUnderMpirunMatchSingleDevice) {
-  const std::string tool = std::string(TESSERA_BINARY_DIR) + "/bin/spatial_plan";
-  fs::path dir = scratch("spatial");
-  fs::create_directories(dir);
-  api::export_onnx(conv_chain(), (dir / "model.onnx").string());
-  fs::path single = dir / "single";
-  Result r = run("", "run " + (dir / "model.onnx").string() + " --seed 4 --output-dir " + single.string());
-  ASSERT_EQ(r.code, 0) << r.err;
-  for (int np : {2, 3}) {
-    for (const char* every : {"1", "0"}) {
-      fs::path plan = dir / ("tp" + std::to_string(np) + "_k" + every);
-      int status = std::system((tool + " " + (dir / "model.onnx").string() + " " + plan.string() + " --ranks " +
-                                std::to_string(np) + " --every " + every + " > " + (dir / "tool.txt").string())
-                                   .c_str());
-      ASSERT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << read_file(dir / "tool.txt");
-      std::string printed = read_file(dir / "tool.txt");
-      // The bytes the rank files exchange are the halo formula's.
-      size_t at = printed.find("halo bytes: formula ");
-      ASSERT_NE(at, std::string::npos) << printed;
-      long long formula = 0, moved = 0;
-      ASSERT_EQ(std::sscanf(printed.c_str() + at, "halo bytes: formula %lld, rank files' HaloExchange nodes %lld",
-                            &formula, &moved), 2) << printed;
-      EXPECT_GT(formula, 0);
-      EXPECT_EQ(formula, moved);
-      for (bool mpi : {true, false}) {
-        fs::path out = dir / (std::string("out_") + (mpi ? "mpi" : "threads"));
-        std::string args = "run " + plan.string() + " --seed 4 --threads 1 --output-dir " + out.string();
-        SCOPED_TRACE(std::string(mpi ? "mpirun" : "threads") + " np " + std::to_string(np) + " every " + every);
-        Result got = mpi ? mpirun(np, args) : run("", args);
-        ASSERT_EQ(got.code, 0) << got.err;
-        expect_same_outputs(out, single);
-        fs::remove_all(out);
-      }
-    }
-  }
-  // Rank 1 of the every-layer plan beside rank 0 of the one-exchange plan:
-  // their halo exchanges differ, so every rank fails, in bounded time.
-  fs::path mixed = dir / "mixed";
-  fs::copy(dir / "tp2_k0", mixed, fs::copy_options::recursive);
-  fs::copy_file(dir / "tp2_k1" / "rank1.onnx", mixed / "rank1.onnx", fs::copy_options::overwrite_existing);
-  nlohmann::json j = nlohmann::json::parse(read_file(mixed / "plan.json"));
-  mutator::PlanFile f = mutator::describe_plan_files(mixed.string(), {"rank1.onnx"})[0];
-  j["files"]["rank1.onnx"] = {{"sha256", f.sha256}, {"bytes", f.bytes}};
-  std::ofstream(mixed / "plan.json") << j.dump(2);
-  Result m = mpirun(2, "run " + mixed.string());
-  EXPECT_NE(m.code, 0);
-  EXPECT_NE(m.err.find("HaloExchange"), std::string::npos) << m.err;
-  Result t = run("", "run " + mixed.string());
-  EXPECT_EQ(t.code, 1) << t.err;
-  fs::remove_all(dir);
 }
 
 }  // namespace
