@@ -33,6 +33,16 @@ struct Scratch {
   }
 };
 
+// Waits for the exchange `request` started, if any, and forgets it: whether
+// there was one (the kernel then unpacks what arrived).
+bool wait_started(std::optional<int64_t>& request, ExecContext& ctx) {
+  if (!request) return false;
+  int64_t r = *request;
+  request.reset();
+  ctx.communicator->wait(r);
+  return true;
+}
+
 class CollectiveKernel : public Kernel {
  public:
   OpKind kind = OpKind::kAllReduce;
@@ -60,11 +70,7 @@ class CollectiveKernel : public Kernel {
     request_ = x ? std::optional<int64_t>(ctx.communicator->start(*x)) : std::nullopt;
   }
   void finish(ExecContext& ctx) override {
-    if (!request_) return;
-    int64_t r = *request_;
-    request_.reset();
-    ctx.communicator->wait(r);
-    complete(ctx);
+    if (wait_started(request_, ctx)) complete(ctx);
   }
 
  private:
@@ -143,11 +149,7 @@ class HaloKernel : public Kernel {
   }
   void start(ExecContext& ctx) override { request_ = ctx.communicator->start(prepare(ctx)); }
   void finish(ExecContext& ctx) override {
-    if (!request_) return;
-    int64_t r = *request_;
-    request_.reset();
-    ctx.communicator->wait(r);
-    complete(ctx);
+    if (wait_started(request_, ctx)) complete(ctx);
   }
 
  private:
