@@ -48,8 +48,11 @@ cost::DeviceProfile calibrate_host(const CalibrationOptions& options, std::ostre
 // node: count only the kernel of that root node (empty: every kernel).
 // median: the median run instead of the fastest, for a kernel whose usual
 // time, not its luckiest, is what every run pays (a cache miss's).
+// line: which kernels run on one thread (the profile being fitted's, so
+// that the model prices each probe as it ran).
 double measure_kernel_seconds(const Graph& g, double seconds, int threads = 0, const std::string& node = "",
-                              runtime::Backend backend = runtime::Backend::kCpu, bool median = false);
+                              runtime::Backend backend = runtime::Backend::kCpu, bool median = false,
+                              const OneThreadLine& line = {});
 
 // A GPU profile fitted through the CUDA backend: the builtin profile `base`
 // (a100, h100, h200) with its launch overhead, L2 and HBM efficiencies, GEMM

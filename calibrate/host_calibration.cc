@@ -125,7 +125,8 @@ class HostCalibrator {
   double measure(const Graph& g, const std::string& node = "", double slices = 0) {
     OpKind k = g.node(probed(g)).kind;
     if (slices == 0) slices = k == OpKind::kMatMul || (k == OpKind::kConv && node == "op") ? 3 : 1;
-    return measure_kernel_seconds(g, slices * slice_, threads_, node);
+    return measure_kernel_seconds(g, slices * slice_, threads_, node, runtime::Backend::kCpu, false,
+                                  cost::one_thread_line(p_));
   }
   // Measures `g` and keeps it for the residual report.
   double probe(const std::string& kind, const std::string& what, const Graph& g, const std::string& node = "",
@@ -135,11 +136,13 @@ class HostCalibrator {
     return t;
   }
   cost::KernelCost predicted(const Graph& g) const { return cost::node_cost(g, probed(g), p_); }
-  // The model runs a small kernel on one core (graph/fusion_groups.h): what
-  // one measures of it is 1/units of the device's rate.
+  // The model runs a small kernel on one core (graph/fusion_groups.h, under
+  // the line the profile so far prices, as measure() ran it): what one
+  // measures of it is 1/units of the device's rate.
   double rate_share(const Graph& g) const {
     const Node& n = g.node(probed(g));
-    return p_.units > 1 && runs_on_one_thread(g, n, n.outputs[0]) ? static_cast<double>(p_.units) : 1.0;
+    return p_.units > 1 && runs_on_one_thread(g, n, n.outputs[0], cost::one_thread_line(p_)) ? static_cast<double>(p_.units)
+                                                                                             : 1.0;
   }
   double overhead(const Graph& g) const {
     OpKind k = g.node(probed(g)).kind;
@@ -363,8 +366,10 @@ void HostCalibrator::fit_cold_launch() {
   // Medians: the fastest of many runs is one whose misses were lucky, and
   // a model's runs pay the usual ones (a [1, 128, 1] Add after 16 MB: 1.3
   // us at best, 5-9 on average per run).
-  double cold = measure_kernel_seconds(g, slice_, threads_, "cold", runtime::Backend::kCpu, true);
-  double warm = measure_kernel_seconds(g, slice_, threads_, "warm", runtime::Backend::kCpu, true);
+  double cold = measure_kernel_seconds(g, slice_, threads_, "cold", runtime::Backend::kCpu, true,
+                                         cost::one_thread_line(p_));
+  double warm = measure_kernel_seconds(g, slice_, threads_, "warm", runtime::Backend::kCpu, true,
+                                         cost::one_thread_line(p_));
   p_.cold_launch_s = std::clamp(cold - warm, 0.0, 50e-6);
   log_ << "cold launch: " << p_.cold_launch_s * 1e6 << " us (" << cold * 1e6 << " us after " << n * 8 / 1000000
        << " MB, " << warm * 1e6 << " us after a tiny kernel)\n";

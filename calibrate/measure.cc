@@ -122,8 +122,9 @@ Graph conv_graph(int64_t channels, int64_t size, int64_t k, bool consumed) {
 using namespace detail;
 
 double measure_kernel_seconds(const Graph& g, double seconds, int threads, const std::string& node,
-                              runtime::Backend backend, bool median) {
+                              runtime::Backend backend, bool median, const OneThreadLine& line) {
   runtime::RunOptions options;
+  options.one_thread_line = line;
   options.backend = backend;
   options.threads = threads;
   // The thread count the fitted profile describes, whatever the load.

@@ -138,7 +138,7 @@ KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, 
   if (device.reorder_bandwidth > 0) {
     // As the runtime runs it (cpu_compiler.cc, ensure_plain): on one core
     // when small, else on every core.
-    bool one_core = device.kind == DeviceKind::kCpu && device.units > 1 && t.numel() < kOneThreadElements;
+    bool one_core = device.kind == DeviceKind::kCpu && device.units > 1 && t.numel() < one_thread_line(device).elements;
     double s = device.stored_bytes(t) / device.reorder_bandwidth *
                (one_core ? static_cast<double>(device.units) : 1.0);
     k.time_s = k.launch_s + s;

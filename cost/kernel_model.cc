@@ -1,6 +1,7 @@
 #include "cost/kernel_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "cost/collective_model.h"
@@ -538,6 +539,16 @@ bool is_view_node(const Graph& g, const Node& n) {
          (n.kind == OpKind::kCast && g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype);
 }
 
+OneThreadLine one_thread_line(const DeviceProfile& device) {
+  OneThreadLine line;
+  if (device.kind != DeviceKind::kCpu || device.units < 2 || device.parallel_overhead_s <= 0) return line;
+  double cores = static_cast<double>(device.units);
+  double break_even_s = device.parallel_overhead_s * cores / (cores - 1);
+  double core_macs_per_s = device.peak_flops(DType::kF32, true) * device.gemm_efficiency / cores / 2;
+  line.macs = std::max<int64_t>(1, std::llround(break_even_s * core_macs_per_s));
+  return line;
+}
+
 bool weights_fit_in_cache(const Graph& g, const DeviceProfile& device, const CostOptions& o) {
   if (device.memory.size() < 2) return false;
   return static_cast<double>(g.parameter_bytes() + o.other_parameter_bytes) <=
@@ -588,7 +599,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   // convolutions were priced at 20.7 us for both, 11 us measured at 2
   // threads and 11.7 us predicted at 1).
   bool cpu = d.kind == DeviceKind::kCpu && d.units > 1 && w.launches && w.comm_tier.empty();
-  bool one_thread = cpu && runs_on_one_thread(g, root, chain);
+  bool one_thread = cpu && runs_on_one_thread(g, root, chain, one_thread_line(d));
   bool parallel = cpu && !one_thread;
   for (const auto& [t, f] : w.matrix_flops) {
     // A GEMM too thin to fill the matrix units' tiles (a matrix-vector

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cost/device_profile.h"
+#include "graph/fusion_groups.h"
 #include "graph/graph.h"
 #include "graph/sharding.h"
 
@@ -82,6 +83,19 @@ inline KernelCost node_cost(const Graph& g, NodeId node, const DeviceProfile& de
                             const CostOptions& options = {}) {
   return kernel_cost(g, {node}, device, options);
 }
+
+// The line under which a CPU kernel runs on one core (graph/fusion_groups.h),
+// priced from the profile: splitting a kernel over u cores saves (1 - 1/u)
+// of its one-core time t and costs parallel_overhead_s (waking and joining
+// the pool), so it pays where t > parallel_overhead_s * u / (u - 1); a
+// product or convolution takes t = MACs / (one core's matrix rate). On the
+// 2-vCPU Zen 4 host (4.7 us fork-join, 113 GFLOP/s a core) that is about
+// 0.5 M MACs: MNASNet-0.5 at 2 threads went from 3.75 to 2.3-2.5 ms (ORT
+// 2.16-2.56) with 49 of its 52 convolutions no longer held to one core by
+// the default 4 M line. The elements' line (memory-bound kernels) stays the
+// default. A profile of one core, a GPU, or one without a measured
+// fork-join cost gets the defaults.
+OneThreadLine one_thread_line(const DeviceProfile& device);
 
 // Whether g's weights and the rest of the program's (options.
 // other_parameter_bytes) stay in the last cache level between runs: half of

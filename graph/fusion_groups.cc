@@ -120,13 +120,13 @@ bool is_column_bias(const Graph& g, ValueId product, ValueId operand) {
   return std::all_of(o.begin(), o.end() - 1, [](int64_t d) { return d == 1; });
 }
 
-bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out) {
+bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out, const OneThreadLine& line) {
   int64_t elements = g.type(out).numel();
   int64_t reduce = 1;
   if (root.kind == OpKind::kConv) {
     const Shape& ws = g.type(root.inputs[1]).shape;
     for (size_t i = 1; i < ws.size(); ++i) reduce *= ws[i];
-    return elements * reduce < kOneThreadMacs;
+    return elements * reduce < line.macs;
   }
   if (root.kind == OpKind::kMatMul || root.kind == OpKind::kGemm) {
     const Shape& as = g.type(root.inputs[0]).shape;
@@ -134,9 +134,9 @@ bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out) {
     // A product of few rows does few multiply-adds per element of B but
     // reads all of B: over the elements' line it is memory-bound work, not
     // little (a decode step's 1024x2816 weight, 2.9 M multiply-adds, 11.5 MB).
-    return elements * reduce < kOneThreadMacs && g.type(root.inputs[1]).numel() < kOneThreadElements;
+    return elements * reduce < line.macs && g.type(root.inputs[1]).numel() < line.elements;
   }
-  return elements < kOneThreadElements;
+  return elements < line.elements;
 }
 
 std::vector<NodeId> FusedGroup::nodes() const {
@@ -154,6 +154,7 @@ bool is_eltwise_post_op(const Node& node) {
     case OpKind::kTanh: case OpKind::kGelu: case OpKind::kHardSwish: case OpKind::kSoftplus:
     case OpKind::kSqrt: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
     case OpKind::kClip: case OpKind::kNeg: case OpKind::kReciprocal: case OpKind::kRound:
+    case OpKind::kHardSigmoid:
       return true;
     default:
       return false;

@@ -55,16 +55,26 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
 // Below these sizes a CPU kernel runs on the calling thread (the runtime's
 // Kernel::max_threads; the cost model charges such a kernel one core):
 // multiply-adds for convolution and matmul (and, for matmul, the elements
-// of B it reads), output elements for the memory-bound rest. bert_base's 128x768 activations are under the line, its
-// matmuls and resnet18's convolutions over it. Measured on 2 shared cores:
-// gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its second
-// thread; element-wise ops of this size take 20-40 us on one.
+// of B it reads), output elements for the memory-bound rest. These are the
+// defaults, for a host whose profile is not known; a host's own line comes
+// from its measured fork-join cost and core rate (cost::one_thread_line),
+// which the runtime is handed in RunOptions::one_thread_line.
+// bert_base's 128x768 activations are under the elements' line, its
+// matmuls and resnet18's convolutions over the MACs'. Measured on 2 shared
+// cores: gpt2 at 2 threads spent 98 ms per 128x2304 Split waiting for its
+// second thread; element-wise ops of this size take 20-40 us on one.
 constexpr int64_t kOneThreadMacs = int64_t{1} << 22;
 constexpr int64_t kOneThreadElements = int64_t{1} << 17;
 
+struct OneThreadLine {
+  int64_t macs = kOneThreadMacs;          // convolution and matmul multiply-adds
+  int64_t elements = kOneThreadElements;  // output elements (and a matmul's B)
+  bool operator==(const OneThreadLine&) const = default;
+};
+
 // Whether the kernel rooted at `root` whose result is `out` runs on one
-// thread (by the thresholds above).
-bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out);
+// thread (under `line`).
+bool runs_on_one_thread(const Graph& g, const Node& root, ValueId out, const OneThreadLine& line = {});
 
 // Whether `operand`, added to `product` (a MatMul's or Gemm's result), is a
 // per-column bias: f32, one value per column of the product, broadcast over

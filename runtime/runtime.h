@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/fusion_groups.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
@@ -27,6 +28,10 @@ struct RunOptions {
   int threads = 0;        // 0: one per core
   bool profile = false;   // time every kernel (adds a little overhead)
   bool fuse = true;       // post-op fusion at plan compile
+  // CPU: kernels under this line run on one thread (graph/fusion_groups.h).
+  // The default is a conservative one for an unknown host; the API layer
+  // sets the host's own from its profile (cost::one_thread_line).
+  OneThreadLine one_thread_line;
   // CPU, threads > 1: when a run drops to one thread. Kernels keep a
   // one-thread form for it (oneDNN fixes a primitive's thread count at
   // creation). kWhenOversubscribed: a run that starts while more threads are

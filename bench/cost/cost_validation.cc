@@ -35,6 +35,7 @@
 #include "bench/cost/rewrite_pairs.h"
 #include "cost/device_profile.h"
 #include "cost/graph_cost.h"
+#include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
@@ -76,9 +77,10 @@ double process_cpu_seconds() {
 }
 
 Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, double seconds,
-                 const std::string& stat, int threads, bool cpu_clock) {
+                 const std::string& stat, int threads, bool cpu_clock, const OneThreadLine& line) {
   runtime::RunOptions opt;
   opt.threads = threads;
+  opt.one_thread_line = line;  // the profile's, as the model prices it
   // The thread count the profile describes, whatever the load.
   opt.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   opt.profile = true;
@@ -138,9 +140,10 @@ Measured measure(const Graph& g, const std::vector<Tensor>& inputs, bool fuse, d
 // 64ch 56px: 2.4-2.6 ms against 1.2-1.3 ms run by run; the cause is not
 // known).
 std::pair<double, double> measure_pair(const Graph& a, bool fuse_a, const Graph& b, bool fuse_b, double seconds,
-                                       const std::string& stat, int threads, bool cpu_clock) {
+                                       const std::string& stat, int threads, bool cpu_clock, const OneThreadLine& line) {
   runtime::RunOptions opt;
   opt.threads = threads;
+  opt.one_thread_line = line;  // the profile's, as the model prices it
   // The thread count the profile describes, whatever the load.
   opt.one_thread_runs = runtime::RunOptions::OneThreadRuns::kNever;
   runtime::RunOptions opt_b = opt;
@@ -183,7 +186,7 @@ std::vector<std::vector<NodeId>> runtime_groups(const Graph& g, bool fuse) { ret
 // One program's kernels, predicted against measured, in program order.
 void explain_kernels(const Graph& g, const cost::DeviceProfile& d, double seconds, const std::string& stat,
                      int threads, bool cpu_clock) {
-  Measured m = measure(g, seeded_inputs(g), true, seconds, stat, threads, cpu_clock);
+  Measured m = measure(g, seeded_inputs(g), true, seconds, stat, threads, cpu_clock, cost::one_thread_line(d));
   cost::GraphCost c = cost::graph_cost(g, d, {}, runtime_groups(g, true));
   double pred = 0, meas = 0;
   for (size_t k = 0; k < c.groups.size(); ++k) {
@@ -209,8 +212,8 @@ void explain_kernels(const Graph& g, const cost::DeviceProfile& d, double second
 // single kernels, the largest measured differences first.
 void explain_fusion(const Graph& g, const std::vector<Tensor>& inputs, const cost::DeviceProfile& d, double seconds,
                     const std::string& stat, int threads, bool cpu_clock) {
-  Measured mu = measure(g, inputs, false, seconds, stat, threads, cpu_clock);
-  Measured mf = measure(g, inputs, true, seconds, stat, threads, cpu_clock);
+  Measured mu = measure(g, inputs, false, seconds, stat, threads, cpu_clock, cost::one_thread_line(d));
+  Measured mf = measure(g, inputs, true, seconds, stat, threads, cpu_clock, cost::one_thread_line(d));
   cost::GraphCost cu = cost::graph_cost(g, d, {}, runtime_groups(g, false));
   cost::GraphCost cf = cost::graph_cost(g, d, {}, runtime_groups(g, true));
   std::map<std::string, double> pred_single;
@@ -348,8 +351,9 @@ int main(int argc, char** argv) {
       {
         // The fused plan kernel by kernel (profiled), then both plans' whole
         // runs alternating (the pair, and the model's latency).
-        Measured m = measure(g, inputs, true, seconds / 2, stat, threads, cpu_clock);
-        std::tie(meas[1], meas[0]) = measure_pair(g, true, g, false, 1.5 * seconds, stat, threads, cpu_clock);
+        Measured m = measure(g, inputs, true, seconds / 2, stat, threads, cpu_clock, cost::one_thread_line(d));
+        std::tie(meas[1], meas[0]) =
+            measure_pair(g, true, g, false, 1.5 * seconds, stat, threads, cpu_clock, cost::one_thread_line(d));
         // The model's latency: the fastest of both measurements with --stat
         // min, the alternated runs' figure otherwise (the profiled runs pay
         // the profiler). The pair keeps the alternated runs' figures alone.
@@ -398,7 +402,7 @@ int main(int argc, char** argv) {
       row.pred_before = cost::graph_cost(p.before, d, {}, runtime_groups(p.before, true)).time_s;
       row.pred_after = cost::graph_cost(p.after, d, {}, runtime_groups(p.after, true)).time_s;
       std::tie(row.meas_before, row.meas_after) =
-          measure_pair(p.before, true, p.after, true, seconds, stat, threads, cpu_clock);
+          measure_pair(p.before, true, p.after, true, seconds, stat, threads, cpu_clock, cost::one_thread_line(d));
       pairs.push_back(row);
       if (!explain.empty() && p.name.find(explain) != std::string::npos)
         for (const Graph* side : {&p.before, &p.after}) {

@@ -5,6 +5,8 @@
 // Usage: bench_runtime MODEL_DIR [--backend cpu|reference] [--threads N]
 //                     [--repeat N] [--warmup N] [--profile] [--serve] [--expect DIR]
 // --expect DIR: compare with DIR/output_<i>.pb instead of MODEL_DIR's.
+// --default-thread-line: the runtime's default one-thread line instead of this
+// host's (cost::one_thread_line of its cached or detected profile), for A/B.
 // --serve: after the warm-up, time one run per "run" line read from stdin
 // (printing its ms), and print the JSON line at end of input.
 #include <sys/resource.h>
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/prepare_device.h"
+#include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "onnx_import/onnx_import.h"
 #include "onnx_import/tensor_proto.h"
@@ -28,13 +32,15 @@ using namespace tessera;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_runtime MODEL_DIR [--backend B] [--threads N] [--repeat N] [--warmup N] [--profile]\n";
+    std::cerr << "usage: bench_runtime MODEL_DIR [--backend B] [--threads N] [--repeat N] [--warmup N] [--profile]\n"
+                 "                     [--default-thread-line]\n";
     return 2;
   }
   std::string dir = argv[1];
   runtime::RunOptions opt;
   int repeat = 20, warmup = 3;
   bool serve = false;
+  bool default_line = false;  // A/B: the default one-thread line, not this host's
   std::string expect_dir;  // output_<i>.pb to compare with; default MODEL_DIR's
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -46,6 +52,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") opt.profile = true;
     else if (a == "--no-fuse") opt.fuse = false;
     else if (a == "--serve") serve = true;
+    else if (a == "--default-thread-line") default_line = true;
     else if (a == "--expect") expect_dir = next();
     else {
       std::cerr << "unknown flag " << a << "\n";
@@ -53,6 +60,14 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    if (opt.backend == runtime::Backend::kCpu && !default_line) {
+      // As the API does (tools/api, run_options): the host's cached or
+      // detected profile prices which kernels run on one thread.
+      calibrate::PrepareOptions prepare;
+      prepare.calibrate = false;
+      prepare.threads = opt.threads;
+      opt.one_thread_line = cost::one_thread_line(calibrate::prepare_device("cpu", prepare));
+    }
     std::vector<Tensor> inputs;
     double compile_ms = 0;
     // The plan takes the graph, as in a serving process: it frees each

@@ -36,9 +36,6 @@ namespace {
 
 using cpu::Md;
 
-// Which kernels run on the calling thread: graph/fusion_groups.h
-// (runs_on_one_thread), shared with the cost model.
-bool little_work(const Graph& g, const Node& root, ValueId out) { return runs_on_one_thread(g, root, out); }
 
 class CpuCompiler {
  public:
@@ -143,7 +140,7 @@ class CpuCompiler {
       int64_t count = md ? static_cast<int64_t>(md->get_size()) / 4 : t.numel();
       w = new_value(t, count * 4);
       auto k = cpu::make_convert_kernel(v, types_[v].dtype, w, DType::kF32, count);
-      if (count < kOneThreadElements) k->max_threads = 1;
+      if (count < opt_.one_thread_line.elements) k->max_threads = 1;
       k->node = name_of(v);
       spec_.kernels.push_back(std::move(k));
       produced(w, md);
@@ -165,7 +162,7 @@ class CpuCompiler {
   void narrow_into(ValueId wide, ValueId out, const Md& md) {
     int64_t count = static_cast<int64_t>(md.get_size()) / 4;
     auto k = cpu::make_convert_kernel(wide, DType::kF32, out, types_[out].dtype, count);
-    if (count < kOneThreadElements) k->max_threads = 1;
+    if (count < opt_.one_thread_line.elements) k->max_threads = 1;
     k->node = name_of(out);
     spec_.kernels.push_back(std::move(k));
     produced(out, with_type(md, dnnl::memory::data_type::f16));
@@ -188,7 +185,7 @@ class CpuCompiler {
     }
     ValueId p = new_value(types_[v], types_[v].nbytes());
     Md from = *layout_[v];
-    bool single = types_[v].numel() < kOneThreadElements;
+    bool single = types_[v].numel() < opt_.one_thread_line.elements;
     std::optional<ThreadScope> one_thread;
     if (single) one_thread.emplace(1);
     auto k = cpu::make_reorder(dnn_, v, from, p, plain_md_of(v));
@@ -302,7 +299,7 @@ class CpuCompiler {
         return &it->second;
       };
     cpu::Built built;
-    bool single = little_work(g_, root, grp.output(g_));
+    bool single = little_work(root, grp.output(g_));
     try {
       std::optional<ThreadScope> one_thread;  // oneDNN splits work for the count current at creation
       if (single) one_thread.emplace(1);
@@ -411,9 +408,15 @@ class CpuCompiler {
       pending_narrow_[v] = cpu::plain_md(t.shape);
       v = w;
     }
-    if (little_work(g_, n, n.outputs[0])) k->max_threads = 1;
+    if (little_work(n, n.outputs[0])) k->max_threads = 1;
     spec_.kernels.push_back(std::move(k));
     return true;
+  }
+
+  // Which kernels run on the calling thread: graph/fusion_groups.h
+  // (runs_on_one_thread) under the host's line, shared with the cost model.
+  bool little_work(const Node& root, ValueId out) const {
+    return runs_on_one_thread(g_, root, out, opt_.one_thread_line);
   }
 
   void add_single(NodeId id) {
@@ -434,7 +437,7 @@ class CpuCompiler {
       if (!k) k = make_reference_kernel(g_, id);
       k->inputs = ins;
     }
-    if (!n.outputs.empty() && little_work(g_, n, n.outputs[0])) k->max_threads = 1;
+    if (!n.outputs.empty() && little_work(n, n.outputs[0])) k->max_threads = 1;
     for (ValueId v : n.outputs) produced(v, std::nullopt);
     spec_.kernels.push_back(std::move(k));
   }

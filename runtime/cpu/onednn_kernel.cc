@@ -220,6 +220,12 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
       p.ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     } else if (op.swish) {
       p.ops.append_eltwise(1.0f, algorithm::eltwise_swish, 1.0f, 0.0f);  // x * sigmoid(1 * x)
+    } else if (n.kind == OpKind::kHardSigmoid) {
+      // max(0, min(1, alpha * x + beta)): oneDNN 2.6 has no hardsigmoid
+      // algorithm (2.7 added it), so two post-ops, linear then clip.
+      p.ops.append_eltwise(1.0f, algorithm::eltwise_linear, static_cast<float>(n.attrs.f("alpha")),
+                           static_cast<float>(n.attrs.f("beta")));
+      p.ops.append_eltwise(1.0f, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
     } else if (op.other == kNoValue) {
       std::optional<EltwiseSpec> e = eltwise_spec(n);
       TESSERA_CHECK(e.has_value(), "post-op " << op_name(n.kind) << " has no eltwise algorithm");
@@ -235,7 +241,7 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
       Md md = s == dst_shape ? md_of(op.other) : plain_md(s, dt);
       if (s == dst_shape && md.data.ndims != static_cast<int>(s.size())) md = md.reshape(to_dims(s));
       p.ops.append_binary(*binary_alg(n.kind), md);
-      p.binary_args.emplace_back(index, op.other);
+      p.binary_args.emplace_back(p.ops.len() - 1, op.other);  // a link may take several post-ops
       p.binary_mds.push_back(md);
     }
     ++index;

@@ -413,6 +413,51 @@ TEST(KernelModel, SmallCpuKernelsRunOnOneCore) {
   }
 }
 
+// The one-thread line is priced from the profile: a kernel splits over the
+// cores where the time it saves there exceeds the fork-join cost. A profile
+// without that cost, or of one core, keeps the default line; the cost model
+// charges a convolution between the two lines all cores under the host's.
+TEST(KernelModel, OneThreadLineFromTheForkJoinCost) {
+  DeviceProfile d = builtin_profile("cpu");
+  ASSERT_EQ(d.units, 2);
+  d.parallel_overhead_s = 5e-6;
+  double core_macs = d.peak_flops(DType::kF32, true) * d.gemm_efficiency / 2 / 2;
+  OneThreadLine line = one_thread_line(d);
+  EXPECT_NEAR(static_cast<double>(line.macs), 2 * 5e-6 * core_macs, 1.0);  // t * (1 - 1/2) = 5 us
+  EXPECT_EQ(line.elements, kOneThreadElements);
+  ASSERT_LT(line.macs, kOneThreadMacs);
+  // Twice the fork-join cost: twice the line.
+  d.parallel_overhead_s = 10e-6;
+  EXPECT_NEAR(static_cast<double>(one_thread_line(d).macs), 2.0 * static_cast<double>(line.macs), 2.0);
+  // Four cores save 3/4 of the time: the line at 4/3 of the overhead's MACs.
+  DeviceProfile four = d;
+  four.units = 4;
+  for (auto& [t, v] : four.matrix_flops) v *= 2;
+  EXPECT_NEAR(static_cast<double>(one_thread_line(four).macs), 10e-6 * 4.0 / 3.0 * core_macs, 2.0);
+  DeviceProfile unknown = d;
+  unknown.parallel_overhead_s = 0;
+  EXPECT_EQ(one_thread_line(unknown), OneThreadLine{});
+  DeviceProfile single = d;
+  single.units = 1;
+  EXPECT_EQ(one_thread_line(single), OneThreadLine{});
+  EXPECT_EQ(one_thread_line(builtin_profile("h100")), OneThreadLine{});
+  // A 1x1 convolution of 2 M MACs: under the default line, over the host's.
+  d.parallel_overhead_s = 5e-6;
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 32, 32, 32}});
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{1, 1});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", std::vector<int64_t>{0, 0, 0, 0});
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  a.set("group", int64_t{1});
+  ValueId w = g.add_input("w", {DType::kF32, {64, 32, 1, 1}});
+  g.set_outputs({g.add(OpKind::kConv, {x, w}, a, "conv")});
+  ASSERT_TRUE(runs_on_one_thread(g, g.node(0), g.node(0).outputs[0]));
+  ASSERT_FALSE(runs_on_one_thread(g, g.node(0), g.node(0).outputs[0], one_thread_line(d)));
+  EXPECT_TRUE(node_cost(g, 0, d).parallel);
+}
+
 // A one-thread kernel streams a shared level at what one core draws from it
 // alone (core_bandwidth), not an even share of what every core does at once;
 // a parallel kernel at the whole level's rate.

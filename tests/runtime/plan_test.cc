@@ -110,6 +110,37 @@ TEST(PlanTest, OneThreadFormsMatch) {
   }
 }
 
+// Where the one-thread line lies (RunOptions::one_thread_line, the host's
+// from its profile) decides only how many threads a kernel splits over: an
+// inverted-residual block (pointwise, depthwise 3x3, pointwise, as MNASNet's)
+// with every kernel on one thread, every kernel on two, and the default
+// line, matches the reference at 2 threads.
+TEST(PlanTest, OneThreadLineKeepsResults) {
+  std::mt19937 rng(15);
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {1, 16, 28, 28}});
+  int layer = 0;
+  auto conv = [&](ValueId in, int64_t cin, int64_t cout, int64_t k, int64_t group) {
+    std::string i = std::to_string(layer++);
+    ValueId w = g.add_constant("w" + i, random_tensor(DType::kF32, {cout, cin / group, k, k}, rng));
+    ValueId b = g.add_constant("b" + i, random_tensor(DType::kF32, {cout}, rng));
+    int64_t p = k / 2;
+    return g.add(OpKind::kConv, {in, w, b},
+                 attrs({{"kernel_shape", Ints{k, k}}, {"strides", Ints{1, 1}}, {"pads", Ints{p, p, p, p}},
+                        {"dilations", Ints{1, 1}}, {"group", group}}));
+  };
+  ValueId e = g.add(OpKind::kRelu, {conv(x, 16, 48, 1, 1)});
+  ValueId d = g.add(OpKind::kRelu, {conv(e, 48, 48, 3, 48)});
+  g.set_outputs({g.add(OpKind::kAdd, {conv(d, 48, 16, 1, 1), x})});
+  for (OneThreadLine line : {OneThreadLine{1, 1}, OneThreadLine{}, OneThreadLine{int64_t{1} << 40, int64_t{1} << 40}}) {
+    RunOptions o;
+    o.threads = 2;
+    o.one_thread_runs = RunOptions::OneThreadRuns::kNever;
+    o.one_thread_line = line;
+    expect_matches_reference(g, o);
+  }
+}
+
 TEST(PlanTest, ReferenceBackendMatchesAndIsAllFallback) {
   std::mt19937 rng(13);
   Graph g;

@@ -127,6 +127,63 @@ TEST(SkinnyMatmulTest, NineRowsAndSmallWeightsStayWithOnednn) {
   }
 }
 
+// A squeeze-excite block as MobileNetV3 exports it: a convolution (blocked
+// output), global pool, two 1x1 convolutions of the 1x1 image (Relu, then
+// HardSigmoid fused as linear + clip), and the feature map scaled by the
+// result. The two FC convolutions are matrix-vector products: the skinny
+// kernel runs them (their weights over its 256 KiB floor), reading the
+// pooled vector in its blocked layout; a 1x1 convolution of a larger image,
+// or of a small weight, stays with oneDNN. All of it matches the reference.
+TEST(SkinnyMatmulTest, SqueezeExciteConvolutionsRunAsProducts) {
+  if (!skinny_supported(DType::kF32)) GTEST_SKIP() << "this host has no AVX-512F: the skinny kernels are not used";
+  for (int64_t c : {int64_t{480}, int64_t{40}, int64_t{472}}) {  // 472: a partial block of 16 channels
+    std::mt19937 rng(21);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 16, 7, 7}});
+    int layer = 0;
+    auto conv = [&](ValueId in, int64_t cin, int64_t cout, int64_t k) {
+      std::string i = std::to_string(layer++);
+      ValueId w = g.add_constant("w" + i, random_tensor(DType::kF32, {cout, cin, k, k}, rng));
+      ValueId b = g.add_constant("b" + i, random_tensor(DType::kF32, {cout}, rng));
+      int64_t p = k / 2;
+      return g.add(OpKind::kConv, {in, w, b},
+                   attrs({{"kernel_shape", testing::Ints{k, k}}, {"strides", testing::Ints{1, 1}},
+                          {"pads", testing::Ints{p, p, p, p}}, {"dilations", testing::Ints{1, 1}},
+                          {"group", int64_t{1}}}));
+    };
+    ValueId f = g.add(OpKind::kRelu, {conv(x, 16, c, 3)});
+    ValueId pooled = g.add(OpKind::kGlobalAveragePool, {f});
+    ValueId s1 = g.add(OpKind::kRelu, {conv(pooled, c, c / 4 * 2, 1)});
+    ValueId s2 = g.add(OpKind::kHardSigmoid, {conv(s1, c / 4 * 2, c, 1)},
+                       attrs({{"alpha", 1.0 / 6.0}, {"beta", 0.5}}));
+    g.set_outputs({g.add(OpKind::kMul, {f, s2})});
+    RunOptions options;
+    options.profile = true;
+    ExecutablePlan plan = testing::expect_matches_reference(g, options);
+    int skinny = 0, hard_sigmoid_kernels = 0;
+    for (const KernelProfile& k : plan.profile().kernels) {
+      if (k.impl.rfind("native:skinny", 0) == 0) ++skinny;
+      if (k.op == "HardSigmoid") ++hard_sigmoid_kernels;
+    }
+    EXPECT_EQ(skinny, c == 40 ? 0 : 2) << c << " channels";
+    EXPECT_EQ(hard_sigmoid_kernels, 0) << c << " channels: HardSigmoid is a post-op of its convolution";
+  }
+}
+
+// A HardSigmoid that no kernel absorbs runs as oneDNN's eltwise (linear,
+// then clip), alone and with a chain of its own.
+TEST(SkinnyMatmulTest, StandaloneHardSigmoidMatchesTheReference) {
+  Graph g;
+  ValueId x = g.add_input("x", {DType::kF32, {2, 24, 9, 9}});
+  ValueId h = g.add(OpKind::kHardSigmoid, {x}, attrs({{"alpha", 0.3}, {"beta", 0.4}}));
+  ValueId alone = g.add(OpKind::kHardSigmoid, {x}, attrs({{"alpha", 0.2}, {"beta", 0.5}}));
+  g.set_outputs({g.add(OpKind::kNeg, {h}), alone});
+  RunOptions options;
+  options.profile = true;
+  ExecutablePlan plan = testing::expect_matches_reference(g, options);
+  for (const KernelProfile& k : plan.profile().kernels) EXPECT_FALSE(k.fallback) << k.op << " " << k.impl;
+}
+
 // --profile's reading of a decode step: each skinny kernel's weight bytes,
 // and the host's DRAM read bandwidth they are held to.
 TEST(SkinnyMatmulTest, ProfileShowsEachProductsBandwidthAgainstTheHosts) {

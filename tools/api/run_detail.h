@@ -12,6 +12,10 @@
 
 namespace tessera::api::detail {
 
+// Where kernels of this host run on one thread when a process uses
+// `threads` of its cores (0: all): cost::one_thread_line of its profile.
+OneThreadLine host_one_thread_line(int threads);
+
 // Throws Error(kUsage) for negative --threads or --repeat, or an unknown backend.
 runtime::RunOptions run_options(const RunConfig& config);
 

@@ -7,7 +7,9 @@
 #include "onnx/onnx_pb.h"
 #include <random>
 
+#include "calibrate/prepare_device.h"
 #include "cost/flops.h"
+#include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "mutator/plan_files.h"
 #include "onnx_import/onnx_export.h"
@@ -82,6 +84,15 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
 
 namespace detail {
 
+OneThreadLine host_one_thread_line(int threads) {
+  // This host's cached profile, else the detected one: a run never waits
+  // for a calibration.
+  calibrate::PrepareOptions prepare;
+  prepare.calibrate = false;
+  prepare.threads = threads;
+  return cost::one_thread_line(calibrate::prepare_device("cpu", prepare));
+}
+
 runtime::RunOptions run_options(const RunConfig& config) {
   if (config.threads < 0) TESSERA_THROW(ErrorKind::kUsage, "--threads must be >= 0, got " << config.threads);
   if (config.repeat < 0) TESSERA_THROW(ErrorKind::kUsage, "--repeat must be >= 0, got " << config.repeat);
@@ -90,6 +101,7 @@ runtime::RunOptions run_options(const RunConfig& config) {
   options.threads = config.threads;
   options.profile = config.profile;
   options.overlap = config.overlap;
+  if (options.backend == runtime::Backend::kCpu) options.one_thread_line = host_one_thread_line(config.threads);
   return options;
 }
 
