@@ -159,7 +159,11 @@ TEST(MeshRunSpatialTest, OptimizedResidualPlansUnderMpirunMatchSingleDevice) {
     nlohmann::json j = nlohmann::json::parse(read_file(plan / "plan.json"));
     int halos = 0;
     for (const auto& c : j["collectives"]) halos += c["kind"] == "HaloExchange";
-    EXPECT_EQ(halos, 4) << j["collectives"].dump();  // before the four 3x3 convolutions
+    // Before the stem and the block's two convolutions at least (whether
+    // the small strided tail stays split or is gathered is the cost model's
+    // choice), and the residual Add keeps the bands: no gather before it.
+    EXPECT_GE(halos, 3) << j["collectives"].dump();
+    for (const auto& c : j["collectives"]) EXPECT_EQ(c["name"].get<std::string>().rfind("add", 0), std::string::npos);
     EXPECT_NE(read_file(plan / "report.html").find("Spatial splits: bands and halos"), std::string::npos);
     for (bool mpi : {true, false}) {
       fs::path out = dir / (std::string("out_") + (mpi ? "mpi" : "threads"));
