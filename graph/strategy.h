@@ -51,6 +51,10 @@ struct AxisStrategy {
   // kExplicit: appends the rank's local op (local shapes already reflect
   // every axis; the emitter adds what its own axis needs, e.g. a mask).
   std::vector<ValueId> (*emit)(const LocalOp& op, int axis) = nullptr;
+  // kExplicit spatial splits (mutator/sharding/spatial_strategy.h): the
+  // bytes of halo rows the rank that receives most takes from its
+  // neighbours before it runs (its emitter's HaloExchange), for the price.
+  int64_t halo_bytes = 0;
   bool operator==(const AxisStrategy&) const = default;
 };
 

@@ -249,6 +249,88 @@ std::string mesh_tables(const Plan& p) {
   return os.str();
 }
 
+// Spatial splits: per HaloExchange (one per windowed layer whose band reads
+// across a seam), the rows each rank holds and the halo rows it receives,
+// drawn as bars (a rank's band, its halo from above and below in purple)
+// and listed; bytes are what all ranks receive together.
+std::string spatial_section(const Plan& p) {
+  struct Exchange {
+    std::string layer;
+    int64_t dim = 0, bytes = 0;
+    std::vector<int64_t> rows, before, after;
+  };
+  std::vector<Exchange> ex;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    size_t k = 0;
+    for (NodeId n : p.ranks[r].topo_order()) {
+      const Node& node = p.ranks[r].node(n);
+      if (node.kind != OpKind::kHaloExchange) continue;
+      if (k == ex.size()) {
+        Exchange e;
+        e.layer = node.name;
+        if (e.layer.size() > 5 && e.layer.compare(e.layer.size() - 5, 5, "/halo") == 0) e.layer.resize(e.layer.size() - 5);
+        e.dim = node.attrs.i("axis");
+        ex.push_back(e);
+      }
+      Exchange& e = ex[k++];
+      const TensorType& in = p.ranks[r].type(node.inputs[0]);
+      int64_t rows = in.shape[static_cast<size_t>(e.dim)];
+      int64_t c = node.attrs.i("coordinate");
+      int64_t got = node.attrs.ints("before")[static_cast<size_t>(c)] + node.attrs.ints("after")[static_cast<size_t>(c)];
+      e.rows.push_back(rows);
+      e.before.push_back(node.attrs.ints("before")[static_cast<size_t>(c)]);
+      e.after.push_back(node.attrs.ints("after")[static_cast<size_t>(c)]);
+      e.bytes += rows > 0 ? got * (in.nbytes() / rows) : 0;
+    }
+  }
+  if (ex.empty()) return "";
+  int64_t total = 0;
+  for (const Exchange& e : ex) total += e.bytes;
+  std::ostringstream os;
+  os << "<h2>Spatial splits: bands and halos</h2>\n<p class=\"note\">Each rank computes a band of rows of the "
+        "image; before a windowed layer it receives the halo, the rows its windows reach in its neighbours' bands "
+        "(purple). "
+     << ex.size() << " exchanges, " << bytes_str(total) << " received by all ranks per run.</p>\n";
+  const double w = 360, h = 10;
+  for (const Exchange& e : ex) {
+    int64_t sum = 0;
+    for (int64_t r : e.rows) sum += r;
+    if (sum <= 0) continue;
+    os << "<div>" << xml_escape(e.layer) << " (dim " << e.dim << ")<br><svg width=\"" << w + 2 << "\" height=\"" << h + 2
+       << "\">";
+    double x = 1;
+    for (size_t r = 0; r < e.rows.size(); ++r) {
+      double bw = w * static_cast<double>(e.rows[r]) / static_cast<double>(sum);
+      double hb = w * static_cast<double>(e.before[r]) / static_cast<double>(sum);
+      double ha = w * static_cast<double>(e.after[r]) / static_cast<double>(sum);
+      os << "<rect x=\"" << fmt("%.1f", x) << "\" y=\"1\" width=\"" << fmt("%.1f", bw) << "\" height=\"" << h
+         << "\" fill=\"" << (r % 2 ? "#cfe0f5" : "#9dbce6") << "\"><title>rank " << r << ": " << e.rows[r]
+         << " rows, halo +" << e.before[r] << "/+" << e.after[r] << "</title></rect>";
+      if (hb > 0)
+        os << "<rect x=\"" << fmt("%.1f", x) << "\" y=\"1\" width=\"" << fmt("%.1f", std::max(1.0, hb))
+           << "\" height=\"" << h << "\" fill=\"#7b3fc4\"/>";
+      if (ha > 0)
+        os << "<rect x=\"" << fmt("%.1f", x + bw - std::max(1.0, ha)) << "\" y=\"1\" width=\""
+           << fmt("%.1f", std::max(1.0, ha)) << "\" height=\"" << h << "\" fill=\"#7b3fc4\"/>";
+      x += bw;
+    }
+    os << "</svg></div>\n";
+  }
+  os << "<table>\n<tr><th>layer</th><th>dim</th><th>rows per rank</th><th>halo rows received (above/below)</th>"
+        "<th>bytes</th></tr>\n";
+  for (const Exchange& e : ex) {
+    std::string rows, halo;
+    for (size_t r = 0; r < e.rows.size(); ++r) {
+      rows += (r ? " " : "") + std::to_string(e.rows[r]);
+      halo += (r ? " " : "") + std::to_string(e.before[r]) + "/" + std::to_string(e.after[r]);
+    }
+    os << "<tr>" << td(e.layer) << td(std::to_string(e.dim), "num") << td(rows) << td(halo)
+       << td(bytes_str(e.bytes), "num") << "</tr>\n";
+  }
+  os << "</table>\n";
+  return os.str();
+}
+
 }  // namespace
 
 std::string report_html(const Plan& p, const Measurement* m) {
@@ -300,7 +382,7 @@ std::string report_html(const Plan& p, const Measurement* m) {
      << bar_chart_svg(class_groups(p.classes_before_s, p.classes_after_s),
                       {"original model", p.is_mesh() ? "rank 0 on the mesh" : "plan"});
   if (p.shard_searched && !p.sharding_search.curve.empty()) os << degree_curve_section(p.sharding_search);
-  if (p.is_mesh()) os << mesh_tables(p);
+  if (p.is_mesh()) os << mesh_tables(p) << spatial_section(p);
   os << mutation_table(p) << check_section(p.check) << "</body>\n</html>\n";
   return os.str();
 }

@@ -59,12 +59,31 @@ def _image(size: int = 224):
     return [("input", torch.randn(1, 3, size, size))]
 
 
-def _torchvision(factory: str, **kwargs):
+def _torchvision(factory: str, size: int = 224, **kwargs):
     def build():
         import torchvision
         model = getattr(torchvision.models, factory)(weights=None, **kwargs)
-        return model, _image(), ["logits"]
+        return model, _image(size), ["logits"]
     return build
+
+
+def build_fcn_resnet50(size: int = 1024):
+    """torchvision's FCN-ResNet50 segmentation model (dilated ResNet-50 at output
+    stride 8, a 3x3 head, bilinear upsampling to the image), 21 classes, no aux
+    head: its output dict as one tensor."""
+    import torch
+    import torchvision
+
+    class Fcn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None,
+                                                                      aux_loss=False)
+
+        def forward(self, x):
+            return (self.model(x)["out"],)
+
+    return Fcn(), _image(size), ["segmentation"]
 
 
 def build_inception_v3():
@@ -395,6 +414,8 @@ MODELS = {
     "csrnet": (build_csrnet, "CSRNet-style dilated conv net (VGG-16 front, dilation-2 back), 224x224"),
     # Crowd counting at a high resolution: what spatial sharding is for (issue 43).
     "csrnet_768": (lambda: build_csrnet(768), "CSRNet as csrnet at 768x768"),
+    "resnet50_896": (_torchvision("resnet50", 896), "ResNet-50 at 896x896 (spatial splits, issue 43)"),
+    "fcn_resnet50_1024": (build_fcn_resnet50, "FCN-ResNet50 segmentation (dilated, 21 classes) at 1024x1024"),
     "bert_base": (build_bert_base, "BERT-base encoder, seq 128"),
     "gpt2": (build_gpt2, "GPT-2 (124M) decoder, seq 128, no past"),
     "llama_small": (build_llama, "Llama-style decoder: hidden 512, 4 layers, 8 heads, SwiGLU 1376, seq 128"),

@@ -4,9 +4,11 @@
 #include <optional>
 #include <set>
 
+#include "cost/collective_model.h"
 #include "cost/flops.h"
 #include "graph/error.h"
 #include "mutator/sharding/reshard.h"
+#include "mutator/sharding/spatial_strategy.h"
 
 namespace tessera::mutator {
 
@@ -144,7 +146,16 @@ class Propagation {
                   (matrix ? device_.gemm_efficiency : device_.vector_efficiency);
     double bw = device_.main_memory().effective_bandwidth();
     double flops = static_cast<double>(node_flops(g_, node));
-    return std::max(peak > 0 ? flops / peak : 0.0, bw > 0 ? bytes / bw : 0.0) / ways;
+    double t = std::max(peak > 0 ? flops / peak : 0.0, bw > 0 ? bytes / bw : 0.0) / ways;
+    // A spatial split's halo arrives before the band runs.
+    for (size_t a = 0; a < s.axes.size(); ++a)
+      if (s.axes[a].halo_bytes > 0) {
+        const DeviceMesh::Axis& axis = mesh_.axes()[a];
+        t += cost::collective_time(cost::CollectiveKind::kSendRecv, static_cast<double>(s.axes[a].halo_bytes),
+                                   axis.size, cost::tier_for_axis(device_, mesh_, axis.name))
+                 .time_s;
+      }
+    return t;
   }
 
   // A split spreads from where it is: each axis of a strategy must be
@@ -296,7 +307,10 @@ std::string describe(const Graph& g, const ShardedGraph& s) {
 
 StrategyTable strategy_table(const Graph& g, const DeviceMesh& mesh) {
   StrategyTable t(static_cast<size_t>(g.num_nodes()));
-  for (NodeId n = 0; n < g.num_nodes(); ++n) t[static_cast<size_t>(n)] = strategies(g, g.node(n), mesh);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    t[static_cast<size_t>(n)] = strategies(g, g.node(n), mesh);
+    for (Strategy& s : spatial_strategies(g, g.node(n), mesh)) t[static_cast<size_t>(n)].push_back(std::move(s));
+  }
   return t;
 }
 

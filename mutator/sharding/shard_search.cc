@@ -19,6 +19,7 @@
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/partition.h"
 #include "mutator/sharding/sharded_cost.h"
+#include "mutator/sharding/spatial_strategy.h"
 #include "mutator/sharding/structure.h"
 
 namespace tessera::mutator {
@@ -42,9 +43,11 @@ std::string gb(int64_t bytes) {
   return buf;
 }
 
-// Pin a weight role, reduce a role of Partial values there, or choose how
-// carried state crosses the boundary (both ends of each pair alike).
-enum class DecisionKind { kPinWeight, kReduceAt, kCarry };
+// Pin a weight role, reduce a role of Partial values there, choose how
+// carried state crosses the boundary (both ends of each pair alike), or
+// split an image input's rows in bands (a spatial split, spread through the
+// layers by propagation).
+enum class DecisionKind { kPinWeight, kReduceAt, kCarry, kSpatial };
 
 // One decision: a role and the shardings it may be pinned to (index 0 of
 // the state is "not pinned").
@@ -95,6 +98,7 @@ class MeshSearch {
       if (!opts.empty())
         decisions_.push_back({DecisionKind::kPinWeight, static_cast<int>(r), std::move(opts), product});
     }
+    add_spatial_decisions();
     find_siblings();
   }
 
@@ -156,7 +160,47 @@ class MeshSearch {
     auto r = static_cast<size_t>(dec.role);
     return dec.kind == DecisionKind::kPinWeight ? weight_roles_[r]
            : dec.kind == DecisionKind::kCarry   ? carry_roles_[r]
+           : dec.kind == DecisionKind::kSpatial ? spatial_roles_[r]
                                                 : value_roles_[r];
+  }
+
+  // Graph inputs whose rows the first window op on their path (through
+  // element-wise ops of their shape: a normalization) can take in bands
+  // (spatial_strategy.h): offered split as that op's spatial strategies take
+  // it, inside the program (fed whole, each rank cutting its band).
+  // Propagation then carries the bands through every layer that keeps them
+  // and gathers them before the first that cannot read a band.
+  void add_spatial_decisions() {
+    std::vector<std::vector<NodeId>> users = g_.users();
+    for (ValueId v : g_.inputs()) {
+      if (annotated_.count(v) || g_.value(v).constant) continue;
+      ValueId at = v;
+      std::vector<Sharding> opts;
+      Role role;
+      for (int hops = 0; hops < 8 && opts.empty(); ++hops) {
+        const std::vector<NodeId>& readers = users[static_cast<size_t>(at)];
+        if (readers.size() != 1) break;
+        NodeId u = readers[0];
+        const Node& node = g_.node(u);
+        for (const Strategy& st : table_[static_cast<size_t>(u)]) {
+          if (std::none_of(st.axes.begin(), st.axes.end(), [](const AxisStrategy& a) { return is_spatial(a); }) ||
+              node.inputs[0] != at || std::find(opts.begin(), opts.end(), st.inputs[0]) != opts.end())
+            continue;
+          opts.push_back(st.inputs[0]);
+        }
+        role.reader = u;
+        if (!opts.empty() || !op_def(node.kind).elementwise() || node.outputs.size() != 1 ||
+            !(g_.type(node.outputs[0]).shape == g_.type(v).shape))
+          break;
+        at = node.outputs[0];
+      }
+      if (opts.empty()) continue;
+      role.values = {v};
+      role.slot = 0;
+      role.label = "rows of " + g_.value(v).name;
+      spatial_roles_.push_back(std::move(role));
+      decisions_.push_back({DecisionKind::kSpatial, static_cast<int>(spatial_roles_.size() - 1), std::move(opts), true});
+    }
   }
 
   // Carried pairs (output, input) no constraint places, grouped by type
@@ -210,7 +254,10 @@ class MeshSearch {
     const Decision& dec = decisions_[d];
     const Role& role = role_of(d);
     const Sharding& s = dec.options[static_cast<size_t>(option - 1)];
-    std::string what = dec.kind == DecisionKind::kPinWeight ? "pin " : dec.kind == DecisionKind::kCarry ? "carry " : "reduce ";
+    std::string what = dec.kind == DecisionKind::kPinWeight ? "pin "
+                       : dec.kind == DecisionKind::kCarry   ? "carry "
+                       : dec.kind == DecisionKind::kSpatial ? "split "
+                                                            : "reduce ";
     return what + role.label + " (" + g_.value(role.values[0]).name + (role.values.size() > 1 ? ", ..." : "") +
            ") to " + s.str();
   }
@@ -456,7 +503,7 @@ class MeshSearch {
   StrategyTable table_;
   ShardedCostModel model_;
   std::set<ValueId> annotated_;
-  std::vector<Role> weight_roles_, value_roles_, carry_roles_;
+  std::vector<Role> weight_roles_, value_roles_, carry_roles_, spatial_roles_;
   std::vector<std::vector<Sharding>> carry_options_;
   std::vector<Decision> decisions_;
   std::vector<std::vector<size_t>> siblings_;

@@ -1,0 +1,44 @@
+// Spatial splits as sharding strategies, so that the one sharding search
+// offers them beside batch and channel splits (GSPMD's windowed-op halo,
+// derived here from the dimension map as in spatial.h).
+//
+// A spatial dim of an activation split in bands is an ordinary shard,
+// S(dim): element-wise ops keep it (a pass factor), a global pool or a
+// ReduceMean over it gives Partial (a summed factor), an op that cannot read
+// a band (Resize, a Reshape merging it, a Gemm after Flatten) takes the
+// tensor gathered (reshard.h). What the dim map alone cannot give is the
+// window op whose input rows reach across a band's edge: for Conv, MaxPool
+// and AveragePool this adds, per mesh axis and spatial dim,
+//
+//   input 0 S(dim), weights and bias R  ->  output S(dim)
+//
+// whose emitter, on the rank at coordinate c of the axis,
+//   1. receives the halo: a HaloExchange over the axis of the rows the
+//      band of its output reads beyond its own band of the input
+//      (rows_read: any stride, dilation, padding), before[c] rows from the
+//      previous rank and after[c] from the next;
+//   2. cuts the rows its band reads (a strided window may skip the last
+//      rows), on every rank where any rank needs it (the ranks' programs
+//      keep one node list);
+//   3. runs the op with its band's padding: the op's own at the image's
+//      edges, none at a seam.
+// Offered where the axis size divides the dim at the input and the output
+// (Sharding's blocks are even) and every halo lies within the neighbour's
+// band; the strategy carries the bytes of the deepest halo for the price
+// (AxisStrategy::halo_bytes).
+#pragma once
+
+#include <vector>
+
+#include "graph/strategy.h"
+
+namespace tessera::mutator {
+
+// The spatial strategies of `n` on `mesh` (empty for other ops, for a mesh
+// of one device, for bands the axis does not divide).
+std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const DeviceMesh& mesh);
+
+// Whether an axis strategy is one of them (its emitter exchanges a halo).
+bool is_spatial(const AxisStrategy& s);
+
+}  // namespace tessera::mutator
