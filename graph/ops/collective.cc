@@ -16,6 +16,7 @@
 // the graph; the node carries it as `group_size`.
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
@@ -255,47 +256,41 @@ DimMap collective_dim_map(const DimMapContext& c) {
   return m;
 }
 
-AttrSpec mesh_axis_attr() { return {"mesh_axis", AttrType::kString, std::nullopt}; }
-AttrSpec group_size_attr() { return {"group_size", AttrType::kInt, std::nullopt}; }
-
 }  // namespace
 
 void register_collective_ops(std::vector<OpDef>& defs) {
   auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
 
   OpDef& ar = def(OpKind::kAllReduce);
-  ar.attrs = {mesh_axis_attr(), group_size_attr()};
+  ar.attrs = AllReduceAttrs::schema();
   ar.infer = infer_all_reduce;
   TESSERA_SET_KERNELS(ar, eval_all_reduce);
   ar.linearity = ops::linear_in_input0;
   ar.dim_map = collective_dim_map;
 
   OpDef& ag = def(OpKind::kAllGather);
-  ag.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
+  ag.attrs = AxisCollectiveAttrs::schema();
   ag.infer = infer_all_gather;
   TESSERA_SET_KERNELS(ag, eval_all_gather);
   ag.linearity = ops::linear_in_input0;
   ag.dim_map = collective_dim_map;
 
   OpDef& rs = def(OpKind::kReduceScatter);
-  rs.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt}};
+  rs.attrs = AxisCollectiveAttrs::schema();
   rs.infer = infer_reduce_scatter;
   TESSERA_SET_KERNELS(rs, eval_reduce_scatter);
   rs.linearity = ops::linear_in_input0;
   rs.dim_map = collective_dim_map;
 
   OpDef& aa = def(OpKind::kAllToAll);
-  aa.attrs = {mesh_axis_attr(), group_size_attr(), {"split_axis", AttrType::kInt, std::nullopt},
-              {"concat_axis", AttrType::kInt, std::nullopt}};
+  aa.attrs = AllToAllAttrs::schema();
   aa.infer = infer_all_to_all;
   TESSERA_SET_KERNELS(aa, eval_all_to_all);
   aa.linearity = ops::linear_in_input0;
   aa.dim_map = collective_dim_map;
 
   OpDef& halo = def(OpKind::kHaloExchange);
-  halo.attrs = {mesh_axis_attr(), group_size_attr(), {"axis", AttrType::kInt, std::nullopt},
-                {"before", AttrType::kInts, std::nullopt}, {"after", AttrType::kInts, std::nullopt},
-                {"coordinate", AttrType::kInt, std::nullopt}};
+  halo.attrs = HaloExchangeAttrs::schema();
   halo.infer = infer_halo_exchange;
   TESSERA_SET_KERNELS(halo, eval_halo_exchange);
   halo.linearity = ops::linear_in_input0;

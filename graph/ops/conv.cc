@@ -12,6 +12,7 @@
 // is im2col + the blocked product of dense_kernels.h; the others stay naive.
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/number.h"
 #include "graph/ops/dense_kernels.h"
@@ -491,25 +492,15 @@ void localize_group(const DimMapContext& g, Attrs& attrs, const std::vector<Shap
 bool has_bias(const Node& n) { return n.inputs.size() > 2 && n.inputs[2] != kNoValue; }
 Linearity conv_linearity(const Node& n) { return has_bias(n) ? Linearity{} : Linearity{0b11u, true}; }
 
-std::vector<AttrSpec> window_attrs() {
-  return {{"kernel_shape", AttrType::kInts, std::nullopt},
-          {"strides", AttrType::kInts, std::nullopt},
-          {"pads", AttrType::kInts, std::nullopt},
-          {"dilations", AttrType::kInts, std::nullopt}};
-}
-
 }  // namespace
 
 void register_conv_ops(std::vector<OpDef>& defs) {
   auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
-  const AttrSpec group{"group", AttrType::kInt, AttrValue{int64_t{1}}};
-  const AttrSpec ceil_mode{"ceil_mode", AttrType::kInt, AttrValue{int64_t{0}}};
 
   OpDef& conv = def(OpKind::kConv);
   conv.min_inputs = 2;
   conv.max_inputs = 3;
-  conv.attrs = window_attrs();
-  conv.attrs.push_back(group);
+  conv.attrs = ConvAttrs::schema();
   conv.infer = infer_conv;
   conv.dim_map = conv_dim_map;
   conv.localize = localize_group;
@@ -519,9 +510,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   OpDef& convt = def(OpKind::kConvTranspose);
   convt.min_inputs = 2;
   convt.max_inputs = 3;
-  convt.attrs = window_attrs();
-  convt.attrs.push_back({"output_padding", AttrType::kInts, std::nullopt});
-  convt.attrs.push_back(group);
+  convt.attrs = ConvTransposeAttrs::schema();
   convt.infer = infer_conv_transpose;
   convt.dim_map = conv_transpose_dim_map;
   convt.localize = localize_group;
@@ -529,16 +518,13 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   convt.linearity = conv_linearity;
 
   OpDef& maxp = def(OpKind::kMaxPool);
-  maxp.attrs = window_attrs();
-  maxp.attrs.push_back(ceil_mode);
+  maxp.attrs = MaxPoolAttrs::schema();
   maxp.infer = infer_pool;
   maxp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(maxp, eval_max_pool);
 
   OpDef& avgp = def(OpKind::kAveragePool);
-  avgp.attrs = window_attrs();
-  avgp.attrs.push_back(ceil_mode);
-  avgp.attrs.push_back({"count_include_pad", AttrType::kInt, AttrValue{int64_t{0}}});
+  avgp.attrs = AveragePoolAttrs::schema();
   avgp.infer = infer_pool;
   avgp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(avgp, eval_average_pool);

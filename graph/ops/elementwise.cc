@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/attr_views.h"
 #include "graph/number.h"
 #include "graph/ops/int_arith.h"
 #include "graph/ops/op_util.h"
@@ -30,43 +31,40 @@ enum class Accepts { kAny, kFloat, kNumeric, kBool };
 struct UnaryRow {
   OpKind kind;
   Accepts accepts;
-  std::vector<AttrSpec> attrs;
   Arithmetic arith = {1, 0};
+  const std::vector<AttrSpec>& (*attrs)() = nullptr;  // attr_views.def
 };
 
 const std::vector<UnaryRow>& unary_rows() {
   static const std::vector<UnaryRow> rows = {
-      {OpKind::kIdentity, Accepts::kAny, {}, {0, 0}},
-      {OpKind::kRelu, Accepts::kNumeric, {}},
-      {OpKind::kLeakyRelu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.01}}, {2, 0}},
-      {OpKind::kElu, Accepts::kFloat, {{"alpha", AttrType::kFloat, 1.0}}, {2, 1}},
-      {OpKind::kSigmoid, Accepts::kFloat, {}, {2, 1}},
-      {OpKind::kHardSigmoid, Accepts::kFloat, {{"alpha", AttrType::kFloat, 0.2}, {"beta", AttrType::kFloat, 0.5}},
-       {2, 0}},
-      {OpKind::kHardSwish, Accepts::kFloat, {}, {2, 0}},
-      {OpKind::kSoftplus, Accepts::kFloat, {}, {2, 1}},
-      {OpKind::kTanh, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kErf, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kGelu, Accepts::kFloat, {{"approximate", AttrType::kString, std::string("none")}}, {4, 1}},
-      {OpKind::kSqrt, Accepts::kFloat, {}, {4, 0}},
-      {OpKind::kReciprocal, Accepts::kFloat, {}, {4, 0}},
-      {OpKind::kNeg, Accepts::kNumeric, {}},
-      {OpKind::kAbs, Accepts::kNumeric, {}},
-      {OpKind::kExp, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kLog, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kSin, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kCos, Accepts::kFloat, {}, {0, 1}},
-      {OpKind::kFloor, Accepts::kFloat, {}},
-      {OpKind::kCeil, Accepts::kFloat, {}},
-      {OpKind::kRound, Accepts::kFloat, {}},
-      {OpKind::kSign, Accepts::kNumeric, {}},
-      {OpKind::kNot, Accepts::kBool, {}},
-      {OpKind::kIsNaN, Accepts::kFloat, {}},
-      {OpKind::kIsInf, Accepts::kFloat,
-       {{"detect_negative", AttrType::kInt, int64_t{1}}, {"detect_positive", AttrType::kInt, int64_t{1}}}},
-      {OpKind::kClip, Accepts::kNumeric,
-       {{"min", AttrType::kFloat, -INFINITY}, {"max", AttrType::kFloat, INFINITY}}, {2, 0}},
-      {OpKind::kCast, Accepts::kAny, {{"to", AttrType::kString, std::nullopt}}},
+      {OpKind::kIdentity, Accepts::kAny, {0, 0}},
+      {OpKind::kRelu, Accepts::kNumeric},
+      {OpKind::kLeakyRelu, Accepts::kFloat, {2, 0}, &LeakyReluAttrs::schema},
+      {OpKind::kElu, Accepts::kFloat, {2, 1}, &EluAttrs::schema},
+      {OpKind::kSigmoid, Accepts::kFloat, {2, 1}},
+      {OpKind::kHardSigmoid, Accepts::kFloat, {2, 0}, &HardSigmoidAttrs::schema},
+      {OpKind::kHardSwish, Accepts::kFloat, {2, 0}},
+      {OpKind::kSoftplus, Accepts::kFloat, {2, 1}},
+      {OpKind::kTanh, Accepts::kFloat, {0, 1}},
+      {OpKind::kErf, Accepts::kFloat, {0, 1}},
+      {OpKind::kGelu, Accepts::kFloat, {4, 1}, &GeluAttrs::schema},
+      {OpKind::kSqrt, Accepts::kFloat, {4, 0}},
+      {OpKind::kReciprocal, Accepts::kFloat, {4, 0}},
+      {OpKind::kNeg, Accepts::kNumeric},
+      {OpKind::kAbs, Accepts::kNumeric},
+      {OpKind::kExp, Accepts::kFloat, {0, 1}},
+      {OpKind::kLog, Accepts::kFloat, {0, 1}},
+      {OpKind::kSin, Accepts::kFloat, {0, 1}},
+      {OpKind::kCos, Accepts::kFloat, {0, 1}},
+      {OpKind::kFloor, Accepts::kFloat},
+      {OpKind::kCeil, Accepts::kFloat},
+      {OpKind::kRound, Accepts::kFloat},
+      {OpKind::kSign, Accepts::kNumeric},
+      {OpKind::kNot, Accepts::kBool},
+      {OpKind::kIsNaN, Accepts::kFloat},
+      {OpKind::kIsInf, Accepts::kFloat, {1, 0}, &IsInfAttrs::schema},
+      {OpKind::kClip, Accepts::kNumeric, {2, 0}, &ClipAttrs::schema},
+      {OpKind::kCast, Accepts::kAny, {1, 0}, &CastAttrs::schema},
   };
   return rows;
 }
@@ -313,7 +311,7 @@ void register_elementwise_ops(std::vector<OpDef>& defs) {
   for (const UnaryRow& row : unary_rows()) {
     OpDef& d = defs[static_cast<int>(row.kind)];
     d.min_inputs = d.max_inputs = 1;
-    d.attrs = row.attrs;
+    if (row.attrs) d.attrs = row.attrs();
     d.arithmetic = row.arith;
     d.infer = infer_unary;
     d.dim_map = dims::elementwise;

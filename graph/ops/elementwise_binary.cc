@@ -8,6 +8,7 @@
 // small integral exponents (number.h), so both sides of a check agree.
 #include <cmath>
 
+#include "graph/attr_views.h"
 #include "graph/number.h"
 #include "graph/ops/int_arith.h"
 #include "graph/ops/op_util.h"
@@ -234,7 +235,7 @@ void register_elementwise_binary_ops(std::vector<OpDef>& defs) {
     if (k == OpKind::kPow) TESSERA_SET_KERNELS(d, eval_pow);
     else TESSERA_SET_KERNELS(d, eval_binary);
   }
-  defs[static_cast<int>(OpKind::kMod)].attrs = {{"fmod", AttrType::kInt, int64_t{0}}};
+  defs[static_cast<int>(OpKind::kMod)].attrs = ModAttrs::schema();
   // A divide (and Mod's divide and truncation) takes 4 FMA slots: its
   // reciprocal throughput against an FMA's.
   defs[static_cast<int>(OpKind::kDiv)].arithmetic = {4, 0};

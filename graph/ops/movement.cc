@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/ops/movement_util.h"
 #include "graph/ops/op_util.h"
@@ -422,30 +423,28 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   for (OpKind k : {OpKind::kShape, OpKind::kSize, OpKind::kRange}) def(k).dim_map = generated_dim_map;
   def(OpKind::kConstantOfShape).dim_map = constant_of_shape_dim_map;
 
-  TESSERA_SET_KERNELS(data_op(OpKind::kReshape, infer_reshape, {{"shape", AttrType::kInts, std::nullopt}}),
+  TESSERA_SET_KERNELS(data_op(OpKind::kReshape, infer_reshape, ReshapeAttrs::schema()),
                       eval_same_data);
-  TESSERA_SET_KERNELS(data_op(OpKind::kFlatten, infer_flatten, {{"axis", AttrType::kInt, AttrValue{int64_t{1}}}}),
+  TESSERA_SET_KERNELS(data_op(OpKind::kFlatten, infer_flatten, FlattenAttrs::schema()),
                       eval_same_data);
-  TESSERA_SET_KERNELS(data_op(OpKind::kSqueeze, infer_squeeze, {{"axes", AttrType::kInts, std::nullopt}}),
+  TESSERA_SET_KERNELS(data_op(OpKind::kSqueeze, infer_squeeze, SqueezeAttrs::schema()),
                       eval_same_data);
-  TESSERA_SET_KERNELS(data_op(OpKind::kUnsqueeze, infer_unsqueeze, {{"axes", AttrType::kInts, std::nullopt}}),
+  TESSERA_SET_KERNELS(data_op(OpKind::kUnsqueeze, infer_unsqueeze, SqueezeAttrs::schema()),
                       eval_same_data);
-  TESSERA_SET_KERNELS(data_op(OpKind::kTranspose, infer_transpose, {{"perm", AttrType::kInts, std::nullopt}}),
+  TESSERA_SET_KERNELS(data_op(OpKind::kTranspose, infer_transpose, TransposeAttrs::schema()),
                       eval_transpose);
 
-  OpDef& concat = data_op(OpKind::kConcat, infer_concat, {{"axis", AttrType::kInt, std::nullopt}});
+  OpDef& concat = data_op(OpKind::kConcat, infer_concat, ConcatAttrs::schema());
   concat.max_inputs = -1;
   concat.linearity = linear_in_all;
   TESSERA_SET_KERNELS(concat, eval_concat);
 
-  OpDef& split = data_op(OpKind::kSplit, infer_split,
-                         {{"axis", AttrType::kInt, AttrValue{int64_t{0}}}, {"split", AttrType::kInts, std::nullopt}});
+  OpDef& split = data_op(OpKind::kSplit, infer_split, SplitAttrs::schema());
   split.max_outputs = -1;
   TESSERA_SET_KERNELS(split, eval_split);
 
   OpDef& shape = def(OpKind::kShape);
-  shape.attrs = {{"start", AttrType::kInt, AttrValue{int64_t{0}}},
-                 {"end", AttrType::kInt, AttrValue{INT64_MAX}}};
+  shape.attrs = ShapeAttrs::schema();
   shape.infer = infer_shape;
   TESSERA_SET_KERNELS(shape, eval_shape);
 
@@ -454,7 +453,7 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(size, eval_size);
 
   OpDef& cos = def(OpKind::kConstantOfShape);
-  cos.attrs = {{"value", AttrType::kTensor, AttrValue{Tensor::from_doubles(DType::kF32, {1}, {0.0})}}};
+  cos.attrs = ConstantOfShapeAttrs::schema();
   cos.infer = infer_constant_of_shape;
   TESSERA_SET_KERNELS(cos, eval_constant_of_shape);
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <set>
 
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/ops/movement_util.h"
 #include "graph/ops/op_util.h"
@@ -475,29 +476,25 @@ void register_movement_index_ops(std::vector<OpDef>& defs) {
     d.linearity = linear_in_data;
     return d;
   };
-  auto ints = [](const char* name) { return AttrSpec{name, AttrType::kInts, std::nullopt}; };
-  auto int_attr = [](const char* name, int64_t v) { return AttrSpec{name, AttrType::kInt, AttrValue{v}}; };
 
-  TESSERA_SET_KERNELS(def(OpKind::kSlice, infer_slice, {ints("starts"), ints("ends"), ints("axes"), ints("steps")}),
+  TESSERA_SET_KERNELS(def(OpKind::kSlice, infer_slice, SliceAttrs::schema()),
                       eval_slice);
 
-  OpDef& gather = def(OpKind::kGather, infer_gather, {int_attr("axis", 0)});
+  OpDef& gather = def(OpKind::kGather, infer_gather, GatherAttrs::schema());
   gather.min_inputs = gather.max_inputs = 2;
   TESSERA_SET_KERNELS(gather, eval_gather);
 
-  OpDef& gather_el = def(OpKind::kGatherElements, infer_gather_elements, {int_attr("axis", 0)});
+  OpDef& gather_el = def(OpKind::kGatherElements, infer_gather_elements, GatherAttrs::schema());
   gather_el.min_inputs = gather_el.max_inputs = 2;
   TESSERA_SET_KERNELS(gather_el, eval_gather_elements);
 
-  OpDef& pad = def(OpKind::kPad, infer_pad,
-                   {ints("pads"), {"mode", AttrType::kString, AttrValue{std::string("constant")}},
-                    {"value", AttrType::kFloat, AttrValue{0.0}}});
+  OpDef& pad = def(OpKind::kPad, infer_pad, PadAttrs::schema());
   pad.linearity = pad_linearity;
   TESSERA_SET_KERNELS(pad, eval_pad);
 
-  TESSERA_SET_KERNELS(def(OpKind::kExpand, infer_expand, {ints("shape")}), eval_expand);
-  TESSERA_SET_KERNELS(def(OpKind::kTile, infer_tile, {ints("repeats")}), eval_tile);
-  TESSERA_SET_KERNELS(def(OpKind::kTrilu, infer_trilu, {int_attr("upper", 1), int_attr("k", 0)}), eval_trilu);
+  TESSERA_SET_KERNELS(def(OpKind::kExpand, infer_expand, ExpandAttrs::schema()), eval_expand);
+  TESSERA_SET_KERNELS(def(OpKind::kTile, infer_tile, TileAttrs::schema()), eval_tile);
+  TESSERA_SET_KERNELS(def(OpKind::kTrilu, infer_trilu, TriluAttrs::schema()), eval_trilu);
 
   auto set = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
   set(OpKind::kSlice).dim_map = slice_dim_map;

@@ -7,6 +7,7 @@
 //   Gemm(A, B, [C])  alpha * op(A) op(B) + beta * C, op = transpose if transX,
 //                    C broadcast (unidirectionally) to [M, N]
 //   Global*Pool(X)   [N, C, d...] -> [N, C, 1...], mean or max over d...
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/number.h"
 #include "graph/ops/dense_kernels.h"
@@ -267,10 +268,7 @@ void register_nn_ops(std::vector<OpDef>& defs) {
   OpDef& gemm = def(OpKind::kGemm);
   gemm.min_inputs = 2;
   gemm.max_inputs = 3;
-  gemm.attrs = {{"alpha", AttrType::kFloat, AttrValue{1.0}},
-                {"beta", AttrType::kFloat, AttrValue{1.0}},
-                {"transA", AttrType::kInt, AttrValue{int64_t{0}}},
-                {"transB", AttrType::kInt, AttrValue{int64_t{0}}}};
+  gemm.attrs = GemmAttrs::schema();
   gemm.infer = infer_gemm;
   gemm.dim_map = gemm_dim_map;
   TESSERA_SET_KERNELS(gemm, eval_gemm);

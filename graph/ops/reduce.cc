@@ -8,6 +8,7 @@
 // which only matters for floating-point overflow: u(x_i) * inverse(sum u(x_j)).
 #include <cmath>
 
+#include "graph/attr_views.h"
 #include "graph/number.h"
 #include "graph/ops/int_arith.h"
 #include "graph/ops/op_util.h"
@@ -484,12 +485,11 @@ Linearity linear_in_x(const Node&) { return {1u, false}; }
 
 void register_reduce_ops(std::vector<OpDef>& defs) {
   auto def = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
-  auto keepdims = [] { return AttrSpec{"keepdims", AttrType::kInt, int64_t{1}}; };
 
   for (int k = 0; k < kNumOpKinds; ++k) {
     if (!is_reduce(static_cast<OpKind>(k))) continue;
     OpDef& d = defs[k];
-    d.attrs = {{"axes", AttrType::kInts, std::vector<int64_t>{}}, keepdims()};
+    d.attrs = ReduceAttrs::schema();
     d.infer = infer_reduce;
     d.dim_map = reduce_dim_map;
     TESSERA_SET_KERNELS(d, eval_reduce);
@@ -499,16 +499,14 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
 
   for (OpKind k : {OpKind::kArgMax, OpKind::kArgMin}) {
     OpDef& d = def(k);
-    d.attrs = {{"axis", AttrType::kInt, int64_t{0}}, keepdims(), {"select_last_index", AttrType::kInt, int64_t{0}}};
+    d.attrs = ArgReduceAttrs::schema();
     d.infer = infer_arg;
     d.dim_map = reduce_dim_map;
     TESSERA_SET_KERNELS(d, eval_arg);
   }
 
   OpDef& cs = def(OpKind::kCumSum);
-  cs.attrs = {{"axis", AttrType::kInt, std::nullopt},
-              {"exclusive", AttrType::kInt, int64_t{0}},
-              {"reverse", AttrType::kInt, int64_t{0}}};
+  cs.attrs = CumSumAttrs::schema();
   cs.infer = infer_cumsum;
   cs.dim_map = axis_row_dim_map;
   TESSERA_SET_KERNELS(cs, eval_cumsum);
@@ -516,7 +514,7 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
 
   for (OpKind k : {OpKind::kSoftmax, OpKind::kLogSoftmax}) {
     OpDef& d = def(k);
-    d.attrs = {{"axis", AttrType::kInt, int64_t{-1}}};
+    d.attrs = SoftmaxAttrs::schema();
     d.infer = infer_softmax;
     d.dim_map = axis_row_dim_map;
     TESSERA_SET_KERNELS(d, eval_softmax);
@@ -526,16 +524,14 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
   ln.min_inputs = 2;
   ln.max_inputs = 3;
   ln.max_outputs = 3;
-  ln.attrs = {{"axis", AttrType::kInt, int64_t{-1}},
-              {"epsilon", AttrType::kFloat, 1e-5},
-              {"stash_type", AttrType::kInt, int64_t{1}}};
+  ln.attrs = LayerNormAttrs::schema();
   ln.infer = infer_layer_norm;
   ln.dim_map = layer_norm_dim_map;
   TESSERA_SET_KERNELS(ln, eval_layer_norm);
 
   OpDef& bn = def(OpKind::kBatchNormalization);
   bn.min_inputs = bn.max_inputs = 5;
-  bn.attrs = {{"epsilon", AttrType::kFloat, 1e-5}, {"momentum", AttrType::kFloat, 0.9}};
+  bn.attrs = BatchNormAttrs::schema();
   bn.infer = infer_batch_norm;
   bn.dim_map = batch_norm_dim_map;
   TESSERA_SET_KERNELS(bn, eval_batch_norm);

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/attr_views.h"
 #include "graph/interpreter.h"
 #include "graph/ops/resize.h"
 #include "graph/number.h"
@@ -384,21 +385,7 @@ void localize_resize(const DimMapContext&, Attrs& attrs, const std::vector<Shape
 
 void register_resize_ops(std::vector<OpDef>& defs) {
   OpDef& d = defs[static_cast<int>(OpKind::kResize)];
-  auto str = [](const char* name, const char* v) {
-    return AttrSpec{name, AttrType::kString, AttrValue{std::string(v)}};
-  };
-  d.attrs = {
-      {"sizes", AttrType::kInts, std::nullopt},
-      {"scales", AttrType::kFloats, std::nullopt},
-      {"roi", AttrType::kFloats, AttrValue{std::vector<double>{}}},
-      str("mode", "nearest"),
-      str("coordinate_transformation_mode", "half_pixel"),
-      str("nearest_mode", "round_prefer_floor"),
-      {"cubic_coeff_a", AttrType::kFloat, AttrValue{-0.75}},
-      {"exclude_outside", AttrType::kInt, AttrValue{int64_t{0}}},
-      {"antialias", AttrType::kInt, AttrValue{int64_t{0}}},
-      {"extrapolation_value", AttrType::kFloat, AttrValue{0.0}},
-  };
+  d.attrs = ResizeAttrs::schema();
   d.infer = infer_resize;
   d.linearity = resize_linearity;
   d.dim_map = resize_dim_map;

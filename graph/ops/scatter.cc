@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/attr_views.h"
 #include "graph/ops/movement_util.h"
 #include "graph/ops/op_util.h"
 #include "graph/ops/registry.h"
@@ -230,7 +231,6 @@ DimMap scatter_elements_dim_map(const DimMapContext& c) {
 }  // namespace
 
 void register_scatter_ops(std::vector<OpDef>& defs) {
-  AttrSpec reduction{"reduction", AttrType::kString, AttrValue{std::string("none")}};
   auto def = [&](OpKind k, InferFn infer, std::vector<AttrSpec> attrs, DimMapFn dim_map) -> OpDef& {
     OpDef& d = defs[static_cast<int>(k)];
     d.attrs = std::move(attrs);
@@ -240,9 +240,9 @@ void register_scatter_ops(std::vector<OpDef>& defs) {
     d.dim_map = dim_map;
     return d;
   };
-  TESSERA_SET_KERNELS(def(OpKind::kScatterND, infer_scatter_nd, {reduction}, scatter_nd_dim_map), eval_scatter_nd);
+  TESSERA_SET_KERNELS(def(OpKind::kScatterND, infer_scatter_nd, ScatterNDAttrs::schema(), scatter_nd_dim_map), eval_scatter_nd);
   TESSERA_SET_KERNELS(def(OpKind::kScatterElements, infer_scatter_elements,
-                          {{"axis", AttrType::kInt, AttrValue{int64_t{0}}}, reduction}, scatter_elements_dim_map),
+                          ScatterElementsAttrs::schema(), scatter_elements_dim_map),
                       eval_scatter_elements);
 }
 
