@@ -1,5 +1,6 @@
 #include "cost/collective_model.h"
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 
 namespace tessera::cost {
@@ -67,12 +68,13 @@ const Interconnect& tier_for_axis(const DeviceProfile& device, const DeviceMesh&
 
 CollectiveCost collective_node_cost(const Graph& g, const Node& node, const DeviceProfile& device,
                                     const DeviceMesh* mesh) {
-  int64_t n = node.attrs.i("group_size");
+  const CollectiveAttrs attrs = CollectiveAttrs::of(node);
+  int64_t n = attrs.group_size;
   const Interconnect& tier =
-      mesh ? tier_for_axis(device, *mesh, node.attrs.s("mesh_axis")) : tier_for_group(device, n, 1);
-  if (mesh && mesh->axis_size(node.attrs.s("mesh_axis")) != n)
+      mesh ? tier_for_axis(device, *mesh, attrs.mesh_axis) : tier_for_group(device, n, 1);
+  if (mesh && mesh->axis_size(attrs.mesh_axis) != n)
     TESSERA_THROW(ErrorKind::kInvalidGraph, "group_size " << n << " does not match mesh axis '"
-                                                          << node.attrs.s("mesh_axis") << "' of " << mesh->str());
+                                                          << attrs.mesh_axis << "' of " << mesh->str());
   double in = static_cast<double>(g.type(node.inputs[0]).nbytes());
   double out = static_cast<double>(g.type(node.outputs[0]).nbytes());
   switch (node.kind) {

@@ -7,6 +7,7 @@
 #include "cost/collective_model.h"
 #include "cost/flops.h"
 #include "cost/gemm_model.h"
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
 #include "graph/permute.h"
@@ -169,7 +170,7 @@ void gemm_node_work(const Graph& g, const Node& n, const DeviceProfile& d, const
   GemmProblem p;
   p.m = y.shape[0];
   p.n = y.shape[1];
-  p.k = n.attrs.i("transA") ? a.shape[0] : a.shape[1];
+  p.k = GemmAttrs::of(n).transA ? a.shape[0] : a.shape[1];
   p.a_bytes_per_elem = static_cast<int64_t>(d.stored_size(a.dtype));
   p.b_bytes_per_elem = static_cast<int64_t>(d.stored_size(b.dtype));
   p.c_bytes_per_elem = static_cast<int64_t>(d.stored_size(y.dtype));
@@ -189,10 +190,11 @@ void gemm_node_work(const Graph& g, const Node& n, const DeviceProfile& d, const
 double conv_valid_fraction(const Graph& g, const Node& n) {
   const Shape& xs = g.type(n.inputs[0]).shape;
   const Shape& ys = g.type(n.outputs[0]).shape;
-  const auto& k = n.attrs.ints("kernel_shape");
-  const auto& s = n.attrs.ints("strides");
-  const auto& dil = n.attrs.ints("dilations");
-  const auto& p = n.attrs.ints("pads");
+  const WindowAttrs window = WindowAttrs::of(n);
+  const auto& k = window.kernel_shape;
+  const auto& s = window.strides;
+  const auto& dil = window.dilations;
+  const auto& p = window.pads;
   size_t r = k.size();
   if (xs.size() != r + 2 || ys.size() != r + 2 || s.size() != r || dil.size() != r || p.size() != 2 * r) return 1.0;
   double frac = 1.0;
@@ -215,7 +217,7 @@ void conv_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& wt = g.type(n.inputs[1]);
   const TensorType& y = g.type(n.outputs[0]);
-  int64_t groups = n.attrs.i("group");
+  int64_t groups = n.kind == OpKind::kConv ? ConvAttrs::of(n).group : ConvTransposeAttrs::of(n).group;
   bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   int64_t flops = node_flops(g, n) - (bias ? y.numel() : 0);
   // Only mostly-padding windows get the correction: ordinary padding (a 3x3
@@ -272,7 +274,7 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
     case OpKind::kLogSoftmax: {
       passes = 3;  // max, sum of exp, normalize
       ops_per_elem = 4 + d.transcendental_ops;
-      int64_t axis = n.attrs.i("axis");
+      int64_t axis = SoftmaxAttrs::of(n).axis;
       if (axis < 0) axis += x.rank();
       slice = product(x.shape, static_cast<size_t>(axis));
       break;
@@ -280,7 +282,7 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
     case OpKind::kLayerNormalization: {
       passes = 2;  // statistics, then normalize
       ops_per_elem = 8;
-      int64_t axis = n.attrs.i("axis");
+      int64_t axis = LayerNormAttrs::of(n).axis;
       if (axis < 0) axis += x.rank();
       slice = product(x.shape, static_cast<size_t>(axis));
       break;
@@ -311,7 +313,7 @@ void pool_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
   const TensorType& y = g.type(n.outputs[0]);
   Footprint f = footprint(g, d, n.inputs, n.outputs, cold);
   std::vector<double> modelled(d.memory.size(), f.warm + f.cold);
-  double window = static_cast<double>(product(n.attrs.ints("kernel_shape")));
+  double window = static_cast<double>(product(WindowAttrs::of(n).kernel_shape));
   modelled[0] = std::max(modelled[0], static_cast<double>(y.numel()) * window * static_cast<double>(d.stored_size(x.dtype)));
   place_bytes(g, d, o, f, modelled, w);
   add_vector(w, x.dtype, static_cast<double>(y.numel()) * window);
@@ -349,8 +351,9 @@ double copy_runs(const Graph& g, const Node& n) {
     case OpKind::kSlice: {
       const Shape& x = g.type(n.inputs[0]).shape;
       const Shape& y = g.type(n.outputs[0]).shape;
-      const auto& steps = n.attrs.ints("steps");
-      std::vector<int64_t> axes = ops::normalize_axes(n.attrs.ints("axes"), static_cast<int64_t>(x.size()));
+      const SliceAttrs slice = SliceAttrs::of(n);
+      const auto& steps = slice.steps;
+      std::vector<int64_t> axes = ops::normalize_axes(slice.axes, static_cast<int64_t>(x.size()));
       for (size_t a = x.size(); a-- > 0;) {
         bool strided = false;
         for (size_t i = 0; i < axes.size(); ++i) strided |= axes[i] == static_cast<int64_t>(a) && steps[i] != 1;
@@ -363,7 +366,8 @@ double copy_runs(const Graph& g, const Node& n) {
     case OpKind::kSplit: {
       const std::vector<ValueId>& parts = n.kind == OpKind::kConcat ? n.inputs : n.outputs;
       const Shape& whole = g.type(n.kind == OpKind::kConcat ? n.outputs[0] : n.inputs[0]).shape;
-      auto axis = static_cast<size_t>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(whole.size())));
+      int64_t a = n.kind == OpKind::kConcat ? ConcatAttrs::of(n).axis : SplitAttrs::of(n).axis;
+      auto axis = static_cast<size_t>(ops::normalize_axis(a, static_cast<int64_t>(whole.size())));
       double total = 0;
       for (ValueId v : parts) {
         const Shape& s = g.type(v).shape;
@@ -427,7 +431,7 @@ void movement_work(const Graph& g, const Node& n, const DeviceProfile& d, const 
     // F(2,3)'s output transform at 14 px moves tiles of 7 x 2 elements, F(4,3)'s
     // at 16 px rows of 16 (4 x 4: a row shorter than a line takes in the next
     // source dim) by 4).
-    const std::vector<int64_t>& perm = n.attrs.ints("perm");
+    const std::vector<int64_t> perm = TransposeAttrs::of(n).perm;
     const Shape& in = g.type(n.inputs[0]).shape;
     std::vector<int64_t> strides = shape_strides(in);
     std::vector<std::pair<int64_t, int64_t>> dims;  // merged output dims: extent, source stride
@@ -572,7 +576,7 @@ KernelCost kernel_cost(const Graph& g, const std::vector<NodeId>& nodes, const D
   // with C or an alpha keeps C as its bias or post-op, and the Add a post-op.
   bool takes_bias = root.kind == OpKind::kMatMul ||
                     (root.kind == OpKind::kGemm && (root.inputs.size() < 3 || root.inputs[2] == kNoValue) &&
-                     root.attrs.f("alpha") == 1.0);
+                     GemmAttrs::of(root).alpha == 1.0);
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& post = g.node(nodes[i]);
     if (std::find(post.inputs.begin(), post.inputs.end(), chain) == post.inputs.end() || post.outputs.size() != 1)

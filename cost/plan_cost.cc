@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "cost/graph_cost.h"
+#include "graph/attr_views.h"
 #include "graph/error.h"
 
 namespace tessera::cost {
@@ -154,7 +155,7 @@ std::vector<RankProgram> programs_of(const Graph& g, const std::vector<int64_t>&
     s.name = root.name;
     s.time_s = gc.kernels[k].time_s;
     s.collective = op_def(root.kind).is_collective();
-    axis.push_back(s.collective ? mesh.axis_index(root.attrs.s("mesh_axis")) : -1);
+    axis.push_back(s.collective ? mesh.axis_index(CollectiveAttrs::of(root).mesh_axis) : -1);
     for (NodeId id : group)
       for (ValueId v : g.node(id).inputs)
         if (v != kNoValue && step_of_value[static_cast<size_t>(v)] >= 0) s.deps.push_back(step_of_value[static_cast<size_t>(v)]);

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "graph/error.h"
+#include "graph/graph.h"
 #include "graph/ops/registry.h"
 
 namespace tessera {
@@ -72,6 +73,18 @@ const OpDef& op_def(OpKind kind) {
 Arithmetic op_arithmetic(const Graph& g, const Node& node) {
   const OpDef& def = op_def(node.kind);
   return def.arithmetic_of ? def.arithmetic_of(g, node) : def.arithmetic;
+}
+
+int64_t op_flops(const Graph& g, const Node& node) {
+  const OpDef& def = op_def(node.kind);
+  if (def.flops) return def.flops(g, node);
+  if (def.flops_per_input_element) return def.flops_per_input_element * g.type(node.inputs[0]).numel();
+  if (def.elementwise()) {
+    // A transcendental counted as one operation, as vector libraries issue it.
+    Arithmetic a = op_arithmetic(g, node);
+    return static_cast<int64_t>(static_cast<double>(g.type(node.outputs[0]).numel()) * (a.ops + a.transcendentals));
+  }
+  return 0;  // data movement
 }
 
 void validate_attrs(OpKind kind, Attrs& attrs) {

@@ -118,6 +118,9 @@ struct Arithmetic {
 // For the few kinds whose arithmetic depends on their operands (Pow by a
 // constant exponent).
 using ArithmeticFn = Arithmetic (*)(const Graph& g, const Node& node);
+// FLOPs of a node whose shapes or attributes decide them (MatMul, Conv,
+// Resize).
+using FlopsFn = int64_t (*)(const Graph& g, const Node& node);
 
 // Rewrites the attributes that hold sizes (Reshape's shape, a Conv's group
 // count) for a rank's local shapes.
@@ -152,6 +155,26 @@ struct OpDef {
   // function that gives it where operands decide.
   Arithmetic arithmetic;
   ArithmeticFn arithmetic_of = nullptr;
+  // Value-range transfer (verifier/input_ranges.cc): every output value is a
+  // value read from one of the inputs in `copies_inputs` (bit i: input i),
+  // where `copies_if` (nullptr: always) holds for the node (a scatter without
+  // a reduction; a cast into an integer dtype).
+  uint32_t copies_inputs = 0;
+  bool (*copies_if)(const Graph& g, const Node& node) = nullptr;
+  // Input 1's values select entries along this axis of input 0 (Gather,
+  // GatherElements, ScatterElements; normalized by the caller); nullptr:
+  // input 1 is no index.
+  int64_t (*indexed_axis)(const Node& node) = nullptr;
+  // The op compares or orders its operands' values (Max, Less, ArgMax,
+  // MaxPool, Clip): over Z_p residues its result is no polynomial
+  // (verifier/degree.cc).
+  bool orders_values = false;
+  // FLOPs (op_flops): `flops` where shapes or attributes decide, else
+  // `flops_per_input_element` x the elements of input 0 (Softmax 5,
+  // LayerNorm 8, a reduction 1 or 2), else the element-wise row's ops +
+  // transcendentals per output element; data movement 0.
+  FlopsFn flops = nullptr;
+  int64_t flops_per_input_element = 0;
 
   // output[i] depends only on the inputs at i (after broadcast).
   bool elementwise() const { return family == OpFamily::kElementwise; }
@@ -164,6 +187,10 @@ const OpDef& op_def(OpKind kind);
 // Arithmetic per output element of an element-wise node (OpDef::arithmetic,
 // or arithmetic_of where operands decide).
 Arithmetic op_arithmetic(const Graph& g, const Node& node);
+
+// FLOPs of a node, from its kind's rows (OpDef::flops and the rows after
+// it): the one count the cost model, propagation and the report read.
+int64_t op_flops(const Graph& g, const Node& node);
 
 // Checks `attrs` against the kind's schema: unknown names and wrong types are
 // errors, missing optional attributes get their defaults.

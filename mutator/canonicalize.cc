@@ -3,6 +3,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "mutator/mutation.h"
@@ -97,7 +98,7 @@ bool fold_batchnorm_into_conv(Graph& g) {
                  *mean = const_of(g, bn.inputs[3]), *var = const_of(g, bn.inputs[4]);
     if (!w || (has_bias && !bias) || !scale || !beta || !mean || !var || !is_float(w->dtype())) continue;
     int64_t cout = w->shape()[0], per = w->numel() / cout;
-    double eps = bn.attrs.f("epsilon");
+    double eps = BatchNormAttrs::of(bn).epsilon;
     Tensor w2(w->dtype(), w->shape()), b2(w->dtype(), {cout});
     for (int64_t o = 0; o < cout; ++o) {
       double s = scale->get_double(o) / std::sqrt(var->get_double(o) + eps);

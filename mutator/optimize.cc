@@ -11,6 +11,7 @@
 #include "cost/flops.h"
 #include "cost/graph_cost.h"
 #include "cost/plan_cost.h"
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/hash.h"
 #include "graph/liveness.h"
@@ -255,7 +256,7 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
   for (NodeId n : r0.topo_order()) {
     const Node& node = r0.node(n);
     if (!op_def(node.kind).is_collective()) continue;
-    p.collectives.push_back({node.name, op_name(node.kind), node.attrs.s("mesh_axis"),
+    p.collectives.push_back({node.name, op_name(node.kind), CollectiveAttrs::of(node).mesh_axis,
                              r0.type(node.inputs[0]).nbytes(),
                              cost::collective_node_cost(r0, node, rank_device, &p.mesh).time_s});
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "graph/attr_views.h"
 #include "graph/hash.h"
 #include "graph/interpreter.h"
 #include "graph/permute.h"
@@ -146,7 +147,7 @@ bool layout_normal_once(Graph& g, std::vector<ReplayStep>& steps) {
     ValueId x = g.node(chain.front()).inputs[0], y = g.node(chain.back()).outputs[0];
     const TensorType& xt = g.type(x);
     if (xt.numel() > kMaxNormalizedElements) continue;
-    CanonicalPermute c = canonical_permute(g.type(tn.inputs[0]).shape, tn.attrs.ints("perm"));
+    CanonicalPermute c = canonical_permute(g.type(tn.inputs[0]).shape, TransposeAttrs::of(tn).perm);
     // The normal chain, as a graph of its own.
     Graph want;
     ValueId v = want.add_input("x", xt);

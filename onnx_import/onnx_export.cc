@@ -15,6 +15,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/permute.h"
 #include "graph/sha256.h"
@@ -249,7 +250,7 @@ void Exporter::write_gelu(const Node& n) {
     return o;
   };
   std::string inner;
-  if (n.attrs.s("approximate") == "tanh") {
+  if (gelu_tanh_form(GeluAttrs::of(n))) {
     std::string x3 = op("Mul", {op("Mul", {x, x}), x});
     std::string t = op("Add", {x, op("Mul", {x3, scalar_input(dt, 0.044715, n.name + "/c")})});
     inner = op("Tanh", {op("Mul", {t, scalar_input(dt, std::sqrt(2.0 / M_PI), n.name + "/k")})});
@@ -280,10 +281,11 @@ bool Exporter::write_depth_space(NodeId first, std::vector<bool>& written) {
   // [X, 1, h, w] holds its elements as [1, X, h, w] does (channels as batch:
   // a Winograd input transform's phases): matched in that view, reshaped back.
   std::vector<int64_t> out = g_.type(r2.outputs[0]).shape;
-  std::optional<DepthSpace> m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), out);
+  const std::vector<int64_t> perm = TransposeAttrs::of(t).perm;
+  std::optional<DepthSpace> m = match_depth_space(g_.type(mid).shape, perm, out);
   bool batch_view = false;
   if (!m && out.size() == 4 && out[1] == 1 && out[0] > 1) {
-    m = match_depth_space(g_.type(mid).shape, t.attrs.ints("perm"), {1, out[0], out[2], out[3]});
+    m = match_depth_space(g_.type(mid).shape, perm, {1, out[0], out[2], out[3]});
     batch_view = m.has_value();
   }
   if (!m) return false;
@@ -329,7 +331,8 @@ int64_t Exporter::min_opset(const Node& n) const {
 // default of every version (and written as no attribute), add and mul came
 // in 16, max and min in 18.
 int64_t Exporter::scatter_reduction_opset(const Node& n) {
-  const std::string& r = n.attrs.s("reduction");
+  const std::string r =
+      n.kind == OpKind::kScatterND ? ScatterNDAttrs::of(n).reduction : ScatterElementsAttrs::of(n).reduction;
   return r == "none" ? 0 : r == "add" || r == "mul" ? 16 : 18;
 }
 
@@ -372,12 +375,12 @@ void Exporter::write_node(const Node& n) {
   switch (n.kind) {
     case OpKind::kReshape: {
       move_ints("shape", "shape");
-      const auto& s = n.attrs.ints("shape");
+      const std::vector<int64_t> s = ReshapeAttrs::of(n).shape;
       if (std::find(s.begin(), s.end(), 0) != s.end()) added.push_back({"allowzero", int64_t{1}});
       break;
     }
     case OpKind::kSqueeze: case OpKind::kUnsqueeze:
-      if (n.attrs.ints("axes").empty()) {
+      if (SqueezeAttrs::of(n).axes.empty()) {
         type = "Identity";
         skip.insert("axes");
       } else {
@@ -391,13 +394,14 @@ void Exporter::write_node(const Node& n) {
     case OpKind::kExpand: move_ints("shape", "shape"); break;
     case OpKind::kTile: move_ints("repeats", "repeats"); break;
     case OpKind::kTrilu:
-      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("k")}), base + "/k"));
+      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {TriluAttrs::of(n).k}), base + "/k"));
       skip.insert("k");
       break;
     case OpKind::kResize: resize_operands(n, extra_inputs, skip, added); break;
     case OpKind::kScatterND:
     case OpKind::kScatterElements: {
-      const std::string& r = n.attrs.s("reduction");
+      const std::string r =
+          n.kind == OpKind::kScatterND ? ScatterNDAttrs::of(n).reduction : ScatterElementsAttrs::of(n).reduction;
       skip.insert("reduction");
       if (r != "none") {
         if (opset_ < scatter_reduction_opset(n)) unsupported(n, type + " with reduction '" + r + "'");
@@ -406,20 +410,21 @@ void Exporter::write_node(const Node& n) {
       break;
     }
     case OpKind::kCumSum:
-      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {n.attrs.i("axis")}), base + "/axis"));
+      extra_inputs.push_back(initializer(Tensor::from_ints(DType::kI64, {}, {CumSumAttrs::of(n).axis}), base + "/axis"));
       skip.insert("axis");
       break;
     case OpKind::kPad: {
       move_ints("pads", "pads");
       skip.insert("value");
-      if (n.attrs.s("mode") == "constant")
-        extra_inputs.push_back(scalar_input(in_dtype, n.attrs.f("value"), base + "/value"));
+      const PadAttrs pad = PadAttrs::of(n);
+      if (pad.mode == "constant") extra_inputs.push_back(scalar_input(in_dtype, pad.value, base + "/value"));
       break;
     }
     case OpKind::kClip: {
       skip.insert("min");
       skip.insert("max");
-      double lo = n.attrs.f("min"), hi = n.attrs.f("max");
+      const ClipAttrs clip = ClipAttrs::of(n);
+      double lo = clip.min, hi = clip.max;
       extra_inputs.push_back(std::isinf(lo) ? "" : scalar_input(in_dtype, lo, base + "/min"));
       extra_inputs.push_back(std::isinf(hi) ? "" : scalar_input(in_dtype, hi, base + "/max"));
       while (!extra_inputs.empty() && extra_inputs.back().empty()) extra_inputs.pop_back();
@@ -427,11 +432,11 @@ void Exporter::write_node(const Node& n) {
     }
     case OpKind::kCast:
       skip.insert("to");
-      added.push_back({"to", int64_t{dtype_to_onnx(dtype_from_name(n.attrs.s("to")))}});
+      added.push_back({"to", int64_t{dtype_to_onnx(dtype_from_name(CastAttrs::of(n).to))}});
       break;
     case OpKind::kAveragePool:
       if (opset_ < 19) {
-        for (int64_t d : n.attrs.ints("dilations"))
+        for (int64_t d : AveragePoolAttrs::of(n).dilations)
           if (d != 1) unsupported(n, "AveragePool with dilations");
         skip.insert("dilations");
       }
@@ -442,14 +447,17 @@ void Exporter::write_node(const Node& n) {
     case OpKind::kShape:
       skip.insert("start");
       skip.insert("end");
-      if (n.attrs.i("start") != 0) added.push_back({"start", n.attrs.i("start")});
-      if (n.attrs.i("end") != INT64_MAX) added.push_back({"end", n.attrs.i("end")});
+    {
+      const ShapeAttrs shape = ShapeAttrs::of(n);
+      if (shape.start != 0) added.push_back({"start", shape.start});
+      if (shape.end != INT64_MAX) added.push_back({"end", shape.end});
+    }
       if (opset_ < 15 && !added.empty()) unsupported(n, "Shape with start/end");
       break;
     default:
       if (is_reduce(n.kind)) {
         skip.insert("axes");
-        const auto& axes = n.attrs.ints("axes");
+        const std::vector<int64_t> axes = ReduceAttrs::of(n).axes;
         bool as_input = n.kind == OpKind::kReduceSum ? opset_ >= 13 : opset_ >= 18;
         if (!axes.empty()) {
           if (as_input) extra_inputs.push_back(ints_input(axes, base + "/axes"));

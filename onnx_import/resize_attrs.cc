@@ -6,6 +6,8 @@
 #include <set>
 #include <string>
 
+#include "graph/attr_views.h"
+
 namespace tessera::onnx_import {
 namespace {
 
@@ -155,10 +157,11 @@ std::vector<int64_t> aspect_sizes(const Shape& in, const std::vector<int64_t>& s
 
 ResizeOnnxForm resize_onnx_form(const Node& n, const Shape& in, int64_t opset) {
   ResizeOnnxForm f;
-  const std::vector<double>& scales = n.attrs.floats("scales");
-  const std::vector<int64_t>& sizes = n.attrs.ints("sizes");
-  f.ctm = n.attrs.s("coordinate_transformation_mode");
-  f.roi = n.attrs.floats("roi");
+  const ResizeAttrs attrs = ResizeAttrs::of(n);
+  const std::vector<double>& scales = attrs.scales;
+  const std::vector<int64_t>& sizes = attrs.sizes;
+  f.ctm = attrs.coordinate_transformation_mode;
+  f.roi = attrs.roi;
   // sizes when the scales are exactly sizes / input (what ONNX derives from
   // sizes); scales when the sizes are floor(input x scale) (what ONNX
   // derives from scales).
@@ -213,7 +216,7 @@ ResizeOnnxForm resize_onnx_form(const Node& n, const Shape& in, int64_t opset) {
   }
   if (f.ctm == "tf_half_pixel_for_nn") f.unsupported = "Resize with tf_half_pixel_for_nn (opset 11 only)";
   // antialias (opset 18) only changes linear and cubic downscales.
-  if (n.attrs.i("antialias") != 0 && n.attrs.s("mode") != "nearest" && downscales) {
+  if (attrs.antialias != 0 && attrs.mode != "nearest" && downscales) {
     f.antialias = true;
     need(18, "Resize with antialias");
   }

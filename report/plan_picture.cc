@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/tensor.h"
 #include "mutator/mutation.h"
@@ -100,7 +101,7 @@ std::string box_text(const Graph& g, const Node& n) {
   std::ostringstream t;
   t << op_name(n.kind);
   if (op_def(n.kind).is_collective() && !n.inputs.empty()) {
-    if (n.attrs.has("mesh_axis")) t << " " << n.attrs.s("mesh_axis");
+    t << " " << CollectiveAttrs::of(n).mesh_axis;
     t << " " << mb(g.type(n.inputs[0]).nbytes());
   } else if (!n.outputs.empty()) {
     t << " " << short_shape(g.type(n.outputs[0]).shape);

@@ -17,6 +17,7 @@
 
 #include "report/plan_picture.h"
 #include "report/report_svg.h"
+#include "graph/attr_views.h"
 
 namespace tessera::report {
 
@@ -265,21 +266,22 @@ std::string spatial_section(const Plan& p) {
     for (NodeId n : p.ranks[r].topo_order()) {
       const Node& node = p.ranks[r].node(n);
       if (node.kind != OpKind::kHaloExchange) continue;
+      const HaloExchangeAttrs halo = HaloExchangeAttrs::of(node);
       if (k == ex.size()) {
         Exchange e;
         e.layer = node.name;
         if (e.layer.size() > 5 && e.layer.compare(e.layer.size() - 5, 5, "/halo") == 0) e.layer.resize(e.layer.size() - 5);
-        e.dim = node.attrs.i("axis");
+        e.dim = halo.axis;
         ex.push_back(e);
       }
       Exchange& e = ex[k++];
       const TensorType& in = p.ranks[r].type(node.inputs[0]);
       int64_t rows = in.shape[static_cast<size_t>(e.dim)];
-      int64_t c = node.attrs.i("coordinate");
-      int64_t got = node.attrs.ints("before")[static_cast<size_t>(c)] + node.attrs.ints("after")[static_cast<size_t>(c)];
+      auto c = static_cast<size_t>(halo.coordinate);
+      int64_t got = halo.before[c] + halo.after[c];
       e.rows.push_back(rows);
-      e.before.push_back(node.attrs.ints("before")[static_cast<size_t>(c)]);
-      e.after.push_back(node.attrs.ints("after")[static_cast<size_t>(c)]);
+      e.before.push_back(halo.before[c]);
+      e.after.push_back(halo.after[c]);
       e.bytes += rows > 0 ? got * (in.nbytes() / rows) : 0;
     }
   }

@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 
 namespace tessera::runtime {
@@ -17,7 +18,8 @@ int collective_axis(const Node& n, const Communicator* comm) {
                 "folder with `tessera run PLAN_DIR`)",
                 where);
   const DeviceMesh& mesh = comm->mesh();
-  std::string axis_name = n.attrs.s("mesh_axis");
+  const CollectiveAttrs attrs = CollectiveAttrs::of(n);
+  std::string axis_name = attrs.mesh_axis;
   int axis = -1;
   for (size_t a = 0; a < mesh.axes().size(); ++a)
     if (mesh.axes()[a].name == axis_name) axis = static_cast<int>(a);
@@ -25,9 +27,9 @@ int collective_axis(const Node& n, const Communicator* comm) {
     throw Error(ErrorKind::kUsage,
                 "mesh axis '" + axis_name + "' is not an axis of the communicator's mesh " + mesh.str(), where);
   int64_t size = mesh.axes()[static_cast<size_t>(axis)].size;
-  if (n.attrs.i("group_size") != size)
+  if (attrs.group_size != size)
     throw Error(ErrorKind::kUsage,
-                "group_size " + std::to_string(n.attrs.i("group_size")) + " is not the size of mesh axis '" +
+                "group_size " + std::to_string(attrs.group_size) + " is not the size of mesh axis '" +
                     axis_name + "' (" + std::to_string(size) + ") of " + mesh.str(),
                 where);
   return axis;
@@ -43,18 +45,23 @@ std::string collective_signature(const Graph& g) {
   for (NodeId id : g.topo_order()) {
     const Node& n = g.node(id);
     if (!op_def(n.kind).is_collective()) continue;
-    sig += std::string(op_name(n.kind)) + " over " + n.attrs.s("mesh_axis");
+    sig += std::string(op_name(n.kind)) + " over " + CollectiveAttrs::of(n).mesh_axis;
     // A halo exchange's bands may be uneven: the ranks agree on the halo table, not on their shapes.
     if (n.kind == OpKind::kHaloExchange) {
-      for (const char* a : {"before", "after"}) {
+      const HaloExchangeAttrs halo = HaloExchangeAttrs::of(n);
+      for (const auto& [a, values] : {std::pair{"before", &halo.before}, std::pair{"after", &halo.after}}) {
         sig += std::string(" ") + a + "=";
-        for (int64_t v : n.attrs.ints(a)) sig += std::to_string(v) + ",";
+        for (int64_t v : *values) sig += std::to_string(v) + ",";
       }
     } else {
       sig += " of " + type_str(g.type(n.inputs[0]));
     }
-    for (const char* a : {"axis", "split_axis", "concat_axis"})
-      if (n.attrs.has(a)) sig += std::string(" ") + a + "=" + std::to_string(n.attrs.i(a));
+    if (AxisCollectiveAttrs::covers(n.kind)) sig += " axis=" + std::to_string(AxisCollectiveAttrs::of(n).axis);
+    if (n.kind == OpKind::kHaloExchange) sig += " axis=" + std::to_string(HaloExchangeAttrs::of(n).axis);
+    if (n.kind == OpKind::kAllToAll) {
+      const AllToAllAttrs a2a = AllToAllAttrs::of(n);
+      sig += " split_axis=" + std::to_string(a2a.split_axis) + " concat_axis=" + std::to_string(a2a.concat_axis);
+    }
     sig += "\n";
   }
   return sig;

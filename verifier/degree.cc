@@ -9,17 +9,7 @@
 namespace tessera::verifier {
 namespace {
 
-bool compares_residues(OpKind k) {
-  switch (k) {
-    case OpKind::kMax: case OpKind::kMin: case OpKind::kLess: case OpKind::kLessOrEqual:
-    case OpKind::kGreater: case OpKind::kGreaterOrEqual: case OpKind::kReduceMax:
-    case OpKind::kReduceMin: case OpKind::kArgMax: case OpKind::kArgMin: case OpKind::kMaxPool:
-    case OpKind::kGlobalMaxPool: case OpKind::kClip:
-      return true;
-    default:
-      return false;
-  }
-}
+bool compares_residues(OpKind k) { return op_def(k).orders_values; }
 
 // Pow with a constant small integer exponent is x^k over Z_p (number.h keeps
 // it exact), so it stays a polynomial of k times the degree.

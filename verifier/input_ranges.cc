@@ -6,51 +6,28 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "graph/op.h"
 
 namespace tessera::verifier {
 
 namespace {
 
-// Ops whose outputs hold only values read from the input at `slot`.
+// Whether every output value of `n` is a value read from its input at
+// `slot` (the op table's value-range row).
 bool moves_values(const Graph& g, const Node& n, size_t slot) {
-  switch (n.kind) {
-    case OpKind::kIdentity:
-    case OpKind::kReshape:
-    case OpKind::kFlatten:
-    case OpKind::kTranspose:
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze:
-    case OpKind::kExpand:
-    case OpKind::kTile:
-    case OpKind::kSlice:
-    case OpKind::kSplit:
-      return slot == 0;
-    case OpKind::kConcat:
-      return true;
-    case OpKind::kGather:
-    case OpKind::kGatherElements:
-      return slot == 0;  // the data side: its values are looked up, not changed
-    case OpKind::kScatterElements:
-    case OpKind::kScatterND:
-      return (slot == 0 || slot == 2) && n.attrs.s("reduction") == "none";  // data and updates, copied
-    case OpKind::kCast:
-      return is_integer(g.type(n.outputs[0]).dtype) && g.type(n.outputs[0]).dtype != DType::kBool;
-    default:
-      return false;
-  }
+  const OpDef& def = op_def(n.kind);
+  bool listed = slot < 32 ? ((def.copies_inputs >> slot) & 1u) != 0 : def.copies_inputs == ~0u;
+  return listed && (!def.copies_if || def.copies_if(g, n));
 }
 
-// Whether input `slot` of `n` indexes one axis of its data input (attribute
-// `axis`): Gather's and GatherElements' indices, ScatterElements' positions.
-bool indexes_axis(const Node& n, size_t slot) {
-  return slot == 1 &&
-         (n.kind == OpKind::kGather || n.kind == OpKind::kGatherElements || n.kind == OpKind::kScatterElements);
-}
+// Whether input `slot` of `n` indexes one axis of its data input:
+// Gather's and GatherElements' indices, ScatterElements' positions.
+bool indexes_axis(const Node& n, size_t slot) { return slot == 1 && op_def(n.kind).indexed_axis != nullptr; }
 
 // The number of entries the index input of such a node selects among.
 int64_t indexed_entries(const Graph& g, const Node& n) {
   const TensorType& data = g.type(n.inputs[0]);
-  int64_t axis = n.attrs.i("axis");
+  int64_t axis = op_def(n.kind).indexed_axis(n);
   if (axis < 0) axis += data.rank();
   return data.shape[static_cast<size_t>(axis)];
 }

@@ -492,6 +492,32 @@ void localize_group(const DimMapContext& g, Attrs& attrs, const std::vector<Shap
 bool has_bias(const Node& n) { return n.inputs.size() > 2 && n.inputs[2] != kNoValue; }
 Linearity conv_linearity(const Node& n) { return has_bias(n) ? Linearity{} : Linearity{0b11u, true}; }
 
+// FLOPs: a Conv output element is a dot product over (C_in / group) x
+// prod(kernel); a ConvTranspose input element scatters into (C_out / group)
+// x prod(kernel) outputs; a bias adds one per output element; a pool reads
+// its window once per output element.
+int64_t bias_flops(const Graph& g, const Node& n) {
+  bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  return bias ? g.type(n.outputs[0]).numel() : 0;
+}
+int64_t weight_taps(const Graph& g, const Node& n) {
+  const Shape& w = g.type(n.inputs[1]).shape;
+  int64_t p = 1;
+  for (size_t i = 1; i < w.size(); ++i) p *= w[i];
+  return p;
+}
+int64_t conv_flops(const Graph& g, const Node& n) {
+  return 2 * g.type(n.outputs[0]).numel() * weight_taps(g, n) + bias_flops(g, n);
+}
+int64_t conv_transpose_flops(const Graph& g, const Node& n) {
+  return 2 * g.type(n.inputs[0]).numel() * weight_taps(g, n) + bias_flops(g, n);
+}
+int64_t pool_flops(const Graph& g, const Node& n) {
+  int64_t window = 1;
+  for (int64_t k : WindowAttrs::of(n).kernel_shape) window *= k;
+  return g.type(n.outputs[0]).numel() * window;
+}
+
 }  // namespace
 
 void register_conv_ops(std::vector<OpDef>& defs) {
@@ -501,6 +527,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   conv.min_inputs = 2;
   conv.max_inputs = 3;
   conv.attrs = ConvAttrs::schema();
+  conv.flops = conv_flops;
   conv.infer = infer_conv;
   conv.dim_map = conv_dim_map;
   conv.localize = localize_group;
@@ -511,6 +538,7 @@ void register_conv_ops(std::vector<OpDef>& defs) {
   convt.min_inputs = 2;
   convt.max_inputs = 3;
   convt.attrs = ConvTransposeAttrs::schema();
+  convt.flops = conv_transpose_flops;
   convt.infer = infer_conv_transpose;
   convt.dim_map = conv_transpose_dim_map;
   convt.localize = localize_group;
@@ -519,12 +547,15 @@ void register_conv_ops(std::vector<OpDef>& defs) {
 
   OpDef& maxp = def(OpKind::kMaxPool);
   maxp.attrs = MaxPoolAttrs::schema();
+  maxp.orders_values = true;
+  maxp.flops = pool_flops;
   maxp.infer = infer_pool;
   maxp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(maxp, eval_max_pool);
 
   OpDef& avgp = def(OpKind::kAveragePool);
   avgp.attrs = AveragePoolAttrs::schema();
+  avgp.flops = pool_flops;
   avgp.infer = infer_pool;
   avgp.dim_map = pool_dim_map;
   TESSERA_SET_KERNELS(avgp, eval_average_pool);

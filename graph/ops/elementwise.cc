@@ -295,6 +295,11 @@ void eval_cast(const EvalArgs<T>& a) {
 }
 
 Linearity linear_in_x(const Node&) { return {1u, false}; }
+// A cast into an integer dtype keeps integer values (an index stays an index).
+bool casts_to_integer(const Graph& g, const Node& n) {
+  DType t = g.type(n.outputs[0]).dtype;
+  return is_integer(t) && t != DType::kBool;
+}
 Linearity cast_linearity(const Node& n) {
   // Between floating dtypes a cast is the identity over Z_p; into an integer
   // dtype it truncates.
@@ -320,11 +325,15 @@ void register_elementwise_ops(std::vector<OpDef>& defs) {
     } else if (row.kind == OpKind::kCast) {
       TESSERA_SET_KERNELS(d, eval_cast);
       d.linearity = cast_linearity;
+      d.copies_inputs = 1u;
+      d.copies_if = casts_to_integer;
     } else {
       TESSERA_SET_KERNELS(d, eval_unary);
     }
     if (row.kind == OpKind::kIdentity || row.kind == OpKind::kNeg) d.linearity = linear_in_x;
     d.is_view = row.kind == OpKind::kIdentity;
+    if (row.kind == OpKind::kIdentity) d.copies_inputs = 1u;
+    d.orders_values = row.kind == OpKind::kClip;
   }
   register_elementwise_binary_ops(defs);
 }

@@ -236,6 +236,9 @@ void register_elementwise_binary_ops(std::vector<OpDef>& defs) {
     else TESSERA_SET_KERNELS(d, eval_binary);
   }
   defs[static_cast<int>(OpKind::kMod)].attrs = ModAttrs::schema();
+  for (OpKind k : {OpKind::kMax, OpKind::kMin, OpKind::kLess, OpKind::kLessOrEqual, OpKind::kGreater,
+                   OpKind::kGreaterOrEqual})
+    defs[static_cast<int>(k)].orders_values = true;
   // A divide (and Mod's divide and truncation) takes 4 FMA slots: its
   // reciprocal throughput against an FMA's.
   defs[static_cast<int>(OpKind::kDiv)].arithmetic = {4, 0};

@@ -410,6 +410,7 @@ void register_movement_ops(std::vector<OpDef>& defs) {
     d.attrs = std::move(attrs);
     d.infer = infer;
     d.linearity = linear_in_data;
+    d.copies_inputs = 1u;  // the reshape family, Transpose and Split move their data's values
     return d;
   };
   for (OpKind k : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze}) {
@@ -437,6 +438,7 @@ void register_movement_ops(std::vector<OpDef>& defs) {
   OpDef& concat = data_op(OpKind::kConcat, infer_concat, ConcatAttrs::schema());
   concat.max_inputs = -1;
   concat.linearity = linear_in_all;
+  concat.copies_inputs = ~0u;
   TESSERA_SET_KERNELS(concat, eval_concat);
 
   OpDef& split = data_op(OpKind::kSplit, infer_split, SplitAttrs::schema());

@@ -468,6 +468,10 @@ void localize_tile(const DimMapContext&, Attrs& attrs, const std::vector<Shape>&
 
 }  // namespace
 
+namespace {
+int64_t gather_axis(const Node& n) { return GatherAttrs::of(n).axis; }
+}  // namespace
+
 void register_movement_index_ops(std::vector<OpDef>& defs) {
   auto def = [&](OpKind k, InferFn infer, std::vector<AttrSpec> attrs) -> OpDef& {
     OpDef& d = defs[static_cast<int>(k)];
@@ -497,6 +501,10 @@ void register_movement_index_ops(std::vector<OpDef>& defs) {
   TESSERA_SET_KERNELS(def(OpKind::kTrilu, infer_trilu, TriluAttrs::schema()), eval_trilu);
 
   auto set = [&](OpKind k) -> OpDef& { return defs[static_cast<int>(k)]; };
+  for (OpKind k : {OpKind::kSlice, OpKind::kExpand, OpKind::kTile, OpKind::kGather, OpKind::kGatherElements})
+    set(k).copies_inputs = 1u;  // Gather's data side: its values are looked up, not changed
+  set(OpKind::kGather).indexed_axis = gather_axis;
+  set(OpKind::kGatherElements).indexed_axis = gather_axis;
   set(OpKind::kSlice).dim_map = slice_dim_map;
   set(OpKind::kGather).dim_map = gather_dim_map;
   set(OpKind::kGather).explicit_strategies = gather_strategies;

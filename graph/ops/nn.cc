@@ -253,6 +253,21 @@ Linearity bilinear_without_c(const Node& n) {
   return has_c ? Linearity{} : Linearity{0b11u, true};
 }
 
+// FLOPs: a multiply-add per output element and contracted index; Gemm's
+// bias one add per output element.
+int64_t matmul_flops(const Graph& g, const Node& n) {
+  const Shape& a = g.type(n.inputs[0]).shape;
+  int64_t k = a.empty() ? 1 : a.back();
+  return 2 * g.type(n.outputs[0]).numel() * k;
+}
+int64_t gemm_flops(const Graph& g, const Node& n) {
+  const Shape& a = g.type(n.inputs[0]).shape;
+  int64_t out = g.type(n.outputs[0]).numel();
+  int64_t k = GemmAttrs::of(n).transA ? a[0] : a[1];
+  bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  return 2 * out * k + (bias ? out : 0);
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& defs) {
@@ -269,6 +284,7 @@ void register_nn_ops(std::vector<OpDef>& defs) {
   gemm.min_inputs = 2;
   gemm.max_inputs = 3;
   gemm.attrs = GemmAttrs::schema();
+  gemm.flops = gemm_flops;
   gemm.infer = infer_gemm;
   gemm.dim_map = gemm_dim_map;
   TESSERA_SET_KERNELS(gemm, eval_gemm);
@@ -281,6 +297,10 @@ void register_nn_ops(std::vector<OpDef>& defs) {
   gap.linearity = ops::linear_in_input0;
 
   OpDef& gmp = def(OpKind::kGlobalMaxPool);
+  gmp.orders_values = true;
+  gmp.flops_per_input_element = 1;
+  gap.flops_per_input_element = 1;
+  def(OpKind::kMatMul).flops = matmul_flops;
   gmp.infer = infer_global_pool;
   gmp.dim_map = global_pool_dim_map;
   TESSERA_SET_KERNELS(gmp, eval_global_max_pool);

@@ -495,6 +495,20 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
     TESSERA_SET_KERNELS(d, eval_reduce);
   }
   def(OpKind::kReduceSum).linearity = linear_in_x;
+  for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kArgMax, OpKind::kArgMin})
+    def(k).orders_values = true;
+  // FLOPs per element read: one by default (a reduction's add or compare);
+  // two for a square and add; Softmax 5 (max, subtract, exp, sum, divide);
+  // LayerNorm 8 (mean, centre, square, sum, rsqrt, scale, shift);
+  // BatchNorm folded into one multiply-add.
+  for (int k = 0; k < kNumOpKinds; ++k)
+    if (defs[k].family == OpFamily::kReduce) defs[k].flops_per_input_element = 1;
+  def(OpKind::kReduceL2).flops_per_input_element = 2;
+  def(OpKind::kReduceSumSquare).flops_per_input_element = 2;
+  def(OpKind::kSoftmax).flops_per_input_element = 5;
+  def(OpKind::kLogSoftmax).flops_per_input_element = 5;
+  def(OpKind::kLayerNormalization).flops_per_input_element = 8;
+  def(OpKind::kBatchNormalization).flops_per_input_element = 2;
   def(OpKind::kReduceMean).linearity = linear_in_x;
 
   for (OpKind k : {OpKind::kArgMax, OpKind::kArgMin}) {

@@ -381,11 +381,33 @@ void localize_resize(const DimMapContext&, Attrs& attrs, const std::vector<Shape
   attrs.set("sizes", out[0]);
 }
 
+// FLOPs: Resize runs one axis at a time: a resized axis costs a
+// multiply-add per tap for every element of its pass's output. Taps: 2
+// (linear) or 4 (cubic), stretched by 1/scale when antialiasing a
+// downscale; nearest only copies.
+int64_t resize_flops(const Graph& g, const Node& n) {
+  const ResizeAttrs attrs = ResizeAttrs::of(n);
+  if (attrs.mode == "nearest") return 0;
+  double support = attrs.mode == "cubic" ? 2.0 : 1.0;
+  const Shape& in = g.type(n.inputs[0]).shape;
+  Shape cur = in;
+  int64_t flops = 0;
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (attrs.scales[a] == 1.0 && attrs.sizes[a] == in[a]) continue;
+    double stretch = attrs.antialias != 0 ? std::min(attrs.scales[a], 1.0) : 1.0;
+    int64_t taps = 2 * static_cast<int64_t>(std::ceil(support / stretch));
+    cur[a] = attrs.sizes[a];
+    flops += 2 * taps * shape_numel(cur);
+  }
+  return flops;
+}
+
 }  // namespace
 
 void register_resize_ops(std::vector<OpDef>& defs) {
   OpDef& d = defs[static_cast<int>(OpKind::kResize)];
   d.attrs = ResizeAttrs::schema();
+  d.flops = resize_flops;
   d.infer = infer_resize;
   d.linearity = resize_linearity;
   d.dim_map = resize_dim_map;

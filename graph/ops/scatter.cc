@@ -230,6 +230,15 @@ DimMap scatter_elements_dim_map(const DimMapContext& c) {
 
 }  // namespace
 
+namespace {
+// Without a reduction a scatter's output holds data's and updates' values.
+bool scatter_copies(const Graph&, const Node& n) {
+  return (n.kind == OpKind::kScatterND ? ScatterNDAttrs::of(n).reduction : ScatterElementsAttrs::of(n).reduction) ==
+         "none";
+}
+int64_t scatter_elements_axis(const Node& n) { return ScatterElementsAttrs::of(n).axis; }
+}  // namespace
+
 void register_scatter_ops(std::vector<OpDef>& defs) {
   auto def = [&](OpKind k, InferFn infer, std::vector<AttrSpec> attrs, DimMapFn dim_map) -> OpDef& {
     OpDef& d = defs[static_cast<int>(k)];
@@ -238,12 +247,15 @@ void register_scatter_ops(std::vector<OpDef>& defs) {
     d.min_inputs = d.max_inputs = 3;
     d.linearity = scatter_linearity;
     d.dim_map = dim_map;
+    d.copies_inputs = 0b101u;  // data and updates
+    d.copies_if = scatter_copies;
     return d;
   };
   TESSERA_SET_KERNELS(def(OpKind::kScatterND, infer_scatter_nd, ScatterNDAttrs::schema(), scatter_nd_dim_map), eval_scatter_nd);
   TESSERA_SET_KERNELS(def(OpKind::kScatterElements, infer_scatter_elements,
                           ScatterElementsAttrs::schema(), scatter_elements_dim_map),
                       eval_scatter_elements);
+  defs[static_cast<int>(OpKind::kScatterElements)].indexed_axis = scatter_elements_axis;
 }
 
 }  // namespace tessera

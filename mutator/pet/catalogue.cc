@@ -4,6 +4,7 @@
 
 #include "mutator/mutation.h"
 #include "mutator/rules/rule.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator::pet {
 
@@ -52,7 +53,7 @@ std::optional<Graph> batch_to_space(const Graph& g, NodeId n, int axis) {
   if (!conv2d(g, n)) return std::nullopt;
   const Node& c = g.node(n);
   Shape in = g.type(c.inputs[0]).shape, out = g.type(c.outputs[0]).shape;
-  int64_t s = c.attrs.ints("strides")[axis - 2];
+  int64_t s = ConvAttrs::of(c).strides[static_cast<size_t>(axis - 2)];
   if (in[0] < 2 || in[axis] % s != 0 || out[axis] * s != in[axis]) return std::nullopt;
   return rewrite(g, {n}, [&](MutationBuilder& b) {
     int64_t N = in[0], C = in[1], H = in[2], W = in[3];
@@ -108,9 +109,10 @@ std::optional<Graph> space_to_batch(const Graph& g, NodeId n, int axis) {
 std::optional<Graph> dilation_to_batch(const Graph& g, NodeId n) {
   if (!conv2d(g, n)) return std::nullopt;
   const Node& c = g.node(n);
-  const auto& d = c.attrs.ints("dilations");
-  const auto& s = c.attrs.ints("strides");
-  const auto& p = c.attrs.ints("pads");
+  const ConvAttrs conv = ConvAttrs::of(c);
+  const auto& d = conv.dilations;
+  const auto& s = conv.strides;
+  const auto& p = conv.pads;
   if ((d[0] == 1 && d[1] == 1) || s[0] != 1 || s[1] != 1) return std::nullopt;
   Shape in = g.type(c.inputs[0]).shape, out = g.type(c.outputs[0]).shape;
   int64_t dh = d[0], dw = d[1];
@@ -137,7 +139,7 @@ std::optional<Graph> dilation_to_batch(const Graph& g, NodeId n) {
 std::optional<Graph> explicit_pad(const Graph& g, NodeId n) {
   if (!conv2d(g, n)) return std::nullopt;
   const Node& c = g.node(n);
-  const auto& p = c.attrs.ints("pads");
+  const std::vector<int64_t> p = ConvAttrs::of(c).pads;
   if (std::all_of(p.begin(), p.end(), [](int64_t v) { return v == 0; })) return std::nullopt;
   return rewrite(g, {n}, [&](MutationBuilder& b) {
     Attrs pad = ints_attr("pads", {0, 0, p[0], p[1], 0, 0, p[2], p[3]});
@@ -156,7 +158,7 @@ std::optional<Graph> explicit_pad(const Graph& g, NodeId n) {
 std::optional<Graph> pad_to_multiple(const Graph& g, NodeId n, int axis) {
   if (!conv2d(g, n)) return std::nullopt;
   const Node& c = g.node(n);
-  int64_t d = c.attrs.ints("dilations")[axis - 2];
+  int64_t d = ConvAttrs::of(c).dilations[static_cast<size_t>(axis - 2)];
   int64_t m = d > 1 ? d : 2;
   Shape in = g.type(c.inputs[0]).shape, out = g.type(c.outputs[0]).shape;
   if (in[axis] % m == 0) return std::nullopt;
@@ -190,7 +192,7 @@ Tensor rows(const Tensor& t, int64_t begin, int64_t count) {
 std::optional<Graph> group_split(const Graph& g, NodeId n) {
   if (!conv2d(g, n)) return std::nullopt;
   const Node& c = g.node(n);
-  int64_t groups = c.attrs.i("group");
+  int64_t groups = ConvAttrs::of(c).group;
   bool bias = c.inputs.size() > 2 && c.inputs[2] != kNoValue;
   if (groups < 2 || groups > 4 || !is_constant(g, c.inputs[1]) || (bias && !is_constant(g, c.inputs[2])))
     return std::nullopt;
@@ -283,7 +285,8 @@ std::optional<Graph> conv_pair_concat(const Graph& g, const std::vector<NodeId>&
   if (!(c1.attrs == c2.attrs) || g.type(c1.inputs[0]) != g.type(c2.inputs[0]) || !same(1) || !same(2))
     return std::nullopt;
   Shape in = g.type(c1.inputs[0]).shape, out = g.type(c1.outputs[0]).shape;
-  if (axis == 2 && (in[2] % c1.attrs.ints("strides")[0] != 0 || out[2] * c1.attrs.ints("strides")[0] != in[2]))
+  int64_t stride = ConvAttrs::of(c1).strides[0];
+  if (axis == 2 && (in[2] % stride != 0 || out[2] * stride != in[2]))
     return std::nullopt;
   return rewrite(g, ns, [&](MutationBuilder& b) {
     Attrs cat;

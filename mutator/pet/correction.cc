@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 
 namespace tessera::mutator::pet {
@@ -102,7 +103,7 @@ class Recompute {
     if (n.kind == OpKind::kConv) return conv(n, box);
     if (n.kind == OpKind::kMatMul) return matmul(n, box);
     if (n.kind == OpKind::kTranspose) {
-      const auto& perm = n.attrs.ints("perm");
+      const std::vector<int64_t> perm = TransposeAttrs::of(n).perm;
       Box in{std::vector<int64_t>(perm.size()), std::vector<int64_t>(perm.size())};
       for (size_t k = 0; k < perm.size(); ++k) {
         in.lo[perm[k]] = box.lo[k];
@@ -144,11 +145,12 @@ class Recompute {
     const Shape& ws = before_.type(n.inputs[1]).shape;
     size_t spatial = xs.size() - 2;
     bool channels_full = box.lo[1] == 0 && box.hi[1] == ws[0];
-    if (n.attrs.i("group") != 1 && !channels_full) return std::nullopt;
-    const auto& k = n.attrs.ints("kernel_shape");
-    const auto& s = n.attrs.ints("strides");
-    const auto& p = n.attrs.ints("pads");
-    const auto& d = n.attrs.ints("dilations");
+    const ConvAttrs attrs = ConvAttrs::of(n);
+    if (attrs.group != 1 && !channels_full) return std::nullopt;
+    const auto& k = attrs.kernel_shape;
+    const auto& s = attrs.strides;
+    const auto& p = attrs.pads;
+    const auto& d = attrs.dilations;
     Box in = full_box(xs);
     in.lo[0] = box.lo[0];
     in.hi[0] = box.hi[0];

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mutator/rules/rule.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator {
 
@@ -67,8 +68,10 @@ std::string matmul_add_covered(const Mutation& m) {
   const Graph& r = m.replacement;
   if (!broadcasts || r.num_nodes() != 1 || r.outputs().size() != 1) return "";
   const Node& gemm = r.node(0);
-  bool plain = gemm.kind == OpKind::kGemm && gemm.attrs.f("alpha") == 1.0 && gemm.attrs.f("beta") == 1.0 &&
-               gemm.attrs.i("transA") == 0 && gemm.attrs.i("transB") == 0 && gemm.inputs.size() == 3;
+  bool plain = gemm.kind == OpKind::kGemm && gemm.inputs.size() == 3 && [&] {
+    const GemmAttrs a = GemmAttrs::of(gemm);
+    return a.alpha == 1.0 && a.beta == 1.0 && a.transA == 0 && a.transB == 0;
+  }();
   if (!plain || !is_constant(r, gemm.inputs[2]) || !same_tensor(*r.value(gemm.inputs[2]).constant, *g.value(c).constant))
     return "";
   for (int i = 0; i < 2; ++i)

@@ -4,6 +4,7 @@
 
 #include "mutator/rules/rule.h"
 #include "verifier/proofs.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator {
 
@@ -35,8 +36,8 @@ std::vector<Mutation> transpose_compose(const RuleContext& ctx, NodeId root) {
   NodeId p = g.value(outer.inputs[0]).producer;
   if (p < 0 || g.node(p).kind != OpKind::kTranspose) return {};
   const Node& inner = g.node(p);
-  const auto& p1 = inner.attrs.ints("perm");
-  const auto& p2 = outer.attrs.ints("perm");
+  const std::vector<int64_t> p1 = TransposeAttrs::of(inner).perm;
+  const std::vector<int64_t> p2 = TransposeAttrs::of(outer).perm;
   std::vector<int64_t> perm(p2.size());
   for (size_t k = 0; k < p2.size(); ++k) perm[k] = p1[p2[k]];
   // The inner transpose is part of the replaced computation (so that both
@@ -50,7 +51,7 @@ std::vector<Mutation> transpose_compose(const RuleContext& ctx, NodeId root) {
 // Identity: Transpose(X, [0, 1, ..., n-1]) = X.
 std::vector<Mutation> transpose_elimination(const RuleContext& ctx, NodeId root) {
   const Node& n = ctx.g.node(root);
-  if (!identity_perm(n.attrs.ints("perm"))) return {};
+  if (!identity_perm(TransposeAttrs::of(n).perm)) return {};
   MutationBuilder b(ctx.g, "transpose-elimination", {root});
   b.replace(n.outputs[0], b.in(n.inputs[0]));
   return {b.finish("identity Transpose removed")};
@@ -67,10 +68,10 @@ std::vector<Mutation> transpose_sink_elementwise(const RuleContext& ctx, NodeId 
   if (pa < 0 || pb < 0 || g.node(pa).kind != OpKind::kTranspose || g.node(pb).kind != OpKind::kTranspose) return {};
   const Node& ta = g.node(pa);
   const Node& tb = g.node(pb);
-  if (ta.attrs.ints("perm") != tb.attrs.ints("perm") || g.type(ta.inputs[0]) != g.type(tb.inputs[0])) return {};
+  if (TransposeAttrs::of(ta).perm != TransposeAttrs::of(tb).perm || g.type(ta.inputs[0]) != g.type(tb.inputs[0])) return {};
   MutationBuilder b(g, "transpose-sink-elementwise", {pa, pb, root});
   ValueId y = b.add(n.kind, {b.in(ta.inputs[0]), b.in(tb.inputs[0])}, n.attrs);
-  b.replace(n.outputs[0], b.add(OpKind::kTranspose, {y}, perm_attrs(ta.attrs.ints("perm"))));
+  b.replace(n.outputs[0], b.add(OpKind::kTranspose, {y}, perm_attrs(TransposeAttrs::of(ta).perm)));
   return {b.finish(std::string(op_name(n.kind)) + " moved before a shared Transpose")};
 }
 
@@ -129,13 +130,13 @@ const Node* single(const Graph& r, OpKind kind) {
 std::string transpose_compose_covered(const Mutation& m) {
   std::vector<const Node*> c = chain_of(m.before);
   if (c.size() != 2 || c[0]->kind != OpKind::kTranspose || c[1]->kind != OpKind::kTranspose) return "";
-  const auto& p1 = c[0]->attrs.ints("perm");
-  const auto& p2 = c[1]->attrs.ints("perm");
+  const std::vector<int64_t> p1 = TransposeAttrs::of(*c[0]).perm;
+  const std::vector<int64_t> p2 = TransposeAttrs::of(*c[1]).perm;
   if (p1.size() != p2.size() || static_cast<int>(p1.size()) > verifier::kMaxPermRank) return "";
   std::vector<int64_t> q(p2.size());
   for (size_t k = 0; k < q.size(); ++k) q[k] = p1[static_cast<size_t>(p2[k])];
   const Node* t = single(m.replacement, OpKind::kTranspose);
-  bool ok = identity_perm(q) ? is_pass_through(m.replacement) : t && t->attrs.ints("perm") == q;
+  bool ok = identity_perm(q) ? is_pass_through(m.replacement) : t && TransposeAttrs::of(*t).perm == q;
   return ok ? "transpose-compose" : "";
 }
 
@@ -143,8 +144,8 @@ std::string transpose_compose_covered(const Mutation& m) {
 // up to 8, replaced by its input.
 std::string transpose_elimination_covered(const Mutation& m) {
   std::vector<const Node*> c = chain_of(m.before);
-  bool ok = c.size() == 1 && c[0]->kind == OpKind::kTranspose && identity_perm(c[0]->attrs.ints("perm")) &&
-            c[0]->attrs.ints("perm").size() <= 8 && is_pass_through(m.replacement);
+  bool ok = c.size() == 1 && c[0]->kind == OpKind::kTranspose && identity_perm(TransposeAttrs::of(*c[0]).perm) &&
+            TransposeAttrs::of(*c[0]).perm.size() <= 8 && is_pass_through(m.replacement);
   return ok ? "transpose-identity" : "";
 }
 
@@ -161,15 +162,15 @@ std::string transpose_sink_covered(const Mutation& m) {
   for (ValueId v : f.inputs) {
     NodeId p = g.value(v).producer;
     if (p < 0 || g.node(p).kind != OpKind::kTranspose) return "";
-    if (!perm.empty() && g.node(p).attrs.ints("perm") != perm) return "";
-    perm = g.node(p).attrs.ints("perm");
+    if (!perm.empty() && TransposeAttrs::of(g.node(p)).perm != perm) return "";
+    perm = TransposeAttrs::of(g.node(p)).perm;
     sources.push_back(g.node(p).inputs[0]);
   }
   if (g.type(sources[0]) != g.type(sources[1]) || static_cast<int>(perm.size()) > verifier::kMaxPermRank) return "";
   const Graph& r = m.replacement;
   if (r.num_nodes() != 2 || r.outputs().size() != 1) return "";
   const Node& t = r.node(r.value(r.outputs()[0]).producer);
-  if (t.kind != OpKind::kTranspose || t.attrs.ints("perm") != perm || r.value(t.inputs[0]).producer < 0) return "";
+  if (t.kind != OpKind::kTranspose || TransposeAttrs::of(t).perm != perm || r.value(t.inputs[0]).producer < 0) return "";
   const Node& h = r.node(r.value(t.inputs[0]).producer);
   if (h.kind != f.kind || h.inputs.size() != 2) return "";
   for (size_t i = 0; i < 2; ++i)

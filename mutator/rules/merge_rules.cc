@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mutator/rules/rule.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator {
 
@@ -25,9 +26,9 @@ Tensor weight_kn(const Graph& g, const Node& n) {
   const Tensor& w = *g.value(n.inputs[1]).constant;
   if (w.rank() != 2) return {};
   if (n.kind == OpKind::kMatMul) return g.type(n.inputs[0]).rank() >= 1 ? w : Tensor{};
-  const Attrs& a = n.attrs;
-  if (a.i("transA") != 0 || a.f("alpha") != 1.0 || a.f("beta") != 1.0) return {};
-  return a.i("transB") ? transpose_2d(w) : w;
+  const GemmAttrs a = GemmAttrs::of(n);
+  if (a.transA != 0 || a.alpha != 1.0 || a.beta != 1.0) return {};
+  return a.transB ? transpose_2d(w) : w;
 }
 
 // A Gemm's bias as a length-N vector: zeros when absent, undefined when it is
@@ -126,7 +127,7 @@ std::optional<MergedProjection> match_merged_projection(const RuleContext& ctx, 
   ValueId y = split.inputs[0];
   const int64_t rank = g.type(y).rank();
   if (rank < 1 || split.outputs.size() < 2) return std::nullopt;
-  int64_t axis = split.attrs.i("axis");
+  int64_t axis = SplitAttrs::of(split).axis;
   if (axis < 0) axis += rank;
   if (axis != rank - 1) return std::nullopt;
   const int64_t cols = g.type(y).shape.back();
@@ -169,7 +170,7 @@ std::optional<MergedProjection> match_merged_projection(const RuleContext& ctx, 
   m.product = mm;
   m.nodes.push_back(mm);
   std::sort(m.nodes.begin(), m.nodes.end());
-  m.sizes = split.attrs.has("split") ? split.attrs.ints("split") : std::vector<int64_t>{};
+  m.sizes = SplitAttrs::of(split).split;
   if (m.sizes.empty()) {
     const auto parts = static_cast<int64_t>(split.outputs.size());
     if (cols % parts != 0) return std::nullopt;
@@ -290,18 +291,18 @@ std::vector<Mutation> permute_merged_projection(const RuleContext& ctx, NodeId r
 namespace {
 
 bool same_geometry_but_group(const Node& a, const Node& b) {
-  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"})
-    if (a.attrs.ints(k) != b.attrs.ints(k)) return false;
-  return true;
+  const WindowAttrs wa = WindowAttrs::of(a), wb = WindowAttrs::of(b);
+  return wa.kernel_shape == wb.kernel_shape && wa.strides == wb.strides && wa.pads == wb.pads &&
+         wa.dilations == wb.dilations;
 }
 
 bool same_geometry(const Node& a, const Node& b) {
-  return same_geometry_but_group(a, b) && a.attrs.i("group") == b.attrs.i("group");
+  return same_geometry_but_group(a, b) && ConvAttrs::of(a).group == ConvAttrs::of(b).group;
 }
 
 // A Conv with a constant weight and a constant or absent bias, group 1.
 bool plain_conv(const Graph& g, const Node& n) {
-  return n.kind == OpKind::kConv && n.attrs.i("group") == 1 && is_constant(g, n.inputs[1]) &&
+  return n.kind == OpKind::kConv && ConvAttrs::of(n).group == 1 && is_constant(g, n.inputs[1]) &&
          !is_constant(g, n.inputs[0]) && (n.inputs.size() < 3 || n.inputs[2] == kNoValue || is_constant(g, n.inputs[2]));
 }
 
@@ -421,9 +422,10 @@ NodeId split_of(const Graph& r, int64_t axis, const std::vector<int64_t>& sizes)
   NodeId s = only_node(r, OpKind::kSplit);
   if (s < 0) return -1;
   const Node& n = r.node(s);
-  int64_t rank = r.type(n.inputs[0]).rank(), ax = n.attrs.i("axis");
+  const SplitAttrs attrs = SplitAttrs::of(n);
+  int64_t rank = r.type(n.inputs[0]).rank(), ax = attrs.axis;
   if (ax < 0) ax += rank;
-  if (ax != (axis < 0 ? rank - 1 : axis) || n.attrs.ints("split") != sizes || n.outputs != r.outputs()) return -1;
+  if (ax != (axis < 0 ? rank - 1 : axis) || attrs.split != sizes || n.outputs != r.outputs()) return -1;
   return r.value(n.inputs[0]).producer;
 }
 
@@ -518,7 +520,7 @@ const Node* merged_conv_of(const Graph& r, const Node& like, int64_t group, cons
   NodeId c = split_of(r, 1, sizes);
   if (c < 0) return nullptr;
   const Node& n = r.node(c);
-  if (n.kind != OpKind::kConv || n.attrs.i("group") != group || !same_geometry_but_group(n, like)) return nullptr;
+  if (n.kind != OpKind::kConv || ConvAttrs::of(n).group != group || !same_geometry_but_group(n, like)) return nullptr;
   const Tensor* w = constant_of(r, n.inputs[1]);
   const Tensor* b = n.inputs.size() > 2 ? constant_of(r, n.inputs[2]) : nullptr;
   if (!w || !b || !same_tensor(*w, concat_tensors(ws, 0)) || !same_tensor(*b, concat_tensors(bs, 0))) return nullptr;
@@ -552,7 +554,7 @@ std::string grouped_convs_covered(const Mutation& m) {
   const Node* c = merged_conv_of(r, g.node(g.value(g.outputs()[0]).producer), static_cast<int64_t>(xs.size()), ws, bs);
   if (!c || r.value(c->inputs[0]).producer < 0) return "";
   const Node& cat = r.node(r.value(c->inputs[0]).producer);
-  if (cat.kind != OpKind::kConcat || cat.attrs.i("axis") != 1 || cat.inputs != r.inputs()) return "";
+  if (cat.kind != OpKind::kConcat || ConcatAttrs::of(cat).axis != 1 || cat.inputs != r.inputs()) return "";
   return "conv-group-concat";
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "mutator/rules/rule.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator {
 
@@ -104,7 +105,7 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
         chain.push_back({p, 0, 0});
         break;
       case OpKind::kTranspose: {
-        const auto& perm = n.attrs.ints("perm");
+        const std::vector<int64_t> perm = TransposeAttrs::of(n).perm;
         if (!section.whole() && perm.back() != static_cast<int64_t>(perm.size()) - 1) return {};
         chain.push_back({p, 0, 0});
         break;
@@ -118,10 +119,11 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
       case OpKind::kSplit: {
         if (!section.whole() || ctx.is_graph_output(n.inputs[0])) return {};
         int64_t rank = g.type(n.inputs[0]).rank();
-        int64_t axis = n.attrs.i("axis");
+        const SplitAttrs split = SplitAttrs::of(n);
+        int64_t axis = split.axis;
         if (axis < 0) axis += rank;
         if (axis != rank - 1) return {};
-        const auto& sizes = n.attrs.ints("split");
+        const auto& sizes = split.split;
         width = g.type(n.inputs[0]).shape.back();
         for (int k = 0; k < output; ++k) section.lo += sizes[k];
         section.hi = section.lo + sizes[output];
@@ -149,7 +151,8 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
   // A section of A@X's columns is not a section of A, nor of a 1-D B's.
   int w = is_constant(g, pn.inputs[1]) ? 1 : 0;
   if (!section.whole() && (w == 0 || g.type(pn.inputs[1]).rank() < 2)) return {};
-  if (pn.kind == OpKind::kGemm && (pn.attrs.f("alpha") != 1.0 || (pn.inputs.size() > 2 && pn.attrs.f("beta") != 1.0)))
+  if (pn.kind == OpKind::kGemm &&
+      (GemmAttrs::of(pn).alpha != 1.0 || (pn.inputs.size() > 2 && GemmAttrs::of(pn).beta != 1.0)))
     return {};  // keep the rule to the plain form; alpha would fold the same way
   const Node& rn = g.node(root);
   const Tensor& c = *g.value(rn.inputs[0] == v0 ? rn.inputs[1] : rn.inputs[0]).constant;
@@ -174,7 +177,7 @@ std::vector<Mutation> fold_scale_into_weights(const RuleContext& ctx, NodeId roo
       return b.add(rn.kind, {b.constant(t), b.constant(by)});
     };
     std::vector<ValueId> ins;
-    bool transb = pn.kind == OpKind::kGemm && pn.attrs.i("transB");
+    bool transb = pn.kind == OpKind::kGemm && GemmAttrs::of(pn).transB;
     for (size_t i = 0; i < pn.inputs.size(); ++i) {
       ValueId in = pn.inputs[i];
       if (in == kNoValue || (static_cast<int>(i) != w && i != 2)) {

@@ -25,6 +25,7 @@
 
 #include "mutator/rules/rule.h"
 #include "verifier/winograd_form.h"
+#include "graph/attr_views.h"
 
 namespace tessera::mutator {
 
@@ -130,12 +131,13 @@ std::vector<Mutation> conv_winograd(const RuleContext& ctx, NodeId root) {
   if (n.inputs.size() < 2 || !is_constant(g, n.inputs[1])) return {};
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !is_constant(g, n.inputs[2])) return {};
   const TensorType& xt = g.type(n.inputs[0]);
-  if (xt.rank() != 4 || !is_float(xt.dtype) || n.attrs.i("group") != 1) return {};
-  for (const char* k : {"strides", "dilations"})
-    for (int64_t v : n.attrs.ints(k))
+  const ConvAttrs attrs = ConvAttrs::of(n);
+  if (xt.rank() != 4 || !is_float(xt.dtype) || attrs.group != 1) return {};
+  for (const std::vector<int64_t>* k : {&attrs.strides, &attrs.dilations})
+    for (int64_t v : *k)
       if (v != 1) return {};
-  if (n.attrs.ints("kernel_shape") != std::vector<int64_t>{3, 3}) return {};
-  const std::vector<int64_t>& pads = n.attrs.ints("pads");  // top, left, bottom, right
+  if (attrs.kernel_shape != std::vector<int64_t>{3, 3}) return {};
+  const std::vector<int64_t>& pads = attrs.pads;  // top, left, bottom, right
   const Tensor& w = *g.value(n.inputs[1]).constant;
   const Shape& ys = g.type(n.outputs[0]).shape;
   int64_t batch = xt.shape[0], c = xt.shape[1], h = xt.shape[2], wd = xt.shape[3];
@@ -232,11 +234,11 @@ std::string winograd_covered(const Mutation& m) {
   bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   if (bias && !is_constant(g, n.inputs[2])) return "";
   const TensorType& xt = g.type(n.inputs[0]);
-  if (xt.rank() != 4 || !is_float(xt.dtype) || n.attrs.i("group") != 1 ||
-      n.attrs.ints("kernel_shape") != std::vector<int64_t>{3, 3} || n.attrs.ints("strides") != std::vector<int64_t>{1, 1} ||
-      n.attrs.ints("dilations") != std::vector<int64_t>{1, 1})
+  const ConvAttrs attrs = ConvAttrs::of(n);
+  if (xt.rank() != 4 || !is_float(xt.dtype) || attrs.group != 1 || attrs.kernel_shape != std::vector<int64_t>{3, 3} ||
+      attrs.strides != std::vector<int64_t>{1, 1} || attrs.dilations != std::vector<int64_t>{1, 1})
     return "";
-  const std::vector<int64_t>& pads = n.attrs.ints("pads");
+  const std::vector<int64_t>& pads = attrs.pads;
   const Tensor& w = *g.value(n.inputs[1]).constant;
   const Shape& ys = g.type(n.outputs[0]).shape;
   int64_t h = xt.shape[2], wd = xt.shape[3], co = ys[1], c = xt.shape[1], ho = ys[2], wo = ys[3];
@@ -248,9 +250,10 @@ std::string winograd_covered(const Mutation& m) {
   const Node& t = r.node(conv);
   for (const WinogradForm& f : forms()) {
     int64_t mm = f.m, a = mm + 2, th = (ho + mm - 1) / mm, tw = (wo + mm - 1) / mm;
-    if (t.attrs.ints("strides") != std::vector<int64_t>{mm, mm}) continue;
-    if (ho < mm || wo < mm || t.attrs.ints("pads") != std::vector<int64_t>{pads[0], pads[1], mm * th + 2 - h - pads[0],
-                                                                            mm * tw + 2 - wd - pads[1]})
+    const ConvAttrs tc = ConvAttrs::of(t);
+    if (tc.strides != std::vector<int64_t>{mm, mm}) continue;
+    if (ho < mm || wo < mm || tc.pads != std::vector<int64_t>{pads[0], pads[1], mm * th + 2 - h - pads[0],
+                                                             mm * tw + 2 - wd - pads[1]})
       return "";
     const Tensor* bt = constant_input(r, t, {a * a, 1, a, a});
     if (!bt || !same_tensor(*bt, kron_square(f.bt, xt.dtype, 1.0, {a * a, 1, a, a}))) return "";

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cost/plan_cost.h"
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/interpreter.h"
 #include "mutator/sharding/halo_seams.h"
@@ -55,8 +56,8 @@ bool add_local_layer(const Graph& g, NodeId id, int64_t out_dim, Band rows, Grap
   }
   Attrs attrs = node.attrs;
   if (attrs.has("pads")) {
-    if (attrs.has("auto_pad") && attrs.s("auto_pad") != "NOTSET") return false;
-    std::vector<int64_t> pads = attrs.ints("pads");
+    // (No schema has auto_pad: import turns it into pads.)
+    std::vector<int64_t> pads = node.kind == OpKind::kPad ? PadAttrs::of(node).pads : WindowAttrs::of(node).pads;
     size_t spatial = pads.size() / 2, at = static_cast<size_t>(in_dim - 2);
     if (in_dim < 2 || at >= spatial) return false;
     pads[at] = want->lo - reach->lo;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "mutator/sharding/spatial.h"
 
@@ -93,8 +94,8 @@ std::optional<ValueId> emit_band(const Node& node, int64_t dim, const std::strin
   }
   Attrs attrs = node.attrs;
   if (attrs.has("pads")) {
-    if (attrs.has("auto_pad") && attrs.s("auto_pad") != "NOTSET") return std::nullopt;
-    std::vector<int64_t> pads = attrs.ints("pads");
+    // (No schema has auto_pad: import turns it into pads.)
+    std::vector<int64_t> pads = node.kind == OpKind::kPad ? PadAttrs::of(node).pads : WindowAttrs::of(node).pads;
     size_t spatial = pads.size() / 2, at = static_cast<size_t>(dim - 2);
     if (at >= spatial) return std::nullopt;
     pads[at] = me.want.lo - me.reach.lo;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/half_convert.h"
@@ -201,7 +202,8 @@ std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Co
   auto k = std::make_unique<HaloKernel>();
   k->axis = collective_axis(n, comm);
   const TensorType& x = g.type(n.inputs[0]);
-  int64_t dim = ops::normalize_axis(n.attrs.i("axis"), x.rank());
+  const HaloExchangeAttrs halo = HaloExchangeAttrs::of(n);
+  int64_t dim = ops::normalize_axis(halo.axis, x.rank());
   int64_t inner = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d < dim) k->outer *= x.shape[d];
@@ -210,8 +212,8 @@ std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Co
   k->rows = x.shape[dim];
   k->inner_bytes = inner * static_cast<int64_t>(dtype_size(x.dtype));
   k->row_bytes = k->outer * k->inner_bytes;
-  const auto &before = n.attrs.ints("before"), &after = n.attrs.ints("after");
-  auto me = static_cast<size_t>(n.attrs.i("coordinate"));
+  const auto &before = halo.before, &after = halo.after;
+  auto me = static_cast<size_t>(halo.coordinate);
   k->before = before[me];
   k->after = after[me];
   k->send_prev = me > 0 ? after[me - 1] : 0;
@@ -236,12 +238,12 @@ std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId id, const 
   k->axis = collective_axis(n, comm);
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& y = g.type(n.outputs[0]);
-  int64_t group = n.attrs.i("group_size");
+  int64_t group = CollectiveAttrs::of(n).group_size;
   int64_t elem = static_cast<int64_t>(dtype_size(x.dtype));
   k->dtype = x.dtype;
   k->in_elems = x.numel();
   k->out_elems = y.numel();
-  auto axis_attr = [&](const char* name) { return ops::normalize_axis(n.attrs.i(name), x.rank()); };
+  auto axis_attr = [&](int64_t a) { return ops::normalize_axis(a, x.rank()); };
   switch (n.kind) {
     case OpKind::kAllReduce:
     case OpKind::kReduceScatter:
@@ -250,20 +252,24 @@ std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId id, const 
                     std::string("a sum over ranks of ") + dtype_name(x.dtype) +
                         " tensors (f32, f64, f16, bf16, i32 and i64 are summed)",
                     {"", n.name, op_name(n.kind)});
-      if (n.kind == OpKind::kReduceScatter && !blocks_are_contiguous(x.shape, axis_attr("axis")))
-        k->pack = block_permutation(x.shape, axis_attr("axis"), group, elem, /*to_blocks=*/true);
+      if (n.kind == OpKind::kReduceScatter && !blocks_are_contiguous(x.shape, axis_attr(AxisCollectiveAttrs::of(n).axis)))
+        k->pack = block_permutation(x.shape, axis_attr(AxisCollectiveAttrs::of(n).axis), group, elem,
+                                    /*to_blocks=*/true);
       break;
     case OpKind::kAllGather:
       k->block_bytes = x.nbytes();
-      if (!blocks_are_contiguous(y.shape, axis_attr("axis")))
-        k->unpack = block_permutation(y.shape, axis_attr("axis"), group, elem, /*to_blocks=*/false);
+      if (!blocks_are_contiguous(y.shape, axis_attr(AxisCollectiveAttrs::of(n).axis)))
+        k->unpack = block_permutation(y.shape, axis_attr(AxisCollectiveAttrs::of(n).axis), group, elem,
+                                      /*to_blocks=*/false);
       break;
     case OpKind::kAllToAll:
       k->block_bytes = x.nbytes() / group;
-      if (!blocks_are_contiguous(x.shape, axis_attr("split_axis")))
-        k->pack = block_permutation(x.shape, axis_attr("split_axis"), group, elem, /*to_blocks=*/true);
-      if (!blocks_are_contiguous(y.shape, axis_attr("concat_axis")))
-        k->unpack = block_permutation(y.shape, axis_attr("concat_axis"), group, elem, /*to_blocks=*/false);
+      if (!blocks_are_contiguous(x.shape, axis_attr(AllToAllAttrs::of(n).split_axis)))
+        k->pack = block_permutation(x.shape, axis_attr(AllToAllAttrs::of(n).split_axis), group, elem,
+                                    /*to_blocks=*/true);
+      if (!blocks_are_contiguous(y.shape, axis_attr(AllToAllAttrs::of(n).concat_axis)))
+        k->unpack = block_permutation(y.shape, axis_attr(AllToAllAttrs::of(n).concat_axis), group, elem,
+                                      /*to_blocks=*/false);
       break;
     default: return nullptr;
   }

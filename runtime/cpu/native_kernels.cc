@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include "graph/attr_views.h"
 #include "graph/dim_map.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
@@ -91,15 +92,16 @@ class PadKernel : public Kernel {
 };
 
 std::unique_ptr<Kernel> make_pad(const Graph& g, const Node& n) {
-  if (n.attrs.s("mode") != "constant" || n.inputs.size() != 1) return nullptr;
+  const PadAttrs attrs = PadAttrs::of(n);
+  if (attrs.mode != "constant" || n.inputs.size() != 1) return nullptr;
   const Shape& xs = g.type(n.inputs[0]).shape;
   const Shape& ys = g.type(n.outputs[0]).shape;
-  const auto& pads = n.attrs.ints("pads");
+  const auto& pads = attrs.pads;
   size_t r = xs.size();
   if (pads.size() != 2 * r || ys.size() != r) return nullptr;
   DType dt = g.type(n.inputs[0]).dtype;
   auto k = std::make_unique<PadKernel>();
-  Tensor v = Tensor::from_doubles(dt, {}, {n.attrs.f("value")});
+  Tensor v = Tensor::from_doubles(dt, {}, {attrs.value});
   k->value.assign(v.data(), v.data() + v.nbytes());
   k->count = shape_numel(ys);
   StridedCopy& c = k->copy;
@@ -250,7 +252,7 @@ std::unique_ptr<Kernel> make_gather(const Graph& g, const Node& n) {
   const TensorType& xt = g.type(n.inputs[0]);
   DType it = g.type(n.inputs[1]).dtype;
   if (it != DType::kI64 && it != DType::kI32) return nullptr;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), xt.rank());
+  int64_t axis = ops::normalize_axis(GatherAttrs::of(n).axis, xt.rank());
   auto k = std::make_unique<GatherKernel>();
   k->index_dtype = it;
   for (int64_t i = 0; i < axis; ++i) k->outer *= xt.shape[i];
@@ -352,8 +354,9 @@ std::unique_ptr<Kernel> make_unary(const Graph& g, const Node& n) {
   k->kind = n.kind;
   k->n = g.type(n.outputs[0]).numel();
   if (n.kind == OpKind::kHardSigmoid) {
-    k->alpha = static_cast<float>(n.attrs.f("alpha"));
-    k->beta = static_cast<float>(n.attrs.f("beta"));
+    const HardSigmoidAttrs attrs = HardSigmoidAttrs::of(n);
+    k->alpha = static_cast<float>(attrs.alpha);
+    k->beta = static_cast<float>(attrs.beta);
   }
   k->in_place_input = 0;
   return finish_node_kernel(std::move(k), n);

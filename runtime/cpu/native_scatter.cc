@@ -11,6 +11,7 @@
 // stay with the reference kernel.
 #include <cstring>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/native_kernels.h"
@@ -61,7 +62,9 @@ class ScatterKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_scatter_kernel(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  if (n.attrs.s("reduction") != "none") return nullptr;
+  const std::string reduction =
+      n.kind == OpKind::kScatterND ? ScatterNDAttrs::of(n).reduction : ScatterElementsAttrs::of(n).reduction;
+  if (reduction != "none") return nullptr;
   const TensorType& data = g.type(n.inputs[0]);
   const TensorType& indices = g.type(n.inputs[1]);
   if (indices.dtype != DType::kI64 && indices.dtype != DType::kI32) return nullptr;
@@ -71,7 +74,7 @@ std::unique_ptr<Kernel> make_scatter_kernel(const Graph& g, NodeId id) {
   k->data_bytes = data.numel() * k->elem;
   std::vector<int64_t> strides = shape_strides(data.shape);
   if (n.kind == OpKind::kScatterElements) {
-    int64_t axis = ops::normalize_axis(n.attrs.i("axis"), data.rank());
+    int64_t axis = ops::normalize_axis(ScatterElementsAttrs::of(n).axis, data.rank());
     k->count = indices.numel();
     k->slice_bytes = k->elem;
     k->dims = {data.shape[static_cast<size_t>(axis)]};

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "graph/attr_views.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/onednn_ops_internal.h"
 
@@ -105,7 +106,7 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
   const Node& n = g.node(grp.root);
   const Shape& ys = g.type(n.outputs[0]).shape;
   if (!grp.post.empty() || ys.empty() || shape_numel(ys) == 0) return {};
-  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(ys.size())));
+  int axis = static_cast<int>(ops::normalize_axis(ConcatAttrs::of(n).axis, static_cast<int64_t>(ys.size())));
   std::vector<Md> srcs;
   bool all_plain = true;
   for (ValueId v : n.inputs) {

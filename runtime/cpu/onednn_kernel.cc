@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "runtime/memory_planner.h"
 
@@ -165,12 +166,12 @@ std::optional<EltwiseSpec> eltwise_spec(const Node& n) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   switch (n.kind) {
     case OpKind::kRelu: return EltwiseSpec{algorithm::eltwise_relu};
-    case OpKind::kLeakyRelu: return EltwiseSpec{algorithm::eltwise_relu, static_cast<float>(n.attrs.f("alpha"))};
-    case OpKind::kElu: return EltwiseSpec{algorithm::eltwise_elu, static_cast<float>(n.attrs.f("alpha"))};
+    case OpKind::kLeakyRelu: return EltwiseSpec{algorithm::eltwise_relu, static_cast<float>(LeakyReluAttrs::of(n).alpha)};
+    case OpKind::kElu: return EltwiseSpec{algorithm::eltwise_elu, static_cast<float>(EluAttrs::of(n).alpha)};
     case OpKind::kSigmoid: return EltwiseSpec{algorithm::eltwise_logistic};
     case OpKind::kTanh: return EltwiseSpec{algorithm::eltwise_tanh};
     case OpKind::kGelu:
-      return EltwiseSpec{n.attrs.s("approximate") == "tanh" ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf};
+      return EltwiseSpec{gelu_tanh_form(GeluAttrs::of(n)) ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf};
     case OpKind::kHardSwish: return EltwiseSpec{algorithm::eltwise_hardswish};
     case OpKind::kSoftplus: return EltwiseSpec{algorithm::eltwise_soft_relu};
     case OpKind::kSqrt: return EltwiseSpec{algorithm::eltwise_sqrt};
@@ -183,7 +184,8 @@ std::optional<EltwiseSpec> eltwise_spec(const Node& n) {
     case OpKind::kClip: {
       // clip_v2 is min(max(x, alpha), beta); infinite bounds become the
       // largest finite floats, which clip nothing that is finite.
-      float lo = static_cast<float>(n.attrs.f("min")), hi = static_cast<float>(n.attrs.f("max"));
+      const ClipAttrs clip = ClipAttrs::of(n);
+      float lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
       if (lo == -kInf) lo = std::numeric_limits<float>::lowest();
       if (hi == kInf) hi = std::numeric_limits<float>::max();
       return EltwiseSpec{algorithm::eltwise_clip_v2, lo, hi};
@@ -223,8 +225,8 @@ PostOpsPlan make_post_ops(const Graph& g, const FusedGroup& grp, const Shape& ds
     } else if (n.kind == OpKind::kHardSigmoid) {
       // max(0, min(1, alpha * x + beta)): oneDNN 2.6 has no hardsigmoid
       // algorithm (2.7 added it), so two post-ops, linear then clip.
-      p.ops.append_eltwise(1.0f, algorithm::eltwise_linear, static_cast<float>(n.attrs.f("alpha")),
-                           static_cast<float>(n.attrs.f("beta")));
+      const HardSigmoidAttrs hs = HardSigmoidAttrs::of(n);
+      p.ops.append_eltwise(1.0f, algorithm::eltwise_linear, static_cast<float>(hs.alpha), static_cast<float>(hs.beta));
       p.ops.append_eltwise(1.0f, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
     } else if (op.other == kNoValue) {
       std::optional<EltwiseSpec> e = eltwise_spec(n);

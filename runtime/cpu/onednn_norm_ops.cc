@@ -4,6 +4,7 @@
 // type: a 16-bit model's are widened once, at compile.
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/onednn_ops_internal.h"
 
@@ -43,7 +44,7 @@ Built make_softmax(const BuildContext& c, const FusedGroup& grp) {
   if (!grp.post.empty()) return {};
   const Shape& xs = g.type(n.inputs[0]).shape;
   if (xs.empty()) return {};
-  int axis = static_cast<int>(ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size())));
+  int axis = static_cast<int>(ops::normalize_axis(SoftmaxAttrs::of(n).axis, static_cast<int64_t>(xs.size())));
   Md md = plain_md(xs, compute_type(c.dtype));
   algorithm alg = n.kind == OpKind::kSoftmax ? algorithm::softmax_accurate : algorithm::softmax_log;
   dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
@@ -70,7 +71,8 @@ Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
         return {};
   }
   const Shape& xs = g.type(n.inputs[0]).shape;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), static_cast<int64_t>(xs.size()));
+  const LayerNormAttrs ln = LayerNormAttrs::of(n);
+  int64_t axis = ops::normalize_axis(ln.axis, static_cast<int64_t>(xs.size()));
   int64_t cols = 1, rows = 1;
   for (size_t i = 0; i < xs.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : cols) *= xs[i];
   ValueId scale = n.inputs[1], shift = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
@@ -79,7 +81,7 @@ Built make_layer_norm(const BuildContext& c, const FusedGroup& grp) {
   Md md = plain_md({rows, cols}, compute_type(c.dtype)), vec = plain_md({cols});
   auto flags = dnnl::normalization_flags::use_scale;
   if (shift != kNoValue) flags = flags | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md, static_cast<float>(n.attrs.f("epsilon")),
+  dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md, static_cast<float>(ln.epsilon),
                                             flags);
   dnnl::layer_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
@@ -109,7 +111,7 @@ Built make_batch_norm(const BuildContext& c, const FusedGroup& grp) {
                dnnl::normalization_flags::use_shift;
   if (relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, x_md,
-                                            static_cast<float>(n.attrs.f("epsilon")), flags);
+                                            static_cast<float>(BatchNormAttrs::of(n).epsilon), flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, make_attr(nullptr), c.dnn->engine);
   auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
   size_t s = k->add_step(dnnl::batch_normalization_forward(pd), pd);
@@ -129,7 +131,7 @@ Built make_reduce(const BuildContext& c, const FusedGroup& grp) {
   if (!grp.post.empty()) return {};
   const Shape& xs = g.type(n.inputs[0]).shape;
   if (xs.empty()) return {};
-  std::vector<int64_t> axes = ops::normalize_axes(n.attrs.ints("axes"), static_cast<int64_t>(xs.size()));
+  std::vector<int64_t> axes = ops::normalize_axes(ReduceAttrs::of(n).axes, static_cast<int64_t>(xs.size()));
   if (axes.empty())
     for (size_t i = 0; i < xs.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   Shape ys = xs;

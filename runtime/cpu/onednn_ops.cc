@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/onednn_ops_internal.h"
@@ -108,9 +109,10 @@ Built make_matvec_conv(const BuildContext& c, const FusedGroup& grp, const Tenso
   const Shape& xs = g.type(n.inputs[0]).shape;
   const Shape& ws = w->shape();
   auto ones = [](auto first, auto last) { return std::all_of(first, last, [](int64_t d) { return d == 1; }); };
-  const Dims pads = n.attrs.ints("pads");
+  const ConvAttrs attrs = ConvAttrs::of(n);
+  const Dims pads = attrs.pads;
   if (xs.size() < 3 || xs[0] != 1 || !ones(xs.begin() + 2, xs.end()) || !ones(ws.begin() + 2, ws.end()) ||
-      n.attrs.i("group") != 1 || !std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
+      attrs.group != 1 || !std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
     return {};
   if (b && b->dtype() != w->dtype()) return {};
   for (const PostOp& p : grp.post)
@@ -136,9 +138,10 @@ Built make_conv(const BuildContext& c, const FusedGroup& grp) {
   const Shape& xs = g.type(n.inputs[0]).shape;
   const Shape& ws = w->shape();
   Shape ys = g.type(grp.output(g)).shape;
-  int64_t groups = n.attrs.i("group");
+  const ConvAttrs attrs = ConvAttrs::of(n);
+  int64_t groups = attrs.group;
   size_t sp = xs.size() - 2;
-  Dims strides = n.attrs.ints("strides"), dil = n.attrs.ints("dilations"), pads = n.attrs.ints("pads");
+  Dims strides = attrs.strides, dil = attrs.dilations, pads = attrs.pads;
   for (auto& d : dil) d -= 1;
   Dims pl(pads.begin(), pads.begin() + static_cast<long>(sp)), pr(pads.begin() + static_cast<long>(sp), pads.end());
   Shape wdims = ws;
@@ -312,15 +315,16 @@ Built make_matmul(const BuildContext& c, const FusedGroup& grp) {
     a_md = plain_md(as, t);
     b_md = plain_md(bs, t);
   } else {
-    bool ta = n.attrs.i("transA") != 0, tb = n.attrs.i("transB") != 0;
+    const GemmAttrs gemm = GemmAttrs::of(n);
+    bool ta = gemm.transA != 0, tb = gemm.transB != 0;
     int64_t m = ta ? as[1] : as[0], kk = ta ? as[0] : as[1], nn = tb ? bs[0] : bs[1];
     a_md = ta ? Md({m, kk}, t, Dims{1, m}) : plain_md({m, kk}, t);
     b_md = tb ? Md({kk, nn}, t, Dims{1, kk}) : plain_md({kk, nn}, t);
     dst = {m, nn};
-    alpha = static_cast<float>(n.attrs.f("alpha"));
+    alpha = static_cast<float>(gemm.alpha);
     if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
       cval = n.inputs[2];
-      if (n.attrs.f("beta") != 1.0) return {};
+      if (gemm.beta != 1.0) return {};
     }
   }
   if (shape_numel(dst) != shape_numel(ys)) return {};
@@ -420,13 +424,14 @@ Built make_pool(const BuildContext& c, const FusedGroup& grp) {
     pr.assign(sp, 0);
     if (n.kind == OpKind::kGlobalAveragePool) alg = algorithm::pooling_avg_exclude_padding;
   } else {
-    kernel = n.attrs.ints("kernel_shape");
-    strides = n.attrs.ints("strides");
-    dil = n.attrs.ints("dilations");
-    const auto& pads = n.attrs.ints("pads");
+    const WindowAttrs window = WindowAttrs::of(n);
+    kernel = window.kernel_shape;
+    strides = window.strides;
+    dil = window.dilations;
+    const auto& pads = window.pads;
     pl.assign(pads.begin(), pads.begin() + static_cast<long>(sp));
     pr.assign(pads.begin() + static_cast<long>(sp), pads.end());
-    bool include_pad = n.kind == OpKind::kAveragePool && n.attrs.i("count_include_pad") != 0;
+    bool include_pad = n.kind == OpKind::kAveragePool && AveragePoolAttrs::of(n).count_include_pad != 0;
     if (n.kind == OpKind::kAveragePool)
       alg = include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
     for (size_t i = 0; i < sp; ++i) {

@@ -8,6 +8,7 @@
 // captured into a CUDA graph that every later run replays.
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -260,7 +261,7 @@ bool DeviceProgram::add_single(NodeId id) {
       auto w = pool_geometry(g_, n);
       if (!w) return false;
       bool max = n.kind == OpKind::kMaxPool;
-      bool include = !max && n.attrs.i("count_include_pad") != 0;
+      bool include = !max && AveragePoolAttrs::of(n).count_include_pad != 0;
       push(make_pool_op(handles_->dc, *w, types_[n.inputs[0]].dtype, max, include, n.inputs[0], n.outputs[0]), n,
            label);
       return true;

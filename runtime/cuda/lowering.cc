@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/ops/op_util.h"
 #include "runtime/cpu/strided_copy.h"
@@ -41,9 +42,9 @@ std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& y = g.type(n.outputs[0]);
   if (x.rank() > kMaxRank) return std::nullopt;
-  int64_t group = n.attrs.i("group_size");
+  int64_t group = CollectiveAttrs::of(n).group_size;
   int64_t elem = static_cast<int64_t>(dtype_size(x.dtype));
-  auto axis = [&](const char* name) { return ops::normalize_axis(n.attrs.i(name), x.rank()); };
+  auto axis = [&](int64_t a) { return ops::normalize_axis(a, x.rank()); };
   CollectiveLowering l;
   switch (n.kind) {
     case OpKind::kAllReduce:
@@ -54,21 +55,21 @@ std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n
         return std::nullopt;
       l.widen = t == DType::kF16 || t == DType::kBF16;
       l.count = y.numel();
-      if (n.kind == OpKind::kReduceScatter && !cpu::blocks_are_contiguous(x.shape, axis("axis")))
-        l.pack = block_copy(x.shape, axis("axis"), group, elem, /*to_blocks=*/true);
+      if (n.kind == OpKind::kReduceScatter && !cpu::blocks_are_contiguous(x.shape, axis(AxisCollectiveAttrs::of(n).axis)))
+        l.pack = block_copy(x.shape, axis(AxisCollectiveAttrs::of(n).axis), group, elem, /*to_blocks=*/true);
       return l;
     }
     case OpKind::kAllGather:
       l.count = x.nbytes();
-      if (!cpu::blocks_are_contiguous(y.shape, axis("axis")))
-        l.unpack = block_copy(y.shape, axis("axis"), group, elem, /*to_blocks=*/false);
+      if (!cpu::blocks_are_contiguous(y.shape, axis(AxisCollectiveAttrs::of(n).axis)))
+        l.unpack = block_copy(y.shape, axis(AxisCollectiveAttrs::of(n).axis), group, elem, /*to_blocks=*/false);
       return l;
     case OpKind::kAllToAll:
       l.count = x.nbytes() / group;
-      if (!cpu::blocks_are_contiguous(x.shape, axis("split_axis")))
-        l.pack = block_copy(x.shape, axis("split_axis"), group, elem, /*to_blocks=*/true);
-      if (!cpu::blocks_are_contiguous(y.shape, axis("concat_axis")))
-        l.unpack = block_copy(y.shape, axis("concat_axis"), group, elem, /*to_blocks=*/false);
+      if (!cpu::blocks_are_contiguous(x.shape, axis(AllToAllAttrs::of(n).split_axis)))
+        l.pack = block_copy(x.shape, axis(AllToAllAttrs::of(n).split_axis), group, elem, /*to_blocks=*/true);
+      if (!cpu::blocks_are_contiguous(y.shape, axis(AllToAllAttrs::of(n).concat_axis)))
+        l.unpack = block_copy(y.shape, axis(AllToAllAttrs::of(n).concat_axis), group, elem, /*to_blocks=*/false);
       return l;
     default: return std::nullopt;
   }
@@ -95,7 +96,7 @@ std::optional<ReduceDesc> lower_reduce(const Graph& g, const Node& n) {
   if (n.kind == OpKind::kGlobalAveragePool || n.kind == OpKind::kGlobalMaxPool) {
     for (int64_t a = 2; a < x.rank(); ++a) axes.push_back(a);
   } else {
-    axes = ops::normalize_axes(n.attrs.ints("axes"), x.rank());
+    axes = ops::normalize_axes(ReduceAttrs::of(n).axes, x.rank());
     if (axes.empty())
       for (int64_t a = 0; a < x.rank(); ++a) axes.push_back(a);
   }
@@ -119,7 +120,7 @@ std::optional<GatherDesc> lower_gather(const Graph& g, const Node& n) {
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& idx = g.type(n.inputs[1]);
   if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32) return std::nullopt;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), x.rank());
+  int64_t axis = ops::normalize_axis(GatherAttrs::of(n).axis, x.rank());
   GatherDesc d;
   d.outer = prod(x.shape, 0, static_cast<size_t>(axis));
   d.axis_dim = x.shape[axis];
@@ -134,11 +135,12 @@ std::optional<GatherDesc> lower_gather(const Graph& g, const Node& n) {
 std::optional<LayerNormDesc> lower_layer_norm(const Graph& g, const Node& n) {
   const TensorType& x = g.type(n.inputs[0]);
   if (!device_float(x.dtype)) return std::nullopt;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), x.rank());
+  const LayerNormAttrs ln = LayerNormAttrs::of(n);
+  int64_t axis = ops::normalize_axis(ln.axis, x.rank());
   LayerNormDesc d;
   d.rows = prod(x.shape, 0, static_cast<size_t>(axis));
   d.cols = prod(x.shape, static_cast<size_t>(axis), x.shape.size());
-  d.epsilon = static_cast<float>(n.attrs.f("epsilon"));
+  d.epsilon = static_cast<float>(ln.epsilon);
   d.elem = *elem_of(x.dtype);
   d.has_bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   // Scale and B must cover the normalized shape (a broadcast one falls back).
@@ -156,7 +158,7 @@ std::optional<LayerNormDesc> lower_layer_norm(const Graph& g, const Node& n) {
 std::optional<SoftmaxGeometry> lower_softmax(const Graph& g, const Node& n) {
   const TensorType& x = g.type(n.inputs[0]);
   if (x.dtype != DType::kF32 && x.dtype != DType::kF16) return std::nullopt;
-  int64_t axis = ops::normalize_axis(n.attrs.i("axis"), x.rank());
+  int64_t axis = ops::normalize_axis(SoftmaxAttrs::of(n).axis, x.rank());
   SoftmaxGeometry s;
   s.outer = prod(x.shape, 0, static_cast<size_t>(axis));
   s.axis = x.shape[axis];
@@ -237,14 +239,15 @@ GemmPlan plan_gemm(const Graph& g, const Node& n) {
   const Shape& a = g.type(n.inputs[0]).shape;
   const Shape& b = g.type(n.inputs[1]).shape;
   GemmPlan p;
-  p.trans_a = n.attrs.i("transA") != 0;
-  p.trans_b = n.attrs.i("transB") != 0;
+  const GemmAttrs attrs = GemmAttrs::of(n);
+  p.trans_a = attrs.transA != 0;
+  p.trans_b = attrs.transB != 0;
   p.m = p.trans_a ? a[1] : a[0];
   p.k = p.trans_a ? a[0] : a[1];
   p.n = p.trans_b ? b[0] : b[1];
-  p.alpha = static_cast<float>(n.attrs.f("alpha"));
+  p.alpha = static_cast<float>(attrs.alpha);
   bool has_c = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-  p.beta = has_c ? static_cast<float>(n.attrs.f("beta")) : 0.0f;
+  p.beta = has_c ? static_cast<float>(attrs.beta) : 0.0f;
   p.off_a = p.off_b = p.off_c = {0};
   return p;
 }
@@ -297,10 +300,11 @@ WindowGeometry read_window(const Graph& g, const Node& n) {
   w.n = x[0];
   w.c = x[1];
   w.in.assign(x.begin() + 2, x.end());
-  w.kernel = n.attrs.ints("kernel_shape");
-  w.strides = n.attrs.ints("strides");
-  w.dilations = n.attrs.ints("dilations");
-  const auto& pads = n.attrs.ints("pads");
+  const WindowAttrs window = WindowAttrs::of(n);
+  w.kernel = window.kernel_shape;
+  w.strides = window.strides;
+  w.dilations = window.dilations;
+  const auto& pads = window.pads;
   w.pad_begin.assign(pads.begin(), pads.begin() + w.spatial);
   w.pad_end.assign(pads.begin() + w.spatial, pads.end());
   for (int i = 0; i < w.spatial; ++i)
@@ -322,7 +326,7 @@ std::optional<WindowGeometry> conv_geometry(const Graph& g, const Node& n) {
   if (x.rank() < 3 || x.rank() > 5 || (x.dtype != DType::kF32 && x.dtype != DType::kF16)) return std::nullopt;
   WindowGeometry w = read_window(g, n);
   w.k = g.type(n.inputs[1]).shape[0];
-  w.group = n.attrs.i("group");
+  w.group = ConvAttrs::of(n).group;
   if (!int_sized(w)) return std::nullopt;
   return w;
 }

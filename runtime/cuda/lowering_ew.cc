@@ -1,6 +1,7 @@
 // Element-wise programs and strided copies (lowering.h).
 #include <algorithm>
 
+#include "graph/attr_views.h"
 #include "graph/dim_map.h"
 #include "graph/error.h"
 #include "runtime/cuda/lowering.h"
@@ -24,22 +25,23 @@ std::optional<std::vector<int64_t>> broadcast_strides(const Shape& in, const Sha
 }
 
 std::optional<EwCode> unary_code(const Node& n, float& alpha, float& beta) {
-  const Attrs& at = n.attrs;
   switch (n.kind) {
     case OpKind::kIdentity: return EwCode::kCopy;
     case OpKind::kRelu: return EwCode::kRelu;
-    case OpKind::kLeakyRelu: alpha = static_cast<float>(at.f("alpha")); return EwCode::kLeakyRelu;
-    case OpKind::kElu: alpha = static_cast<float>(at.f("alpha")); return EwCode::kElu;
+    case OpKind::kLeakyRelu: alpha = static_cast<float>(LeakyReluAttrs::of(n).alpha); return EwCode::kLeakyRelu;
+    case OpKind::kElu: alpha = static_cast<float>(EluAttrs::of(n).alpha); return EwCode::kElu;
     case OpKind::kSigmoid: return EwCode::kSigmoid;
-    case OpKind::kHardSigmoid:
-      alpha = static_cast<float>(at.f("alpha"));
-      beta = static_cast<float>(at.f("beta"));
+    case OpKind::kHardSigmoid: {
+      const HardSigmoidAttrs a = HardSigmoidAttrs::of(n);
+      alpha = static_cast<float>(a.alpha);
+      beta = static_cast<float>(a.beta);
       return EwCode::kHardSigmoid;
+    }
     case OpKind::kHardSwish: return EwCode::kHardSwish;
     case OpKind::kSoftplus: return EwCode::kSoftplus;
     case OpKind::kTanh: return EwCode::kTanh;
     case OpKind::kErf: return EwCode::kErf;
-    case OpKind::kGelu: return at.s("approximate") == "tanh" ? EwCode::kGeluTanh : EwCode::kGeluErf;
+    case OpKind::kGelu: return gelu_tanh_form(GeluAttrs::of(n)) ? EwCode::kGeluTanh : EwCode::kGeluErf;
     case OpKind::kSqrt: return EwCode::kSqrt;
     case OpKind::kReciprocal: return EwCode::kReciprocal;
     case OpKind::kNeg: return EwCode::kNeg;
@@ -54,14 +56,18 @@ std::optional<EwCode> unary_code(const Node& n, float& alpha, float& beta) {
     case OpKind::kSign: return EwCode::kSign;
     case OpKind::kNot: return EwCode::kNot;
     case OpKind::kIsNaN: return EwCode::kIsNaN;
-    case OpKind::kIsInf:
-      alpha = at.i("detect_negative") != 0 ? 1.0f : 0.0f;
-      beta = at.i("detect_positive") != 0 ? 1.0f : 0.0f;
+    case OpKind::kIsInf: {
+      const IsInfAttrs a = IsInfAttrs::of(n);
+      alpha = a.detect_negative != 0 ? 1.0f : 0.0f;
+      beta = a.detect_positive != 0 ? 1.0f : 0.0f;
       return EwCode::kIsInf;
-    case OpKind::kClip:
-      alpha = static_cast<float>(at.f("min"));
-      beta = static_cast<float>(at.f("max"));
+    }
+    case OpKind::kClip: {
+      const ClipAttrs a = ClipAttrs::of(n);
+      alpha = static_cast<float>(a.min);
+      beta = static_cast<float>(a.max);
       return EwCode::kClip;
+    }
     default: return std::nullopt;
   }
 }
@@ -75,7 +81,7 @@ std::optional<EwCode> binary_code(const Node& n) {
     case OpKind::kPow: return EwCode::kPow;
     case OpKind::kMax: return EwCode::kMax;
     case OpKind::kMin: return EwCode::kMin;
-    case OpKind::kMod: return n.attrs.i("fmod") != 0 ? EwCode::kFmod : EwCode::kMod;
+    case OpKind::kMod: return ModAttrs::of(n).fmod != 0 ? EwCode::kFmod : EwCode::kMod;
     case OpKind::kEqual: return EwCode::kEqual;
     case OpKind::kLess: return EwCode::kLess;
     case OpKind::kLessOrEqual: return EwCode::kLessOrEqual;
@@ -179,7 +185,7 @@ int EwBuilder::node(const Node& n, const std::vector<int>& args) {
   if (n.kind == OpKind::kWhere && args.size() == 3) return emit(EwCode::kWhere, args[0], args[1], args[2]);
   if (n.kind == OpKind::kBatchNormalization && args.size() == 5) {
     // y = (x - mean) / sqrt(var + eps) * scale + B
-    int eps = emit(EwCode::kConst, 0, 0, 0, static_cast<float>(n.attrs.f("epsilon")));
+    int eps = emit(EwCode::kConst, 0, 0, 0, static_cast<float>(BatchNormAttrs::of(n).epsilon));
     int den = emit(EwCode::kSqrt, emit(EwCode::kAdd, args[4], eps));
     int y = emit(EwCode::kDiv, emit(EwCode::kSub, args[0], args[3]), den);
     return emit(EwCode::kAdd, emit(EwCode::kMul, y, args[1]), args[2]);
@@ -322,13 +328,14 @@ std::optional<CopyDesc> lower_tile(const Graph& g, const Node& n) {
 }
 
 std::optional<PadLowering> lower_pad(const Graph& g, const Node& n) {
-  if (n.attrs.s("mode") != "constant" || n.inputs.size() != 1) return std::nullopt;
+  const PadAttrs attrs = PadAttrs::of(n);
+  if (attrs.mode != "constant" || n.inputs.size() != 1) return std::nullopt;
   const TensorType& x = g.type(n.inputs[0]);
   const Shape& out = g.type(n.outputs[0]).shape;
   if (!fits(out) || !is_float(x.dtype) || x.dtype == DType::kF64) return std::nullopt;
-  const auto& pads = n.attrs.ints("pads");
+  const auto& pads = attrs.pads;
   PadLowering p;
-  p.value = static_cast<float>(n.attrs.f("value"));
+  p.value = static_cast<float>(attrs.value);
   p.copy = plain_copy(x.shape, x.dtype);
   auto os = shape_strides(out);
   std::copy(os.begin(), os.end(), p.copy.dst_strides);

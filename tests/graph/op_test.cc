@@ -175,5 +175,56 @@ TEST(OpTest, LinearityOfRepresentativeOps) {
   EXPECT_EQ(linearity_of(OpKind::kAllReduce, {m}, ar).inputs_mask, 1u);
 }
 
+// The rows the cost model and the verifier read (op_flops, the value-range
+// transfer, orders_values), on small graphs whose counts are worked by hand.
+TEST(OpTest, FlopsRowsCountByHand) {
+  Graph g;
+  ValueId a = g.add_input("a", TensorType{DType::kF32, {2, 3}});
+  ValueId b = g.add_input("b", TensorType{DType::kF32, {3, 4}});
+  // (Looked up after the adds: adding a node may move the others.)
+  auto node_of = [&](ValueId v) -> const Node& { return g.node(g.value(v).producer); };
+  ValueId mm = g.add(OpKind::kMatMul, {a, b});
+  EXPECT_EQ(op_flops(g, node_of(mm)), 2 * 8 * 3);  // a multiply-add per output element and k
+  ValueId sm = g.add(OpKind::kSoftmax, {mm});
+  EXPECT_EQ(op_flops(g, node_of(sm)), 5 * 8);
+  ValueId rs = g.add(OpKind::kReduceSum, {mm});
+  EXPECT_EQ(op_flops(g, node_of(rs)), 8);
+  ValueId gelu = g.add(OpKind::kGelu, {mm});
+  EXPECT_EQ(op_flops(g, node_of(gelu)), 5 * 8);  // 4 operations and one erf per element
+  Attrs t;
+  t.set("perm", std::vector<int64_t>{1, 0});
+  ValueId tr = g.add(OpKind::kTranspose, {mm}, t);
+  EXPECT_EQ(op_flops(g, node_of(tr)), 0);
+}
+
+TEST(OpTest, ValueRangeRowsOfRepresentativeOps) {
+  EXPECT_EQ(op_def(OpKind::kReshape).copies_inputs, 1u);
+  EXPECT_EQ(op_def(OpKind::kConcat).copies_inputs, ~0u);
+  EXPECT_EQ(op_def(OpKind::kPad).copies_inputs, 0u);  // the pad value is new
+  EXPECT_EQ(op_def(OpKind::kAdd).copies_inputs, 0u);
+  EXPECT_NE(op_def(OpKind::kGather).indexed_axis, nullptr);
+  EXPECT_EQ(op_def(OpKind::kScatterND).indexed_axis, nullptr);
+
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::kF32, {4, 3}});
+  ValueId i = g.add_input("i", TensorType{DType::kI64, {4, 1}});
+  ValueId u = g.add_input("u", TensorType{DType::kF32, {4, 3}});
+  Attrs add;
+  add.set("reduction", std::string("add"));
+  NodeId summed = g.value(g.add(OpKind::kScatterND, {x, i, u}, add)).producer;
+  NodeId copied = g.value(g.add(OpKind::kScatterND, {x, i, u})).producer;
+  const OpDef& scatter = op_def(OpKind::kScatterND);
+  ASSERT_NE(scatter.copies_if, nullptr);
+  EXPECT_FALSE(scatter.copies_if(g, g.node(summed)));
+  EXPECT_TRUE(scatter.copies_if(g, g.node(copied)));
+}
+
+TEST(OpTest, OrdersValuesMarksComparisons) {
+  for (OpKind k : {OpKind::kMax, OpKind::kLess, OpKind::kArgMax, OpKind::kMaxPool, OpKind::kClip})
+    EXPECT_TRUE(op_def(k).orders_values) << op_name(k);
+  for (OpKind k : {OpKind::kAdd, OpKind::kMatMul, OpKind::kReduceSum, OpKind::kAveragePool, OpKind::kRelu})
+    EXPECT_FALSE(op_def(k).orders_values) << op_name(k);
+}
+
 }  // namespace
 }  // namespace tessera
