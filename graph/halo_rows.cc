@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/error.h"
+
 namespace tessera {
 
 int64_t WindowRows::out_rows(int64_t in_rows) const {
@@ -63,6 +65,16 @@ WindowPiece window_piece(const WindowRows& w, RowRange out, RowRange src) {
   p.pad_begin = p.slice.lo - first;
   p.pad_end = last - p.slice.hi;
   return p;
+}
+
+HaloBand halo_band_of(const Graph& g, const Node& h, int64_t* dim) {
+  TESSERA_CHECK(h.kind == OpKind::kHaloExchange, "halo_band_of " << op_name(h.kind));
+  const TensorType& x = g.type(h.inputs[0]);
+  int64_t axis = h.attrs.i("axis");
+  if (axis < 0) axis += x.rank();
+  auto me = static_cast<size_t>(h.attrs.i("coordinate"));
+  if (dim) *dim = axis;
+  return {h.attrs.ints("before").at(me), x.shape.at(static_cast<size_t>(axis)), h.attrs.ints("after").at(me)};
 }
 
 std::string str(const RowRange& r) { return "[" + std::to_string(r.lo) + "," + std::to_string(r.hi) + ")"; }

@@ -80,6 +80,10 @@ struct WindowPiece {
 };
 WindowPiece window_piece(const WindowRows& w, RowRange out, RowRange src);
 
+// HaloExchange node h's dim (*dim) and this rank's band: the one place its
+// attributes are read for the geometry.
+HaloBand halo_band_of(const Graph& g, const Node& h, int64_t* dim);
+
 // Bytes a rank receives in a HaloExchange: (before + after) rows of
 // `row_bytes` (the other dims times the element size).
 inline int64_t halo_received_bytes(const HaloBand& band, int64_t row_bytes) {

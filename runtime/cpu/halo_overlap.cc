@@ -14,18 +14,14 @@ namespace {
 
 int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// The halo's dim and this rank's band, from the node's attributes (read
-// here only).
+// The halo's dim and this rank's band.
 struct HaloOf {
   int64_t dim = 0;
   HaloBand band;
 };
 HaloOf halo_of(const Graph& g, const Node& h) {
-  const TensorType& x = g.type(h.inputs[0]);
   HaloOf o;
-  o.dim = ops::normalize_axis(h.attrs.i("axis"), x.rank());
-  auto me = static_cast<size_t>(h.attrs.i("coordinate"));
-  o.band = {h.attrs.ints("before").at(me), x.shape[static_cast<size_t>(o.dim)], h.attrs.ints("after").at(me)};
+  o.band = halo_band_of(g, h, &o.dim);
   return o;
 }
 
