@@ -135,6 +135,8 @@ else
     note "mpirun not found: the MPI runs are skipped"
   fi
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  # NcclMultiGpu.*: the collectives' mesh plans and HaloExchange (pack, one
+  # NCCL group of send/recv with both neighbours, unpack) against interpret_ranks.
   log=$(timeout 240 "$build/bin/runtime_tests" --gtest_filter='NcclMultiGpu*' 2>&1); rc=$?
   if echo "$log" | grep -q "^\[  SKIPPED \]"; then
     note "NCCL multi-GPU test skipped: $(echo "$log" | grep -A1 "Skipped" | tail -1)"

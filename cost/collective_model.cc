@@ -1,6 +1,8 @@
 #include "cost/collective_model.h"
 
 #include "graph/attr_views.h"
+#include <algorithm>
+
 #include "graph/error.h"
 
 namespace tessera::cost {
@@ -83,13 +85,29 @@ CollectiveCost collective_node_cost(const Graph& g, const Node& node, const Devi
     case OpKind::kReduceScatter: return collective_time(CollectiveKind::kReduceScatter, in, n, tier);
     case OpKind::kAllToAll: return collective_time(CollectiveKind::kAllToAll, in, n, tier);
     case OpKind::kHaloExchange: {
-      // Send/recv with both neighbours at once: the rows this rank receives
-      // (its output less its input), one latency step.
-      return collective_time(CollectiveKind::kSendRecv, out - in, n, tier);
+      // Send/recv with both neighbours at once: the rows this rank
+      // receives, one latency step.
+      int64_t dim = 0;
+      HaloBand band = halo_band_of(g, node, &dim);
+      double row_bytes = band.rows > 0 ? in / static_cast<double>(band.rows) : 0;
+      return collective_time(CollectiveKind::kSendRecv,
+                             static_cast<double>(band.before + band.after) * row_bytes, n, tier);
     }
     default: break;
   }
   TESSERA_THROW(ErrorKind::kInternal, op_name(node.kind) << " is not a collective");
+}
+
+HaloOverlapCost halo_overlap_time(double exchange_s, double op_s, const WindowRows& w, const HaloBand& band) {
+  HaloOverlapCost c;
+  HaloSplit split = split_halo_rows(w, band);
+  c.exchange_s = exchange_s;
+  c.op_s = op_s;
+  c.out_rows = split.bottom.hi;
+  c.edge_rows = split.top.size() + split.bottom.size();
+  c.edges_s = c.out_rows > 0 ? op_s * static_cast<double>(c.edge_rows) / static_cast<double>(c.out_rows) : 0;
+  c.time_s = std::max(op_s, exchange_s) + c.edges_s;
+  return c;
 }
 
 }  // namespace tessera::cost

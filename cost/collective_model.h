@@ -19,6 +19,7 @@
 
 #include "cost/device_profile.h"
 #include "graph/graph.h"
+#include "graph/halo_rows.h"
 #include "graph/sharding.h"
 
 namespace tessera::cost {
@@ -49,5 +50,21 @@ const Interconnect& tier_for_axis(const DeviceProfile& device, const DeviceMesh&
 // of a per-rank program; `mesh` places its group, nullptr: consecutive ranks.
 CollectiveCost collective_node_cost(const Graph& g, const Node& node, const DeviceProfile& device,
                                     const DeviceMesh* mesh);
+
+// A HaloExchange and the window op that reads it, as the CPU runtime lowers
+// them with overlap (runtime/cpu/halo_overlap.h): the op runs over the whole
+// band while the halo is in flight, then the edge rows (split_halo_rows)
+// are computed again from the arrived rows:
+//
+//   time = max(op, exchange) + op * edge_rows / out_rows
+//
+// so overlap hides the exchange only up to the op's own time, and costs the
+// edge rows twice. (A transport that moves data only inside its own calls,
+// MPI over shared memory, moves it in the wait: the model then flatters it.)
+struct HaloOverlapCost {
+  double exchange_s = 0, op_s = 0, edges_s = 0, time_s = 0;
+  int64_t edge_rows = 0, out_rows = 0;
+};
+HaloOverlapCost halo_overlap_time(double exchange_s, double op_s, const WindowRows& w, const HaloBand& band);
 
 }  // namespace tessera::cost

@@ -53,6 +53,12 @@ struct CostOptions {
   // CPU: names of the graph's inputs that the larger program hands over in
   // a blocked layout (see blocked_values in graph_cost.h).
   std::vector<std::string> blocked_inputs;
+  // Rank programs (plan_cost.h): a HaloExchange whose only reader is a
+  // window op along its dim is priced as the runtime's overlapped lowering
+  // runs them (collective_model.h, halo_overlap_time): the op's step takes
+  // max(op, exchange) plus its edge rows again, the exchange's step only
+  // meets its neighbours. false: the exchange, then the op.
+  bool halo_overlap = false;
 };
 
 struct KernelCost {

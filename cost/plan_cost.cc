@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
+#include "cost/collective_model.h"
 #include "cost/graph_cost.h"
 #include "graph/attr_views.h"
+#include "graph/halo_rows.h"
 #include "graph/error.h"
 
 namespace tessera::cost {
@@ -138,6 +141,28 @@ PlanCost plan_cost(const std::vector<RankProgram>& ranks, const PlanCostOptions&
 
 namespace {
 
+// Each HaloExchange step whose only reader is the root of a window op's
+// step along its dim: the exchange moves into that step (CostOptions::
+// halo_overlap), the exchange's own step keeps the meeting of the ranks.
+void price_halo_overlap(const Graph& g, const GraphCost& gc, RankProgram& prog) {
+  std::vector<std::vector<NodeId>> users = g.users();
+  std::vector<int> step_of_root(static_cast<size_t>(g.num_nodes()), -1);
+  for (size_t k = 0; k < gc.groups.size(); ++k) step_of_root[static_cast<size_t>(gc.groups[k][0])] = static_cast<int>(k);
+  for (size_t k = 0; k < gc.groups.size(); ++k) {
+    const Node& h = g.node(gc.groups[k][0]);
+    if (h.kind != OpKind::kHaloExchange || gc.groups[k].size() != 1) continue;
+    const std::vector<NodeId>& u = users[static_cast<size_t>(h.outputs[0])];
+    if (u.size() != 1 || step_of_root[static_cast<size_t>(u[0])] < 0) continue;
+    int64_t dim = 0;
+    HaloBand band = halo_band_of(g, h, &dim);
+    std::optional<WindowRows> w = window_rows_of(g.node(u[0]), dim);
+    if (!w || g.node(u[0]).inputs[0] != h.outputs[0]) continue;
+    PlanStep& op = prog.steps[static_cast<size_t>(step_of_root[static_cast<size_t>(u[0])])];
+    op.time_s = halo_overlap_time(prog.steps[k].time_s, op.time_s, *w, band).time_s;
+    prog.steps[k].time_s = 0;
+  }
+}
+
 // The steps of graph g for each of `ranks`; a collective gets the rank's
 // group on `mesh` for the axis it runs over.
 std::vector<RankProgram> programs_of(const Graph& g, const std::vector<int64_t>& ranks, const DeviceMesh& mesh,
@@ -165,6 +190,7 @@ std::vector<RankProgram> programs_of(const Graph& g, const std::vector<int64_t>&
       for (ValueId v : g.node(id).outputs) step_of_value[static_cast<size_t>(v)] = static_cast<int>(prog.steps.size());
     prog.steps.push_back(std::move(s));
   }
+  if (options.halo_overlap) price_halo_overlap(g, gc, prog);
   std::vector<RankProgram> out;
   for (int64_t r : ranks) {
     RankProgram p = prog;

@@ -45,6 +45,10 @@ class Kernel {
   virtual bool splits() const { return false; }
   virtual void start(ExecContext& ctx) { run(ctx); }
   virtual void finish(ExecContext& ctx) { (void)ctx; }
+  // Milliseconds its runs so far spent waiting for other ranks inside
+  // finish(), where the kernel keeps count (the overlapped halo exchange,
+  // cpu/halo_overlap.h); 0 otherwise.
+  virtual double wait_ms() const { return 0; }
 
   // Values read (graph values of every fused node, without the fused
   // intermediates) and written; kNoValue entries are skipped.

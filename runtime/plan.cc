@@ -502,7 +502,8 @@ Profile ExecutablePlan::Impl::profile() const {
   if (!options_.profile) return p;
   for (size_t k = 0; k < spec_.kernels.size(); ++k) {
     const Kernel& kern = *spec_.kernels[k];
-    p.kernels.push_back({kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_, kern.streamed_bytes});
+    p.kernels.push_back(
+        {kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_, kern.streamed_bytes, kern.wait_ms()});
     if (kern.streamed_bytes > 0) p.dram_threads = options_.threads > 0 ? options_.threads : omp_get_num_procs();
   }
   std::stable_sort(p.kernels.begin(), p.kernels.end(),

@@ -76,6 +76,9 @@ struct KernelProfile {
   double total_ms = 0;
   int64_t calls = 0;
   int64_t streamed_bytes = 0;  // weight bytes read from memory per run (Kernel::streamed_bytes)
+  // Of total_ms, the time spent waiting for other ranks (Kernel::wait_ms:
+  // the overlapped halo exchange's wait after its window op's interior).
+  double wait_ms = 0;
 };
 
 struct Profile {

@@ -139,6 +139,10 @@ class HaloKernel : public Kernel {
   int64_t inner_bytes = 0;                     // one row of one outer index
   int64_t edge = 0, before = 0, after = 0, send_prev = 0, send_next = 0;  // rows
   int64_t pack_at = 0, recv_at = 0;
+  // The overlapped lowering (halo_overlap.h): start() writes x into its rows
+  // of the output and zeros the halo rows, so that a window op can read the
+  // output before the halo arrives; finish() writes the halo rows only.
+  bool own_rows_at_start = false;
   Scratch scratch;
 
   int64_t scratch_bytes() const override { return scratch.total; }
@@ -166,6 +170,7 @@ class HaloKernel : public Kernel {
     const uint8_t* x = ctx.ptr[inputs[0]];
     uint8_t* packed = ctx.scratch + pack_at;
     int64_t m = std::min(edge, rows), block = edge * row_bytes;
+    if (own_rows_at_start) place_own_rows(x, ctx.ptr[outputs[0]]);
     pack_rows(x, 0, m, packed);
     pack_rows(x, rows - m, m, packed + 2 * block - m * row_bytes);
     Exchange e;
@@ -180,6 +185,16 @@ class HaloKernel : public Kernel {
     e.recv_next = after * row_bytes;
     return e;
   }
+  // x's rows into theirs of `out`, the halo rows zeroed.
+  void place_own_rows(const uint8_t* x, uint8_t* out) const {
+    int64_t out_rows = before + rows + after;
+    for (int64_t o = 0; o < outer; ++o) {
+      uint8_t* dst = out + o * out_rows * inner_bytes;
+      std::memset(dst, 0, static_cast<size_t>(before * inner_bytes));
+      std::memcpy(dst + before * inner_bytes, x + o * rows * inner_bytes, static_cast<size_t>(rows * inner_bytes));
+      std::memset(dst + (before + rows) * inner_bytes, 0, static_cast<size_t>(after * inner_bytes));
+    }
+  }
   void complete(ExecContext& ctx) const {
     const uint8_t* x = ctx.ptr[inputs[0]];
     const uint8_t* recv = ctx.scratch + recv_at;
@@ -189,7 +204,8 @@ class HaloKernel : public Kernel {
       uint8_t* dst = out + o * out_rows * inner_bytes;
       for (int64_t r = 0; r < before; ++r)
         std::memcpy(dst + r * inner_bytes, recv + (r * outer + o) * inner_bytes, static_cast<size_t>(inner_bytes));
-      std::memcpy(dst + before * inner_bytes, x + o * rows * inner_bytes, static_cast<size_t>(rows * inner_bytes));
+      if (!own_rows_at_start)
+        std::memcpy(dst + before * inner_bytes, x + o * rows * inner_bytes, static_cast<size_t>(rows * inner_bytes));
       for (int64_t r = 0; r < after; ++r)
         std::memcpy(dst + (before + rows + r) * inner_bytes, recv + (before + r) * row_bytes + o * inner_bytes,
                     static_cast<size_t>(inner_bytes));
@@ -198,8 +214,10 @@ class HaloKernel : public Kernel {
   std::optional<int64_t> request_;
 };
 
-std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Communicator* comm) {
+std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Communicator* comm,
+                                         bool own_rows_at_start) {
   auto k = std::make_unique<HaloKernel>();
+  k->own_rows_at_start = own_rows_at_start;
   k->axis = collective_axis(n, comm);
   const TensorType& x = g.type(n.inputs[0]);
   const HaloExchangeAttrs halo = HaloExchangeAttrs::of(n);
@@ -230,9 +248,10 @@ std::unique_ptr<Kernel> make_halo_kernel(const Graph& g, const Node& n, const Co
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId id, const Communicator* comm) {
+std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId id, const Communicator* comm,
+                                               bool halo_own_rows_at_start) {
   const Node& n = g.node(id);
-  if (n.kind == OpKind::kHaloExchange) return make_halo_kernel(g, n, comm);
+  if (n.kind == OpKind::kHaloExchange) return make_halo_kernel(g, n, comm, halo_own_rows_at_start);
   auto k = std::make_unique<CollectiveKernel>();
   k->kind = n.kind;
   k->axis = collective_axis(n, comm);

@@ -29,6 +29,10 @@ namespace tessera::runtime::cpu {
 // (no communicator, an axis or size that is not the communicator's mesh's)
 // and Error(kUnsupported) for a sum of a dtype other than f32, f64, f16,
 // bf16, i32 and i64.
-std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId node, const Communicator* comm);
+// halo_own_rows_at_start (HaloExchange only): start() writes x into its
+// rows of the output and zeros the halo rows, finish() writes the halo rows
+// (the overlapped lowering, halo_overlap.h, reads the output in between).
+std::unique_ptr<Kernel> make_collective_kernel(const Graph& g, NodeId node, const Communicator* comm,
+                                               bool halo_own_rows_at_start = false);
 
 }  // namespace tessera::runtime::cpu

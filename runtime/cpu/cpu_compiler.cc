@@ -24,6 +24,7 @@
 #include "graph/error.h"
 #include "runtime/cpu/collective_kernels.h"
 #include "runtime/cpu/half_convert.h"
+#include "runtime/cpu/halo_overlap.h"
 #include "runtime/cpu/native_kernels.h"
 #include "runtime/cpu/onednn_ops.h"
 #include "runtime/fusion.h"
@@ -55,9 +56,14 @@ class CpuCompiler {
     std::vector<NodeId> order = g_.topo_order();
     bool reference = opt_.backend == Backend::kReference;
     ConstantUses uses(g_);
-    for (const FusedGroup& grp : form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true)) {
+    std::vector<FusedGroup> groups = form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true);
+    std::vector<int> halo_of = overlapped_halos(groups, reference);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const FusedGroup& grp = groups[i];
       size_t first_kernel = spec_.kernels.size();
+      if (halo_of[i] == -2) continue;  // lowered with its consumer
       if (reference) add_reference(grp.root);
+      else if (halo_of[i] >= 0) add_halo_overlapped(groups[static_cast<size_t>(halo_of[i])], grp);
       else add_group(grp);
       if (release_) release_done_constants(grp, first_kernel, uses);
     }
@@ -262,6 +268,59 @@ class CpuCompiler {
       return;
     }
     add_single(grp.root);
+  }
+
+  // Per group: the index of the HaloExchange group it lowers overlapped
+  // with (cpu/halo_overlap.h), -2 for that HaloExchange group, -1 else.
+  // Only with overlap on: --no-overlap keeps the unoverlapped lowering.
+  std::vector<int> overlapped_halos(const std::vector<FusedGroup>& groups, bool reference) const {
+    std::vector<int> halo_of(groups.size(), -1);
+    if (reference || !opt_.overlap || opt_.communicator == nullptr) return halo_of;
+    std::vector<std::vector<NodeId>> users = g_.users();
+    std::unordered_map<NodeId, size_t> group_of_root;
+    for (size_t i = 0; i < groups.size(); ++i) group_of_root[groups[i].root] = i;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const Node& h = g_.node(groups[i].root);
+      if (h.kind != OpKind::kHaloExchange || !groups[i].post.empty() || is_output_[h.outputs[0]]) continue;
+      const std::vector<NodeId>& u = users[static_cast<size_t>(h.outputs[0])];
+      if (u.size() != 1) continue;
+      auto it = group_of_root.find(u[0]);
+      if (it == group_of_root.end() || !cpu::halo_overlappable(g_, groups[i].root, groups[it->second])) continue;
+      halo_of[it->second] = static_cast<int>(i);
+      halo_of[i] = -2;
+    }
+    return halo_of;
+  }
+
+  // HaloExchange group h and its consumer as one overlapped kernel; the two
+  // kernels of the unoverlapped lowering where oneDNN has no such form.
+  void add_halo_overlapped(const FusedGroup& h, const FusedGroup& grp) {
+    const Node& hn = g_.node(h.root);
+    std::unique_ptr<Kernel> halo = cpu::make_collective_kernel(g_, h.root, opt_.communicator, true);
+    halo->inputs = plain_inputs(hn);
+    for (ValueId v : hn.outputs) produced(v, std::nullopt);
+    spec_.kernels.push_back(std::move(halo));
+    size_t at = spec_.kernels.size();
+    if (!try_onednn(grp, false) || spec_.kernels.size() != at + 1) {
+      if (spec_.kernels.size() == at) add_group(grp);
+      return;
+    }
+    std::unique_ptr<cpu::OnednnKernel> main(dynamic_cast<cpu::OnednnKernel*>(spec_.kernels.back().get()));
+    if (!main) return;
+    spec_.kernels.back().release();
+    spec_.kernels.pop_back();
+    std::unique_ptr<Kernel> halo_k = std::move(spec_.kernels.back());
+    spec_.kernels.pop_back();
+    ValueId out = grp.output(g_);
+    std::unique_ptr<Kernel> k =
+        cpu::make_halo_overlap_kernel(g_, h.root, grp, halo_k, main, md_of(out), dnn_);
+    if (!k) {  // as built, unoverlapped
+      spec_.kernels.push_back(std::move(halo_k));
+      spec_.kernels.push_back(std::move(main));
+      return;
+    }
+    spec_.values[hn.outputs[0]].kind = PlanValue::Kind::kUnused;
+    spec_.kernels.push_back(std::move(k));
   }
 
   // With plain_only, blocked operands are read through row-major copies

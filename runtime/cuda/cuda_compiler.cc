@@ -101,6 +101,7 @@ class DeviceProgram : public Kernel {
   bool add_root_with_epilogue(const FusedGroup& grp);
   bool add_single(NodeId id);
   void add_collective(NodeId id);
+  void add_halo(NodeId id);
   void layout();
   void launch_all();
 
@@ -130,7 +131,8 @@ class DeviceProgram : public Kernel {
 void DeviceProgram::add_group(const FusedGroup& grp) {
   const Node& root = g_.node(grp.root);
   if (op_def(root.kind).is_collective()) {
-    add_collective(grp.root);
+    if (root.kind == OpKind::kHaloExchange) add_halo(grp.root);
+    else add_collective(grp.root);
     for (const PostOp& p : grp.post) add_group(FusedGroup{p.node, {}});
     return;
   }
@@ -316,6 +318,33 @@ void DeviceProgram::add_collective(NodeId id) {
   push(make_nccl_op(n.kind, *nccl, collective_axis(n, comm_), type, static_cast<size_t>(l->count), src, dst), n, label);
   if (l->widen) cast(dst, types_[dst], n.outputs[0], y, "narrow");
   if (l->unpack) push(make_copy_op({{0, 0, *l->unpack}}, {}, {dst}, {n.outputs[0]}), n, label + ":unpack");
+#else
+  throw Error(ErrorKind::kUsage, "this build has no NCCL for the CUDA backend's collectives", {"", n.name, label});
+#endif
+}
+
+// pack -> NCCL send/recv with both neighbours in one group -> unpack
+// (lower_halo): the edge rows and the received rows in buffers of the
+// program's own.
+void DeviceProgram::add_halo(NodeId id) {
+  const Node& n = g_.node(id);
+  std::string label = op_name(n.kind);
+#ifdef TESSERA_WITH_NCCL
+  std::optional<HaloLowering> l = lower_halo(g_, n);
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(comm_);
+  TESSERA_CHECK(nccl != nullptr, "compile_cuda let a collective through without an NCCL communicator");
+  if (!l) throw Error(ErrorKind::kUnsupported, "no NCCL form for this HaloExchange", {"", n.name, label});
+  DType t = types_[n.inputs[0]].dtype;
+  ValueId send = l->send_elems > 0 ? new_value({t, {l->send_elems}}) : kNoValue;
+  ValueId recv = l->recv_elems > 0 ? new_value({t, {l->recv_elems}}) : kNoValue;
+  if (send != kNoValue) push(make_copy_op(l->pack, {}, {n.inputs[0]}, {send}), n, label + ":pack");
+  push(make_nccl_halo_op(*nccl, collective_axis(n, comm_), l->send_prev, l->send_next, l->recv_prev, l->recv_next,
+                         send, recv),
+       n, label);
+  std::vector<CopyPart> unpack = l->unpack;
+  std::vector<ValueId> reads = {n.inputs[0]};
+  if (recv != kNoValue) reads.push_back(recv);
+  push(make_copy_op(std::move(unpack), {}, reads, {n.outputs[0]}), n, label + ":unpack");
 #else
   throw Error(ErrorKind::kUsage, "this build has no NCCL for the CUDA backend's collectives", {"", n.name, label});
 #endif

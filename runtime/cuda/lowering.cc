@@ -2,6 +2,8 @@
 // descriptors (lowering.h).
 #include "runtime/cuda/lowering.h"
 
+#include "graph/halo_rows.h"
+
 #include <algorithm>
 
 #include "graph/attr_views.h"
@@ -73,6 +75,72 @@ std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n
       return l;
     default: return std::nullopt;
   }
+}
+
+namespace {
+
+// Rows [from, from + count) of a [outer, rows, inner] tensor at element
+// offset `src_at`, into rows [to, to + count) of a [outer, dst_rows, inner]
+// one at `dst_at`: a 3-D strided copy.
+CopyPart row_block(size_t src, size_t dst, int64_t outer, int64_t inner, int64_t src_rows, int64_t from,
+                   int64_t dst_rows, int64_t to, int64_t count, int64_t src_at, int64_t dst_at, int elem_bytes) {
+  CopyPart p;
+  p.src = src;
+  p.dst = dst;
+  CopyDesc& d = p.desc;
+  d.rank = 3;
+  d.shape[0] = outer;
+  d.shape[1] = count;
+  d.shape[2] = inner;
+  d.src_strides[0] = src_rows * inner;
+  d.src_strides[1] = inner;
+  d.src_strides[2] = 1;
+  d.dst_strides[0] = dst_rows * inner;
+  d.dst_strides[1] = inner;
+  d.dst_strides[2] = 1;
+  d.src_offset = src_at + from * inner;
+  d.dst_offset = dst_at + to * inner;
+  d.numel = outer * count * inner;
+  d.elem_bytes = elem_bytes;
+  return p;
+}
+
+}  // namespace
+
+std::optional<HaloLowering> lower_halo(const Graph& g, const Node& n) {
+  if (n.kind != OpKind::kHaloExchange) return std::nullopt;
+  const TensorType& x = g.type(n.inputs[0]);
+  if (x.rank() > kMaxRank) return std::nullopt;
+  int64_t dim = 0;
+  HaloBand band = halo_band_of(g, n, &dim);
+  const auto &before = n.attrs.ints("before"), &after = n.attrs.ints("after");
+  auto me = static_cast<size_t>(n.attrs.i("coordinate"));
+  int64_t send_prev = me > 0 ? after[me - 1] : 0, send_next = me + 1 < before.size() ? before[me + 1] : 0;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < dim) outer *= x.shape[static_cast<size_t>(d)];
+    if (d > dim) inner *= x.shape[static_cast<size_t>(d)];
+  }
+  int elem = static_cast<int>(dtype_size(x.dtype));
+  int64_t rows = band.rows, total = band.total();
+  HaloLowering l;
+  l.send_elems = (send_prev + send_next) * outer * inner;
+  l.recv_elems = (band.before + band.after) * outer * inner;
+  l.send_prev = send_prev * outer * inner * elem;
+  l.send_next = send_next * outer * inner * elem;
+  l.recv_prev = band.before * outer * inner * elem;
+  l.recv_next = band.after * outer * inner * elem;
+  if (send_prev > 0) l.pack.push_back(row_block(0, 0, outer, inner, rows, 0, send_prev, 0, send_prev, 0, 0, elem));
+  if (send_next > 0)
+    l.pack.push_back(row_block(0, 0, outer, inner, rows, rows - send_next, send_next, 0, send_next, 0,
+                               send_prev * outer * inner, elem));
+  l.unpack.push_back(row_block(0, 0, outer, inner, rows, 0, total, band.before, rows, 0, 0, elem));
+  if (band.before > 0)
+    l.unpack.push_back(row_block(1, 0, outer, inner, band.before, 0, total, 0, band.before, 0, 0, elem));
+  if (band.after > 0)
+    l.unpack.push_back(row_block(1, 0, outer, inner, band.after, 0, total, band.before + rows, band.after,
+                                 band.before * outer * inner, 0, elem));
+  return l;
 }
 
 std::optional<ReduceDesc> lower_reduce(const Graph& g, const Node& n) {

@@ -103,6 +103,23 @@ struct CollectiveLowering {
 // sum of a dtype NCCL does not sum (f64 sums are NCCL's own).
 std::optional<CollectiveLowering> lower_collective(const Graph& g, const Node& n);
 
+// A HaloExchange on the device: the edge rows x sends are packed into one
+// buffer (the rows for the previous rank, then those for the next, each as
+// [outer, rows, inner] of x seen as [outer, x's rows, inner] along the op's
+// axis), NCCL's send/recv with both neighbours run in one group into a
+// buffer of the rows received (from the previous, then from the next, in
+// the same form), and the output is assembled from them and x. Counts are
+// bytes (NCCL's ncclUint8); a rank's send_prev is its previous rank's
+// recv_next, so both sides agree on the form without talking.
+struct HaloLowering {
+  std::vector<CopyPart> pack;    // read 0: x; write 0: the send buffer
+  std::vector<CopyPart> unpack;  // read 0: x, read 1: the receive buffer; write 0: the output
+  int64_t send_elems = 0, recv_elems = 0;  // elements of x's type in each buffer
+  int64_t send_prev = 0, send_next = 0, recv_prev = 0, recv_next = 0;  // bytes
+};
+// nullopt for a node that is not a HaloExchange or of rank over kMaxRank.
+std::optional<HaloLowering> lower_halo(const Graph& g, const Node& n);
+
 // ---- Reductions, gather, normalizations ----
 
 std::optional<ReduceDesc> lower_reduce(const Graph& g, const Node& n);  // Reduce*, GlobalAverage/MaxPool

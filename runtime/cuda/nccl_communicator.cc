@@ -77,7 +77,46 @@ class NcclOp : public DeviceOp {
   size_t count_;
 };
 
+// Grouped send/recv with the axis neighbours, on the program's stream.
+class NcclHaloOp : public DeviceOp {
+ public:
+  NcclHaloOp(const NcclCommunicator& comm, int axis, int64_t sp, int64_t sn, int64_t rp, int64_t rn)
+      : comm_(comm), axis_(axis), send_prev_(sp), send_next_(sn), recv_prev_(rp), recv_next_(rn) {}
+  void launch(const DeviceContext& dc, const std::vector<uint8_t*>& ptr, uint8_t*) override {
+    uint8_t* send = reads.empty() ? nullptr : ptr[reads[0]];
+    uint8_t* recv = writes.empty() ? nullptr : ptr[writes[0]];
+    int64_t me = comm_.group_index(axis_);
+    ncclComm_t c = comm_.comm(axis_);
+    const NcclLibrary& lib = nccl();
+    auto n = [](int64_t b) { return static_cast<size_t>(b); };
+    TESSERA_NCCL(lib.GroupStart());
+    if (send_prev_ > 0) TESSERA_NCCL(lib.Send(send, n(send_prev_), ncclUint8, static_cast<int>(me - 1), c, dc.stream));
+    if (recv_prev_ > 0) TESSERA_NCCL(lib.Recv(recv, n(recv_prev_), ncclUint8, static_cast<int>(me - 1), c, dc.stream));
+    if (send_next_ > 0)
+      TESSERA_NCCL(lib.Send(send + send_prev_, n(send_next_), ncclUint8, static_cast<int>(me + 1), c, dc.stream));
+    if (recv_next_ > 0)
+      TESSERA_NCCL(lib.Recv(recv + recv_prev_, n(recv_next_), ncclUint8, static_cast<int>(me + 1), c, dc.stream));
+    TESSERA_NCCL(lib.GroupEnd());
+  }
+  std::string impl() const override { return "nccl"; }
+  bool capturable() const override { return false; }  // as NcclOp
+
+ private:
+  const NcclCommunicator& comm_;
+  int axis_;
+  int64_t send_prev_, send_next_, recv_prev_, recv_next_;
+};
+
 }  // namespace
+
+std::unique_ptr<DeviceOp> make_nccl_halo_op(const NcclCommunicator& comm, int axis, int64_t send_prev,
+                                            int64_t send_next, int64_t recv_prev, int64_t recv_next, ValueId send,
+                                            ValueId recv) {
+  auto op = std::make_unique<NcclHaloOp>(comm, axis, send_prev, send_next, recv_prev, recv_next);
+  if (send != kNoValue) op->reads = {send};
+  if (recv != kNoValue) op->writes = {recv};
+  return op;
+}
 
 std::unique_ptr<DeviceOp> make_nccl_op(OpKind kind, const NcclCommunicator& comm, int axis, ncclDataType_t type,
                                        size_t count, ValueId in, ValueId out) {

@@ -64,6 +64,14 @@ void enqueue_collective(OpKind kind, const NcclCommunicator& comm, int axis, ncc
 std::unique_ptr<DeviceOp> make_nccl_op(OpKind kind, const NcclCommunicator& comm, int axis, ncclDataType_t type,
                                        size_t count, ValueId in, ValueId out);
 
+// The device op of a HaloExchange's exchange (lower_halo): one NCCL group
+// of sends of `send`'s blocks and receives into `recv`'s, with the
+// previous and the next rank of the axis's group. `send` or `recv` is
+// kNoValue where this rank sends or receives nothing.
+std::unique_ptr<DeviceOp> make_nccl_halo_op(const NcclCommunicator& comm, int axis, int64_t send_prev,
+                                            int64_t send_next, int64_t recv_prev, int64_t recv_next, ValueId send,
+                                            ValueId recv);
+
 }  // namespace tessera::runtime::cuda
 
 #define TESSERA_NCCL(call)                                                           \

@@ -88,5 +88,49 @@ TEST(CollectiveModel, GroupSizeMustMatchTheMesh) {
   EXPECT_THROW(node_cost(g, 0, builtin_profile("h100"), o), Error);
 }
 
+// A rank's HaloExchange: the rows it receives (before + after, from the
+// halo table) are the bytes, whatever its own band holds.
+TEST(CollectiveModel, HaloExchangeSendsTheRowsTheBandReceives) {
+  DeviceProfile d = builtin_profile("h100");
+  DeviceMesh mesh = DeviceMesh::parse("tp=3");
+  for (int64_t me : {0, 1, 2}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 64, 40, 96}});
+    Attrs a;
+    a.set("mesh_axis", std::string("tp"));
+    a.set("group_size", int64_t{3});
+    a.set("axis", int64_t{2});
+    a.set("coordinate", me);
+    a.set("before", std::vector<int64_t>{0, 2, 1});
+    a.set("after", std::vector<int64_t>{1, 2, 0});
+    g.set_outputs({g.add(OpKind::kHaloExchange, {x}, a, "halo")});
+    CollectiveCost c = collective_node_cost(g, g.node(0), d, &mesh);
+    int64_t rows = std::vector<int64_t>{1, 4, 1}[static_cast<size_t>(me)];
+    double bytes = static_cast<double>(rows) * 64 * 96 * 4;
+    const Interconnect& tier = tier_for_axis(d, mesh, "tp");
+    EXPECT_NEAR(c.transfer_s, bytes / tier.bandwidth, 1e-12) << "rank " << me;
+    EXPECT_NEAR(c.latency_s, tier.latency_s, 1e-12);  // one step, both neighbours at once
+  }
+}
+
+// Overlapped, the exchange hides behind the window op only up to the op's
+// time; the edge rows are paid again either way.
+TEST(CollectiveModel, HaloOverlapHidesTheExchangeOnlyUpToTheOp) {
+  WindowRows w{3, 1, 1, 0, 0};  // a seam band: one halo row each way
+  HaloBand band{1, 30, 1};      // 30 output rows, 2 of them edges
+  HaloOverlapCost small = halo_overlap_time(1e-3, 3e-3, w, band);
+  EXPECT_EQ(small.out_rows, 30);
+  EXPECT_EQ(small.edge_rows, 2);
+  EXPECT_NEAR(small.edges_s, 3e-3 * 2 / 30, 1e-15);
+  EXPECT_NEAR(small.time_s, 3e-3 + 2e-4, 1e-15);  // the exchange is hidden
+  EXPECT_LT(small.time_s, 1e-3 + 3e-3);           // and it beats exchange-then-op
+  HaloOverlapCost big = halo_overlap_time(5e-3, 3e-3, w, band);
+  EXPECT_NEAR(big.time_s, 5e-3 + 2e-4, 1e-15);  // only the op's time of it is
+  // A band with no halo below (the last rank) has one edge.
+  EXPECT_EQ(halo_overlap_time(1e-3, 3e-3, w, {1, 30, 0}).edge_rows, 1);
+  // A dilated 3x3 over a 2-row halo: 2 edge rows each way.
+  EXPECT_EQ(halo_overlap_time(1e-3, 3e-3, WindowRows{3, 1, 2, 0, 0}, {2, 30, 2}).edge_rows, 4);
+}
+
 }  // namespace
 }  // namespace tessera::cost

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cost/device_profile.h"
 #include "cost/graph_cost.h"
 #include "graph/error.h"
 
@@ -98,6 +99,49 @@ TEST(PlanCost, RankProgramsFromGraphs) {
   PlanCost c = plan_cost(progs);
   EXPECT_NEAR(c.time_s, single, 1e-12);  // symmetric ranks: no waiting
   EXPECT_THROW(rank_programs({row_parallel_rank()}, mesh, d), Error);
+}
+
+// CostOptions::halo_overlap prices a HaloExchange read by a Conv as the
+// runtime's overlapped lowering: the Conv's step takes max(conv, exchange)
+// plus its edge rows again, the exchange's step only meets the neighbour.
+TEST(PlanCost, HaloOverlapMovesTheExchangeIntoItsConv) {
+  DeviceMesh mesh = DeviceMesh::parse("tp=2");
+  std::vector<Graph> ranks;
+  for (int64_t me : {0, 1}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, 64, 48, 96}});
+    Attrs h;
+    h.set("mesh_axis", std::string("tp"));
+    h.set("group_size", int64_t{2});
+    h.set("axis", int64_t{2});
+    h.set("coordinate", me);
+    h.set("before", std::vector<int64_t>{0, 1});
+    h.set("after", std::vector<int64_t>{1, 0});
+    ValueId xp = g.add(OpKind::kHaloExchange, {x}, h, "halo");
+    Tensor w(DType::kF32, {64, 64, 3, 3});
+    ValueId wv = g.add_constant("w", w);
+    Attrs c;
+    c.set("kernel_shape", std::vector<int64_t>{3, 3});
+    c.set("strides", std::vector<int64_t>{1, 1});
+    c.set("dilations", std::vector<int64_t>{1, 1});
+    c.set("pads", me == 0 ? std::vector<int64_t>{1, 1, 0, 1} : std::vector<int64_t>{0, 1, 1, 1});
+    c.set("group", int64_t{1});
+    g.set_outputs({g.add(OpKind::kConv, {xp, wv}, c, "conv")});
+    ranks.push_back(std::move(g));
+  }
+  DeviceProfile d = builtin_profile("h100");
+  CostOptions off, on;
+  on.halo_overlap = true;
+  std::vector<RankProgram> a = rank_programs(ranks, mesh, d, off), b = rank_programs(ranks, mesh, d, on);
+  ASSERT_EQ(a[0].steps.size(), 2u);
+  ASSERT_TRUE(a[0].steps[0].collective);
+  double exchange = a[0].steps[0].time_s, conv = a[0].steps[1].time_s;
+  ASSERT_GT(exchange, 0);
+  EXPECT_DOUBLE_EQ(b[0].steps[0].time_s, 0);
+  // Rank 0's band: 48 rows and 1 below; 48 output rows, the last an edge.
+  double want = std::max(conv, exchange) + conv / 48;
+  EXPECT_NEAR(b[0].steps[1].time_s, want, 1e-12);
+  EXPECT_LT(plan_cost(b).time_s, plan_cost(a).time_s);
 }
 
 }  // namespace

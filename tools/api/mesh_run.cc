@@ -135,6 +135,20 @@ double collective_ms(const runtime::ExecutablePlan& plan) {
   return ms;
 }
 
+// ms per run rank 0 waits for its halos (profile on): an overlapped
+// exchange's wait after its window op's interior (KernelProfile::wait_ms), an
+// unoverlapped one's whole kernel; and how many exchanges of each kind.
+void halo_wait(const runtime::ExecutablePlan& plan, MeshRunResult& m) {
+  for (const runtime::KernelProfile& k : plan.profile().kernels) {
+    if (k.calls == 0) continue;
+    bool overlapped = k.op.rfind("HaloExchange+", 0) == 0;
+    if (!overlapped && k.op != "HaloExchange") continue;
+    ++m.halo_exchanges;
+    m.halo_overlapped += overlapped;
+    m.halo_wait_ms += (overlapped ? k.wait_ms : k.total_ms) / static_cast<double>(k.calls);
+  }
+}
+
 // Rank 0's collectives and those that start before other kernels run.
 void count_collectives(const runtime::ExecutablePlan& plan, MeshRunResult& m) {
   std::istringstream steps(plan.collective_steps());
@@ -210,6 +224,7 @@ MeshRunResult run_rank_threads(MeshExecutable::State& st, const std::vector<std:
     runtime::ExecutablePlan& p = *st.plans[static_cast<size_t>(r)];
     results[static_cast<size_t>(r)] = detail::run_compiled(p, per_rank[static_cast<size_t>(r)], config);
     if (r == 0 && config.profile) comm_ms = collective_ms(p);
+    if (r == 0 && config.profile) halo_wait(p, m);
     if (r == 0) count_collectives(p, m);
   });
   outputs.clear();
@@ -380,6 +395,7 @@ MeshRunResult run_mpi(const RankSource& plan, const DeviceMesh& mesh, const Inpu
   m.rank = me->rank;
   m.threads_per_rank = me->options.threads;
   if (config.profile) m.collective_ms = collective_ms(*me->plan);
+  if (config.profile) halo_wait(*me->plan, m);
   count_collectives(*me->plan, m);
   return m;
 }

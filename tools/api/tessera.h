@@ -370,6 +370,12 @@ struct MeshRunResult : RunResult {
   // Rank 0's collectives, and how many of them run while other kernels do
   // (config.overlap; runtime::ExecutablePlan::collective_steps).
   int64_t collectives = 0, overlapped = 0;
+  // profile: rank 0's HaloExchanges, those lowered overlapped with their
+  // window op (runtime/cpu/halo_overlap.h), and its ms per run waiting for
+  // halos (an overlapped one's wait after the interior; an unoverlapped
+  // one's whole exchange kernel).
+  int64_t halo_exchanges = 0, halo_overlapped = 0;
+  double halo_wait_ms = 0;
   std::vector<std::string> output_names;  // of `outputs`, the graph's
 };
 

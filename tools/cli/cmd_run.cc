@@ -111,6 +111,11 @@ int run_mesh_plan(const RunFlags& flags) {
                 "overlap other kernels\n",
                 result.collective_ms, static_cast<long long>(result.overlapped),
                 static_cast<long long>(result.collectives));
+  if (flags.config.profile && result.halo_exchanges > 0)
+    std::printf("halo: %.3f ms per run waiting on rank 0 over %lld HaloExchange (%lld overlapped with their window "
+                "op's interior rows)\n",
+                result.halo_wait_ms, static_cast<long long>(result.halo_exchanges),
+                static_cast<long long>(result.halo_overlapped));
   return 0;
 }
 
