@@ -1,5 +1,6 @@
 #include "graph/sharding.h"
 
+#include <algorithm>
 #include <set>
 
 #include "graph/error.h"
@@ -103,7 +104,13 @@ Sharding Sharding::replicated(const DeviceMesh& mesh) {
   return Sharding{std::vector<Placement>(mesh.axes().size(), Placement::replicate())};
 }
 
-void Sharding::validate(const DeviceMesh& mesh, const TensorType& global) const {
+int64_t block_start(int64_t size, int64_t blocks, int64_t b) {
+  TESSERA_CHECK(blocks >= 1 && b >= 0 && b <= blocks, "block " << b << " of " << blocks);
+  int64_t base = size / blocks, extra = size % blocks;
+  return b * base + std::min(b, extra);
+}
+
+void Sharding::validate(const DeviceMesh& mesh, const TensorType& global, Blocks blocks) const {
   if (placements.size() != mesh.axes().size())
     TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << " has " << placements.size()
                                                         << " placements for mesh " << mesh.str());
@@ -119,6 +126,13 @@ void Sharding::validate(const DeviceMesh& mesh, const TensorType& global) const 
       TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << ": " << p.groups << " blocks do not divide mesh axis '"
                                                           << mesh.axes()[i].name << "' (" << mesh.axes()[i].size
                                                           << ") into groups of two or more ranks");
+    bool alone = true;
+    for (size_t j = 0; j < placements.size(); ++j)
+      alone = alone && (j == i || !placements[j].is_shard() || placements[j].dim != p.dim);
+    if (local[p.dim] % n != 0 && blocks == Blocks::kUneven && p.groups == 0 && alone && local[p.dim] >= n) {
+      local[p.dim] = block_size(local[p.dim], n, 0);
+      continue;
+    }
     if (local[p.dim] % n != 0)
       TESSERA_THROW(ErrorKind::kInvalidGraph, "sharding " << str() << ": dim " << p.dim << " of " << type_str(global)
                                                           << " is not divisible by mesh axis '" << mesh.axes()[i].name
@@ -132,10 +146,38 @@ void Sharding::validate(const DeviceMesh& mesh, const TensorType& global) const 
   }
 }
 
+bool Sharding::is_even(const DeviceMesh& mesh, const Shape& global) const {
+  Shape local = global;
+  for (size_t i = 0; i < placements.size() && i < mesh.axes().size(); ++i) {
+    const Placement& p = placements[i];
+    if (!p.is_shard() || p.dim < 0 || p.dim >= static_cast<int64_t>(local.size())) continue;
+    int64_t n = p.blocks(mesh.axes()[i].size);
+    if (local[p.dim] % n != 0) return false;
+    local[p.dim] /= n;
+  }
+  return true;
+}
+
 Shape Sharding::local_shape(const DeviceMesh& mesh, const Shape& global) const {
   Shape local = global;
   for (size_t i = 0; i < placements.size(); ++i)
-    if (placements[i].is_shard()) local[placements[i].dim] /= placements[i].blocks(mesh.axes()[i].size);
+    if (placements[i].is_shard()) {
+      int64_t& d = local[placements[i].dim];
+      d = block_size(d, placements[i].blocks(mesh.axes()[i].size), 0);
+    }
+  return local;
+}
+
+Shape Sharding::local_shape(const DeviceMesh& mesh, const Shape& global, int64_t rank) const {
+  Shape local = global;
+  std::vector<int64_t> c = mesh.coords(rank);
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const Placement& p = placements[i];
+    if (!p.is_shard()) continue;
+    int64_t n = mesh.axes()[i].size;
+    int64_t& d = local[p.dim];
+    d = block_size(d, p.blocks(n), p.block_of(c[i], n));
+  }
   return local;
 }
 

@@ -74,16 +74,38 @@ struct Placement {
   bool operator==(const Placement&) const = default;
 };
 
+// Where a dim of `size` elements is cut into `blocks` blocks that do not
+// all have the same size: the first size % blocks blocks hold one element
+// more (ONNX Split's and the spatial bands' convention). Every part of
+// Tessera that cuts, gathers or prices an uneven block reads it here.
+int64_t block_start(int64_t size, int64_t blocks, int64_t b);
+inline int64_t block_size(int64_t size, int64_t blocks, int64_t b) {
+  return block_start(size, blocks, b + 1) - block_start(size, blocks, b);
+}
+
+// Whether a shard's blocks must all be the same size (the default: every
+// collective and weight split assumes it), or may be uneven (block_start):
+// allowed only where a strategy says its emitter handles it, a dim split
+// over one whole mesh axis and no rank left without rows.
+enum class Blocks : uint8_t { kEven, kUneven };
+
 // One placement per mesh axis.
 struct Sharding {
   std::vector<Placement> placements;
 
   static Sharding replicated(const DeviceMesh& mesh);
   // Throws Error(kInvalidGraph) if the placements do not fit the mesh and the
-  // tensor type (dim out of range, dim not divisible by the axis size).
-  void validate(const DeviceMesh& mesh, const TensorType& global) const;
-  // The per-rank (local) shape of a tensor with this sharding.
+  // tensor type (dim out of range, dim not divisible by the axis size where
+  // `blocks` is kEven; with kUneven, a dim split over two axes, or over more
+  // ranks than it has elements, where it does not divide).
+  void validate(const DeviceMesh& mesh, const TensorType& global, Blocks blocks = Blocks::kEven) const;
+  // Whether every split dim divides by its blocks.
+  bool is_even(const DeviceMesh& mesh, const Shape& global) const;
+  // The local shape of the largest block (every rank's where the blocks are
+  // even; with uneven blocks, the first rank's, which prices the slowest).
   Shape local_shape(const DeviceMesh& mesh, const Shape& global) const;
+  // The local shape on `rank` (local_block in graph/strategy.h).
+  Shape local_shape(const DeviceMesh& mesh, const Shape& global, int64_t rank) const;
   // Parses "[R,S(1)]"; str() prints the same form.
   static Sharding parse(const std::string& text);
   std::string str() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "graph/error.h"
 #include "graph/hash.h"
@@ -26,6 +27,35 @@ bool major_dim(const DimMap& m, const std::vector<DimExpr>& dims, const Shape& s
     if (!contains(dims[d], f)) continue;
     if (dim >= 0 || !is_plain(m, dims[d], shape[d]) || dims[d].terms[0].factor != f) return false;
     dim = static_cast<int64_t>(d);
+  }
+  return true;
+}
+
+// Whether factor f is, wherever `dims` holds it, a whole dim of its own
+// (its only term, stride 1, the dim's whole size): the same rows of f in
+// every tensor, so each rank's block of f may have its own size.
+bool whole_dims(const DimMap& m, const std::vector<DimExpr>& dims, const Shape& shape, int f) {
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (!contains(dims[d], f)) continue;
+    const DimExpr& e = dims[d];
+    if (e.terms.size() != 1 || e.terms[0].coef != 1 || e.offset != 0 || e.guarded || !e.edges.empty() ||
+        e.form != DimForm::kAffine || shape[d] != m.factors[static_cast<size_t>(f)].size)
+      return false;
+  }
+  return true;
+}
+
+// Whether factor f may be split into uneven blocks: a pass, sum or mean
+// factor held as a whole dim by every read and the one piece of each output.
+bool splits_unevenly(const Graph& g, const Node& n, const DimMap& m, int f) {
+  const Factor& fac = m.factors[static_cast<size_t>(f)];
+  if (fac.kind == FactorKind::kReduce) return false;
+  for (size_t o = 0; o < m.outputs.size(); ++o) {
+    if (m.outputs[o].size() != 1) return false;
+    const Piece& p = m.outputs[o][0];
+    if (!whole_dims(m, p.dims, g.type(n.outputs[o]).shape, f)) return false;
+    for (const Read& r : p.reads)
+      if (!whole_dims(m, r.dims, g.type(n.inputs[static_cast<size_t>(r.input)]).shape, f)) return false;
   }
   return true;
 }
@@ -140,34 +170,50 @@ bool same_placements(const AxisStrategy& a, const AxisStrategy& b) {
 // The product of the axis sizes that split each factor divides its size.
 bool factors_divide(const DimMap& m, const DeviceMesh& mesh, const std::vector<const AxisStrategy*>& axes) {
   std::vector<int64_t> ways(m.factors.size(), 1);
+  std::vector<int> uneven(m.factors.size(), 0);
   for (size_t a = 0; a < axes.size(); ++a)
-    if (axes[a]->kind == Kind::kShardFactor)
+    if (axes[a]->kind == Kind::kShardFactor) {
       ways[static_cast<size_t>(axes[a]->factor)] *= axes[a]->groups > 0 ? axes[a]->groups : mesh.axes()[a].size;
+      uneven[static_cast<size_t>(axes[a]->factor)] += axes[a]->uneven ? 1 : 2;
+    }
+  // An uneven factor is split over its one axis only.
   for (size_t f = 0; f < m.factors.size(); ++f)
-    if (ways[f] > 1 && m.factors[f].size % ways[f] != 0) return false;
+    if (ways[f] > 1 && m.factors[f].size % ways[f] != 0 && uneven[f] != 1) return false;
   return true;
 }
 
-bool fits(const Sharding& s, const DeviceMesh& mesh, const TensorType& t) {
+bool fits(const Sharding& s, const DeviceMesh& mesh, const TensorType& t, Blocks blocks) {
   try {
-    s.validate(mesh, t);
+    s.validate(mesh, t, blocks);
     return true;
   } catch (const Error&) {
     return false;
   }
 }
 
+// A mean over a split factor is the sum of the ranks' means, each scaled by
+// its share of the factor: 1/n for even blocks, its rows over all rows for
+// uneven ones.
 std::vector<ValueId> scale_means(const LocalOp& op, std::vector<ValueId> outs) {
-  int64_t ways = 1;
+  double share = 1;
+  std::vector<int64_t> c = op.mesh.coords(op.rank);
+  std::optional<DimMap> m;
   for (size_t a = 0; a < op.strategy.axes.size(); ++a) {
     const AxisStrategy& s = op.strategy.axes[a];
-    if (s.kind == Kind::kShardFactor && s.factor_kind == FactorKind::kMean) ways *= op.mesh.axes()[a].size;
+    if (s.kind != Kind::kShardFactor || s.factor_kind != FactorKind::kMean) continue;
+    int64_t n = op.mesh.axes()[a].size;
+    if (!s.uneven) {
+      share /= static_cast<double>(n);
+      continue;
+    }
+    if (!m) m = dim_map(op.global, op.node);
+    int64_t size = m->factors[static_cast<size_t>(s.factor)].size;
+    share *= static_cast<double>(block_size(size, n, c[a])) / static_cast<double>(size);
   }
-  if (ways == 1) return outs;
+  if (share == 1) return outs;
   for (ValueId& v : outs) {
     const TensorType& t = op.local.type(v);
-    ValueId k = op.local.add_constant(op.node.name + "/mean_share",
-                                      Tensor::from_doubles(t.dtype, {}, {1.0 / static_cast<double>(ways)}));
+    ValueId k = op.local.add_constant(op.node.name + "/mean_share", Tensor::from_doubles(t.dtype, {}, {share}));
     v = op.local.add(OpKind::kMul, {v, k}, {}, op.node.name + "/mean_scale");
   }
   return outs;
@@ -208,8 +254,13 @@ std::vector<AxisStrategy> axis_strategies(const Graph& g, const Node& n, int64_t
   DimMap m = dim_map(g, n);
   for (size_t f = 0; f < m.factors.size(); ++f) {
     const Factor& fac = m.factors[f];
-    if (fac.kind == FactorKind::kReduce || fac.size < axis_size || fac.size % axis_size != 0) continue;
-    if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f), 0)) out.push_back(std::move(*s));
+    if (fac.kind == FactorKind::kReduce || fac.size < axis_size) continue;
+    bool uneven = fac.size % axis_size != 0;
+    if (uneven && !splits_unevenly(g, n, m, static_cast<int>(f))) continue;
+    if (std::optional<AxisStrategy> s = factor_split(g, n, m, static_cast<int>(f), 0)) {
+      s->uneven = uneven;
+      out.push_back(std::move(*s));
+    }
   }
   for (int64_t groups = axis_size / 2; groups >= 2; --groups) {
     if (axis_size % groups != 0) continue;
@@ -254,9 +305,12 @@ std::vector<Strategy> strategies(const Graph& g, const Node& n, const DeviceMesh
       for (size_t o = 0; o < n.outputs.size(); ++o) s.outputs[o].placements.push_back(chosen[a]->outputs[o]);
     }
     bool ok = explicit_axes <= 1 && factors_divide(m, mesh, chosen);
+    Blocks blocks = std::any_of(chosen.begin(), chosen.end(), [](const AxisStrategy* c) { return c->uneven; })
+                        ? Blocks::kUneven
+                        : Blocks::kEven;
     for (size_t i = 0; ok && i < n.inputs.size(); ++i)
-      ok = !present(n, i) || fits(s.inputs[i], mesh, g.type(n.inputs[i]));
-    for (size_t o = 0; ok && o < n.outputs.size(); ++o) ok = fits(s.outputs[o], mesh, g.type(n.outputs[o]));
+      ok = !present(n, i) || fits(s.inputs[i], mesh, g.type(n.inputs[i]), blocks);
+    for (size_t o = 0; ok && o < n.outputs.size(); ++o) ok = fits(s.outputs[o], mesh, g.type(n.outputs[o]), blocks);
     if (ok) out.push_back(std::move(s));
     size_t a = axes;
     while (a > 0 && ++pick[a - 1] == per_axis[a - 1].size()) pick[--a] = 0;
@@ -274,7 +328,7 @@ std::vector<Strategy> strategies_for(const Graph& g, const Node& n, const Device
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!present(n, i)) continue;
     try {
-      inputs[i].validate(mesh, g.type(n.inputs[i]));
+      inputs[i].validate(mesh, g.type(n.inputs[i]), Blocks::kUneven);
     } catch (const Error& e) {
       throw Error(ErrorKind::kInvalidGraph, "input '" + g.value(n.inputs[i]).name + "': " + e.what(),
                   {"", n.name, op_name(n.kind)});
@@ -303,9 +357,9 @@ void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& 
     const Placement& p = sharding.placements[a];
     if (!p.is_shard()) continue;
     auto d = static_cast<size_t>(p.dim);
-    int64_t n = mesh.axes()[a].size;
-    size[d] /= p.blocks(n);
-    offset[d] += p.block_of(c[a], n) * size[d];
+    int64_t n = p.blocks(mesh.axes()[a].size), b = p.block_of(c[a], mesh.axes()[a].size);
+    offset[d] += block_start(size[d], n, b);
+    size[d] = block_size(size[d], n, b);
   }
 }
 
@@ -427,7 +481,8 @@ std::vector<ValueId> emit_local(const Graph& g, const Node& n, const Strategy& s
   const OpDef& def = op_def(n.kind);
   Attrs attrs = n.attrs;
   std::vector<Shape> local_out;
-  for (size_t o = 0; o < n.outputs.size(); ++o) local_out.push_back(s.outputs[o].local_shape(mesh, g.type(n.outputs[o]).shape));
+  for (size_t o = 0; o < n.outputs.size(); ++o)
+    local_out.push_back(s.outputs[o].local_shape(mesh, g.type(n.outputs[o]).shape, rank));
   if (def.localize) {
     std::vector<Shape> gin, lin;
     std::vector<bool> have;

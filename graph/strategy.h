@@ -55,6 +55,12 @@ struct AxisStrategy {
   // bytes of halo rows the rank that receives most takes from its
   // neighbours before it runs (its emitter's HaloExchange), for the price.
   int64_t halo_bytes = 0;
+  // Its shards may be uneven (Blocks::kUneven, block_start): a factor that
+  // is a whole dim of every tensor holding it, which the axis does not
+  // divide (a band of rows of an image the ranks do not divide), or a
+  // spatial split whose emitter cuts the bands itself. Every rank's local op
+  // then reads and makes blocks of its own size.
+  bool uneven = false;
   bool operator==(const AxisStrategy&) const = default;
 };
 
@@ -112,7 +118,8 @@ Linearity affine_linearity(const Graph& g, const Node& n);
 
 // The block of a tensor of global shape `global` that `rank` holds under
 // `sharding`: per dim its offset and size (dims sharded over several axes
-// nest in mesh-axis order). Partial and Replicate axes hold everything.
+// nest in mesh-axis order; uneven blocks as block_start cuts them). Partial
+// and Replicate axes hold everything.
 void local_block(const DeviceMesh& mesh, const Sharding& sharding, const Shape& global, int64_t rank,
                  std::vector<int64_t>& offset, Shape& size);
 
@@ -129,7 +136,8 @@ Tensor shard_of(const Tensor& global, const Sharding& sharding, const DeviceMesh
 // placement or blocks of the wrong type.
 Tensor unshard(const std::vector<Tensor>& blocks, const Sharding& sharding, const DeviceMesh& mesh, const Shape& global);
 
-// The global shape of a tensor whose block is `local` under `sharding`.
+// The global shape of a tensor whose block is `local` under `sharding`
+// (even blocks only: an uneven block does not tell the whole).
 Shape global_shape(const Sharding& sharding, const DeviceMesh& mesh, const Shape& local);
 
 }  // namespace tessera

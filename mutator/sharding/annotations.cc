@@ -69,8 +69,13 @@ std::vector<ShardConstraint> resolve_annotations(const Graph& g, const DeviceMes
                                                           << s.sharding.placements.size()
                                                           << " placements, the mesh " << mesh.str() << " has "
                                                           << mesh.axes().size() << " axes");
+    // An annotated graph input or output crosses the plan's boundary as
+    // annotated: each rank is fed, and gives back, its block.
+    bool edge = std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end() ||
+                std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
     try {
-      s.sharding.validate(mesh, val.type);
+      // Uneven blocks only inside the program, on activations (propagate.h).
+      s.sharding.validate(mesh, val.type, edge || val.constant ? Blocks::kEven : Blocks::kUneven);
     } catch (const Error& e) {
       TESSERA_THROW(ErrorKind::kInvalidGraph, "--shard '" << s.text << "': tensor '" << val.name << "' "
                                                           << type_str(val.type) << ": " << e.what());
@@ -84,10 +89,6 @@ std::vector<ShardConstraint> resolve_annotations(const Graph& g, const DeviceMes
       return;
     }
     seen[v] = out.size();
-    // An annotated graph input or output crosses the plan's boundary as
-    // annotated: each rank is fed, and gives back, its block.
-    bool edge = std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end() ||
-                std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
     out.push_back({v, s.sharding, s.text, edge && !val.constant});
   };
   for (const std::string& text : specs) {

@@ -20,7 +20,7 @@ class RankBuilder {
       ValueId v = g_.inputs()[k];
       const Sharding& crosses = boundary(s_.inputs, k);
       TensorType t = g_.type(v);
-      t.shape = crosses.local_shape(s_.mesh, t.shape);
+      t.shape = crosses.local_shape(s_.mesh, t.shape, rank_);
       ValueId in = local_.add_input(g_.value(v).name, t);
       at_[{v, crosses.str()}] = in;
       home(v, crosses);

@@ -50,7 +50,11 @@ class Propagation {
   void fix(const ShardConstraint& c) {
     const Value& val = g_.value(c.value);
     try {
-      c.sharding.validate(mesh_, val.type);
+      // Inside the program an activation may hold uneven bands (the
+      // strategies that read them cut them); across the boundary blocks are
+      // even (a plan's run reads the whole shape back from rank 0's block),
+      // and so are a pinned weight's.
+      c.sharding.validate(mesh_, val.type, c.boundary || val.constant ? Blocks::kEven : Blocks::kUneven);
     } catch (const Error& e) {
       TESSERA_THROW(ErrorKind::kInvalidGraph, "tensor '" << val.name << "'"
                                                          << (c.origin.empty() ? "" : " (" + c.origin + ")") << ": "
@@ -131,12 +135,33 @@ class Propagation {
 
   // A rank's share of the node's work, as a roofline: a factor split over
   // an axis divides it; replicated and Partial-through nodes do it whole.
+  // The ways axis `a` divides the node's work: its size, or with uneven
+  // blocks the whole over the largest block (the rank that finishes last).
+  double uneven_ways(const Node& node, const Strategy& s, size_t a) const {
+    int64_t n = s.axes[a].groups > 0 ? s.axes[a].groups : mesh_.axes()[a].size;
+    if (!s.axes[a].uneven) return static_cast<double>(n);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const Placement& p = s.outputs[o].placements[a];
+      if (!p.is_shard()) continue;
+      int64_t size = g_.type(node.outputs[o]).shape[static_cast<size_t>(p.dim)];
+      return static_cast<double>(size) / static_cast<double>(block_size(size, n, 0));
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      const Placement& p = s.inputs[i].placements[a];
+      if (!p.is_shard()) continue;
+      int64_t size = g_.type(node.inputs[i]).shape[static_cast<size_t>(p.dim)];
+      return static_cast<double>(size) / static_cast<double>(block_size(size, n, 0));
+    }
+    return static_cast<double>(n);
+  }
+
   double compute(NodeId n, const Strategy& s) {
     const Node& node = g_.node(n);
     double ways = 1;
     for (size_t a = 0; a < s.axes.size(); ++a)
       if (s.axes[a].kind == AxisStrategy::Kind::kShardFactor || s.axes[a].kind == AxisStrategy::Kind::kExplicit)
-        ways *= static_cast<double>(s.axes[a].groups > 0 ? s.axes[a].groups : mesh_.axes()[a].size);
+        ways *= uneven_ways(node, s, a);
     double bytes = 0;
     for (ValueId v : node.inputs)
       if (v != kNoValue) bytes += static_cast<double>(g_.type(v).nbytes());
@@ -271,9 +296,9 @@ class Propagation {
 
 std::string describe(const Graph& g, const ShardedGraph& s) {
   std::string out;
-  auto steps = [&](const Sharding& from, const Sharding& to) {
+  auto steps = [&](const Shape& shape, const Sharding& from, const Sharding& to) {
     std::string t;
-    for (const ReshardStep& st : reshard_steps(from, to, s.mesh)) {
+    for (const ReshardStep& st : reshard_steps(from, to, s.mesh, shape)) {
       if (!t.empty()) t += ", ";
       t += reshard_step_name(st.kind);
       t += " over ";
@@ -281,8 +306,9 @@ std::string describe(const Graph& g, const ShardedGraph& s) {
     }
     return t;
   };
-  auto line = [&](const std::string& v, const Sharding& from, const Sharding& to) {
-    out += "  reshard " + v + ": " + from.str() + " -> " + to.str() + " (" + steps(from, to) + ")\n";
+  auto line = [&](ValueId v, const Sharding& from, const Sharding& to) {
+    out += "  reshard " + g.value(v).name + ": " + from.str() + " -> " + to.str() + " (" +
+           steps(g.type(v).shape, from, to) + ")\n";
   };
   for (NodeId n : g.topo_order()) {
     const Node& node = g.node(n);
@@ -290,17 +316,17 @@ std::string describe(const Graph& g, const ShardedGraph& s) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       ValueId v = node.inputs[i];
       if (v != kNoValue && !g.value(v).constant && s.values[static_cast<size_t>(v)] != st.inputs[i])
-        line(g.value(v).name, s.values[static_cast<size_t>(v)], st.inputs[i]);
+        line(v, s.values[static_cast<size_t>(v)], st.inputs[i]);
     }
     out += node.name + ": " + st.str() + "\n";
     for (size_t o = 0; o < node.outputs.size(); ++o)
       if (s.values[static_cast<size_t>(node.outputs[o])] != st.outputs[o])
-        line(g.value(node.outputs[o]).name, st.outputs[o], s.values[static_cast<size_t>(node.outputs[o])]);
+        line(node.outputs[o], st.outputs[o], s.values[static_cast<size_t>(node.outputs[o])]);
   }
   for (size_t k = 0; k < g.outputs().size(); ++k) {
     ValueId v = g.outputs()[k];
     const Sharding& out = k < s.outputs.size() ? s.outputs[k] : Sharding::replicated(s.mesh);
-    if (s.values[static_cast<size_t>(v)] != out) line(g.value(v).name, s.values[static_cast<size_t>(v)], out);
+    if (s.values[static_cast<size_t>(v)] != out) line(v, s.values[static_cast<size_t>(v)], out);
   }
   return out;
 }

@@ -37,6 +37,44 @@ std::string step_name(const std::string& base, size_t i, const char* what) {
   return s;
 }
 
+// The whole `dim` (`whole` rows) from blocks of unequal size (block_start
+// over n ranks): each rank pads its block to the largest, the AllGather
+// brings n equal blocks, and slices of the runs of real rows, joined, drop
+// the padding (XLA's pad-then-collective). Every rank adds the same nodes;
+// only the Pad's rows differ.
+ValueId gather_uneven(Graph& local, ValueId v, const Attrs& collective, int64_t dim, int64_t whole, int64_t n,
+                      const std::string& name) {
+  auto d = static_cast<size_t>(dim);
+  Shape block = local.type(v).shape;
+  int64_t big = block_size(whole, n, 0);
+  std::vector<int64_t> pads(2 * block.size(), 0);
+  pads[block.size() + d] = big - block[d];
+  Attrs pad;
+  pad.set("pads", pads);
+  v = local.add(OpKind::kPad, {v}, pad, name + "_pad");
+  v = local.add(OpKind::kAllGather, {v}, collective, name);
+  // Runs of real rows in the gathered [n * big] rows: block b at b * big.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t b = 0; b < n; ++b) {
+    int64_t lo = b * big, hi = lo + block_size(whole, n, b);
+    if (!runs.empty() && runs.back().second == lo) runs.back().second = hi;
+    else runs.push_back({lo, hi});
+  }
+  std::vector<ValueId> pieces;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    Attrs cut;
+    cut.set("starts", std::vector<int64_t>{runs[r].first});
+    cut.set("ends", std::vector<int64_t>{runs[r].second});
+    cut.set("axes", std::vector<int64_t>{dim});
+    cut.set("steps", std::vector<int64_t>{1});
+    pieces.push_back(local.add(OpKind::kSlice, {v}, cut, name + "_rows" + std::to_string(r)));
+  }
+  if (pieces.size() == 1) return pieces[0];
+  Attrs cat;
+  cat.set("axis", dim);
+  return local.add(OpKind::kConcat, pieces, cat, name + "_whole");
+}
+
 }  // namespace
 
 const char* reshard_step_name(Kind k) {
@@ -51,7 +89,8 @@ const char* reshard_step_name(Kind k) {
   return "?";
 }
 
-std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to, const DeviceMesh& mesh) {
+std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to, const DeviceMesh& mesh,
+                                       const Shape& global) {
   size_t axes = mesh.axes().size();
   TESSERA_CHECK(from.placements.size() == axes && to.placements.size() == axes,
                 "reshard " << from.str() << " -> " << to.str() << " on mesh " << mesh.str());
@@ -65,6 +104,9 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
     bool renest = f.is_shard() && holds(changed_axes(from, to, f.dim, true), a);
     if (f == t && !renest) continue;
     int64_t n = mesh.axes()[k].size;
+    auto uneven = [&](const Placement& p) {
+      return p.is_shard() && p.dim < static_cast<int64_t>(global.size()) && global[static_cast<size_t>(p.dim)] % n != 0;
+    };
     // A shard in groups refined to smaller blocks of the same dim: each
     // rank cuts its block from the one it holds.
     if (f.is_shard() && t.is_shard() && f.dim == t.dim && (f.groups || t.groups) && t.blocks(n) > f.blocks(n) &&
@@ -76,7 +118,8 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
     bool done = false;  // the split of `t` happened with the removal
     if (f.is_shard()) {
       // Directly only when nothing else on either dim must be undone first.
-      if (!grouped && t.is_shard() && t.dim != f.dim && only(changed_axes(from, to, f.dim, true), a) &&
+      if (!grouped && !uneven(f) && !uneven(t) && t.is_shard() && t.dim != f.dim &&
+          only(changed_axes(from, to, f.dim, true), a) &&
           only(changed_axes(from, to, t.dim, false), a) && changed_axes(from, to, t.dim, true).empty()) {
         take.push_back({Kind::kAllToAll, a, f.dim, t.dim});
         done = true;
@@ -84,7 +127,7 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
         take.push_back({Kind::kAllGather, a, f.dim, -1, 1, 0, f.groups});
       }
     } else if (f.kind == Placement::Kind::kPartial) {
-      if (!grouped && t.is_shard() && only(changed_axes(from, to, t.dim, false), a) &&
+      if (!grouped && !uneven(t) && t.is_shard() && only(changed_axes(from, to, t.dim, false), a) &&
           changed_axes(from, to, t.dim, true).empty()) {
         take.push_back({Kind::kReduceScatter, a, t.dim, -1});
         done = true;
@@ -103,8 +146,7 @@ std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to,
 
 ValueId emit_reshard(Graph& local, ValueId v, const Sharding& from, const Sharding& to, const TensorType& global,
                      const DeviceMesh& mesh, int64_t rank, const std::string& name) {
-  (void)global;
-  std::vector<ReshardStep> steps = reshard_steps(from, to, mesh);
+  std::vector<ReshardStep> steps = reshard_steps(from, to, mesh, global.shape);
   std::vector<int64_t> coords = mesh.coords(rank);
   for (size_t i = 0; i < steps.size(); ++i) {
     const ReshardStep& s = steps[i];
@@ -118,6 +160,11 @@ ValueId emit_reshard(Graph& local, ValueId v, const Sharding& from, const Shardi
       case Kind::kAllGather: {
         a.set("axis", s.dim);
         Shape block = local.type(v).shape;
+        int64_t rows = global.shape[static_cast<size_t>(s.dim)];
+        if (s.groups == 0 && rows % axis.size != 0) {
+          v = gather_uneven(local, v, a, s.dim, rows, axis.size, step_name(name, i, "all_gather"));
+          break;
+        }
         v = local.add(OpKind::kAllGather, {v}, a, step_name(name, i, "all_gather"));
         if (s.groups == 0) break;
         // Ranks of a group sent the same block: [.., g, n/g, b, ..], keep
@@ -158,12 +205,13 @@ ValueId emit_reshard(Graph& local, ValueId v, const Sharding& from, const Shardi
       case Kind::kSlice: {
         // The rank's block of to_blocks lies inside its block of
         // from_blocks, at this index among to/from parts.
+        // Uneven where the parts do not divide the rows (block_start).
         int64_t parts = s.to_blocks / s.from_blocks;
-        int64_t size = local.type(v).shape[static_cast<size_t>(s.dim)] / parts;
+        int64_t rows = local.type(v).shape[static_cast<size_t>(s.dim)];
         int64_t c = coords[static_cast<size_t>(s.axis)];
-        int64_t start = (c / (axis.size / s.to_blocks)) % parts * size;
-        a.set("starts", std::vector<int64_t>{start});
-        a.set("ends", std::vector<int64_t>{start + size});
+        int64_t part = (c / (axis.size / s.to_blocks)) % parts;
+        a.set("starts", std::vector<int64_t>{block_start(rows, parts, part)});
+        a.set("ends", std::vector<int64_t>{block_start(rows, parts, part + 1)});
         a.set("axes", std::vector<int64_t>{s.dim});
         a.set("steps", std::vector<int64_t>{1});
         v = local.add(OpKind::kSlice, {v}, a, step_name(name, i, "slice"));

@@ -11,6 +11,12 @@
 // local Slice; it is gathered by an AllGather over the whole axis, which
 // brings each block n/g times, followed by a Slice that keeps one copy.
 //
+// A dim split into uneven blocks (Blocks::kUneven, one mesh axis) is
+// gathered by padding each block to the largest, an AllGather, and slices
+// that drop the padding; it is cut by a Slice at block_start. AllToAll and
+// ReduceScatter assume even blocks: to or from an uneven dim they become an
+// AllGather or an AllReduce and a Slice.
+//
 // Steps that take a shard or a partial away run first, minor mesh axes
 // first (a dim split over two axes nests the minor axis inside the major
 // one, so gathering the minor axis first leaves the major axis's blocks
@@ -41,8 +47,10 @@ struct ReshardStep {
 };
 const char* reshard_step_name(ReshardStep::Kind k);
 
-// The steps from `from` to `to` (empty when they are equal).
-std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to, const DeviceMesh& mesh);
+// The steps from `from` to `to` (empty when they are equal) for a tensor of
+// global shape `global` (empty: every block taken as even).
+std::vector<ReshardStep> reshard_steps(const Sharding& from, const Sharding& to, const DeviceMesh& mesh,
+                                       const Shape& global = {});
 
 // Predicted seconds of the steps on `device` for a tensor of global type
 // `global` starting as `from`: collectives from the collective model on the

@@ -12,13 +12,8 @@ namespace tessera::mutator {
 std::vector<Band> row_bands(int64_t size, int64_t n) {
   if (n < 1 || n > size)
     throw Error(ErrorKind::kUsage, "cannot cut " + std::to_string(size) + " rows into " + std::to_string(n) + " bands");
-  std::vector<Band> bands;
-  int64_t base = size / n, extra = size % n, at = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    int64_t len = base + (r < extra ? 1 : 0);
-    bands.push_back({at, at + len});
-    at += len;
-  }
+  std::vector<Band> bands;  // the Sharding's uneven blocks, so that the one-chain tool and the search agree
+  for (int64_t r = 0; r < n; ++r) bands.push_back({block_start(size, n, r), block_start(size, n, r + 1)});
   return bands;
 }
 

@@ -23,22 +23,23 @@ struct BandRead {
 
 bool is_window_op(OpKind k) { return k == OpKind::kConv || k == OpKind::kMaxPool || k == OpKind::kAveragePool; }
 
-// Per coordinate of an axis of n ranks, the band each reads along `dim`;
-// nullopt where the op reads the dim by no affine window, a weight reads
-// it, the bands are uneven, or a halo reaches past the neighbour's band.
+// Per coordinate of an axis of n ranks, the band each reads along `dim`
+// (bands as the Sharding's blocks: block_start, uneven where n does not
+// divide the rows); nullopt where the op reads the dim by no affine window,
+// a weight reads it, a rank would hold no rows, or a halo reaches past the
+// neighbour's band.
 std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64_t dim, int64_t n) {
   const Node& node = g.node(id);
   const Shape& in = g.type(node.inputs[0]).shape;
   const Shape& out = g.type(node.outputs[0]).shape;
   if (dim < 2 || dim >= static_cast<int64_t>(in.size()) || dim >= static_cast<int64_t>(out.size())) return std::nullopt;
   int64_t hin = in[static_cast<size_t>(dim)], hout = out[static_cast<size_t>(dim)];
-  if (n < 2 || hin % n != 0 || hout % n != 0 || hout < n) return std::nullopt;
-  int64_t bin = hin / n, bout = hout / n;
+  if (n < 2 || hin < n || hout < n) return std::nullopt;
   std::vector<BandRead> reads;
   for (int64_t c = 0; c < n; ++c) {
     BandRead r;
-    r.own = {c * bin, (c + 1) * bin};
-    r.out = {c * bout, (c + 1) * bout};
+    r.own = {block_start(hin, n, c), block_start(hin, n, c + 1)};
+    r.out = {block_start(hout, n, c), block_start(hout, n, c + 1)};
     int64_t d = -1, d2 = -1;
     std::optional<Band> want = rows_read(g, id, dim, r.out, 0, &d);
     std::optional<Band> reach = rows_reached(g, id, dim, r.out, 0, &d2);
@@ -50,8 +51,13 @@ std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64
     }
     r.want = *want;
     r.reach = *reach;
-    if (r.before() > bin || r.after() > bin) return std::nullopt;  // the rank beyond the neighbour
     reads.push_back(r);
+  }
+  for (int64_t c = 0; c < n; ++c) {  // a halo from the rank beyond the neighbour: not offered
+    const BandRead& r = reads[static_cast<size_t>(c)];
+    if ((c > 0 && r.before() > reads[static_cast<size_t>(c - 1)].own.size()) ||
+        (c + 1 < n && r.after() > reads[static_cast<size_t>(c + 1)].own.size()))
+      return std::nullopt;
   }
   return reads;
 }
@@ -180,6 +186,8 @@ std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const De
           as.outputs[0] = Placement::shard(dim);
           as.name = "spatial dim " + std::to_string(dim);
           as.emit = &emit_spatial;
+          as.uneven = x.shape[static_cast<size_t>(dim)] % size != 0 ||
+                      g.type(n.outputs[0]).shape[static_cast<size_t>(dim)] % size != 0;
           as.halo_bytes = deepest * (x.numel() / x.shape[static_cast<size_t>(dim)]) *
                           static_cast<int64_t>(dtype_size(x.dtype));
         }

@@ -22,10 +22,11 @@
 //      keep one node list);
 //   3. runs the op with its band's padding: the op's own at the image's
 //      edges, none at a seam.
-// Offered where the axis size divides the dim at the input and the output
-// (Sharding's blocks are even) and every halo lies within the neighbour's
-// band; the strategy carries the bytes of the deepest halo for the price
-// (AxisStrategy::halo_bytes).
+// Bands are the Sharding's blocks (block_start: uneven where the axis does
+// not divide the rows, the first ranks one row more, at the input and the
+// output alike). Offered where every rank holds rows and every halo lies
+// within the neighbour's band; the strategy carries the bytes of the
+// deepest halo for the price (AxisStrategy::halo_bytes).
 #pragma once
 
 #include <vector>
@@ -35,7 +36,7 @@
 namespace tessera::mutator {
 
 // The spatial strategies of `n` on `mesh` (empty for other ops, for a mesh
-// of one device, for bands the axis does not divide).
+// of one device, for bands that would leave a rank without rows).
 std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const DeviceMesh& mesh);
 
 // Whether an axis strategy is one of them (its emitter exchanges a halo).

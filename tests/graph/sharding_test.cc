@@ -123,6 +123,48 @@ TEST(ShardingTest, LocalShape) {
   EXPECT_EQ(Sharding::parse("[R,P]").local_shape(m, {8, 12}), (Shape{8, 12}));
 }
 
+// Uneven blocks (the spatial bands of an image the ranks do not divide):
+// the first size % n blocks one element longer; allowed only when asked
+// for, on a dim split over one whole axis, with a row for every rank.
+TEST(ShardingTest, UnevenBlocks) {
+  EXPECT_EQ(block_start(18, 4, 0), 0);
+  EXPECT_EQ(block_start(18, 4, 1), 5);
+  EXPECT_EQ(block_start(18, 4, 2), 10);
+  EXPECT_EQ(block_start(18, 4, 3), 14);
+  EXPECT_EQ(block_start(18, 4, 4), 18);
+  EXPECT_EQ(block_size(7, 3, 0), 3);
+  EXPECT_EQ(block_size(7, 3, 2), 2);
+  EXPECT_EQ(block_size(8, 4, 3), 2);  // even: the plain quotient
+  DeviceMesh tp4 = DeviceMesh::parse("tp=4");
+  TensorType t{DType::kF32, {1, 3, 18, 6}};
+  Sharding rows = Sharding::parse("[S(2)]");
+  EXPECT_THROW(rows.validate(tp4, t), Error);
+  rows.validate(tp4, t, Blocks::kUneven);
+  EXPECT_FALSE(rows.is_even(tp4, t.shape));
+  EXPECT_TRUE(rows.is_even(tp4, {1, 3, 16, 6}));
+  EXPECT_THROW(rows.validate(tp4, TensorType{DType::kF32, {1, 3, 3, 6}}, Blocks::kUneven), Error);  // a rank without rows
+  DeviceMesh two = DeviceMesh::parse("dp=2,tp=2");
+  EXPECT_THROW(Sharding::parse("[S(2),S(2)]").validate(two, TensorType{DType::kF32, {1, 3, 18, 6}}, Blocks::kUneven),
+               Error);  // two axes on an uneven dim
+  EXPECT_EQ(rows.local_shape(tp4, t.shape), (Shape{1, 3, 5, 6}));  // the largest block
+  EXPECT_EQ(rows.local_shape(tp4, t.shape, 1), (Shape{1, 3, 5, 6}));
+  EXPECT_EQ(rows.local_shape(tp4, t.shape, 3), (Shape{1, 3, 4, 6}));
+  std::vector<int64_t> offset;
+  Shape size;
+  local_block(tp4, rows, t.shape, 2, offset, size);
+  EXPECT_EQ(offset, (std::vector<int64_t>{0, 0, 10, 0}));
+  EXPECT_EQ(size, (Shape{1, 3, 4, 6}));
+  // shard_of and unshard agree on the blocks.
+  Tensor whole = Tensor::from_doubles(DType::kF32, {1, 1, 7, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13});
+  DeviceMesh tp3 = DeviceMesh::parse("tp=3");
+  std::vector<Tensor> blocks;
+  for (int64_t r = 0; r < 3; ++r) blocks.push_back(shard_of(whole, rows, tp3, r));
+  EXPECT_EQ(blocks[0].shape(), (Shape{1, 1, 3, 2}));
+  EXPECT_EQ(blocks[2].shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(blocks[2].to_doubles(), (std::vector<double>{10, 11, 12, 13}));
+  EXPECT_EQ(unshard(blocks, rows, tp3, whole.shape()).to_doubles(), whole.to_doubles());
+}
+
 // A shard in groups: dim 1 in 4 blocks over 8 ranks, each block held by
 // 2 ranks (rank r holds block r / 2), as KV heads replicated over tp=8.
 TEST(ShardingTest, ShardInGroups) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "graph/sharding.h"
 #include "tests/verifier/test_graphs.h"
 #include "verifier/multilinear.h"
 #include "verifier/proofs.h"
@@ -125,6 +126,42 @@ Graph dilated_conv(bool space_to_batch, Ints phases, int64_t dilation) {
   return g;
 }
 
+// A spatial split of a chain of `depth` 3x3 pad-1 convolutions over an
+// image of `rows` rows, cut into `ranks` bands of output rows as the
+// sharding search cuts them (uneven: the first rows % ranks one row more),
+// with one exchange for the whole chain (depth > 1: a deeper halo, the sum
+// of the layers' halos, the overlap recomputed): rank r runs the chain on
+// the image with every row outside [own.lo - halo, own.hi + halo) zeroed
+// and keeps its band; the bands are concatenated. `thin` takes that many
+// rows off the halo each rank receives from the next (the wrong plan).
+Graph conv_chain(int64_t rows, int64_t depth) {
+  Graph g;
+  ValueId y = g.add_input("x", f32({1, 2, rows, 4}));
+  for (int64_t l = 0; l < depth; ++l)
+    y = conv(g, y, g.add_input("w" + std::to_string(l), f32({2, 2, 3, 3})), {3, 3}, {1, 1, 1, 1});
+  g.set_outputs({y});
+  return g;
+}
+Graph banded_chain(int64_t rows, int64_t depth, int64_t ranks, int64_t thin) {
+  Graph g;
+  ValueId x = g.add_input("x", f32({1, 2, rows, 4}));
+  std::vector<ValueId> w;
+  for (int64_t l = 0; l < depth; ++l) w.push_back(g.add_input("w" + std::to_string(l), f32({2, 2, 3, 3})));
+  std::vector<ValueId> bands;
+  for (int64_t r = 0; r < ranks; ++r) {
+    int64_t lo = block_start(rows, ranks, r), hi = block_start(rows, ranks, r + 1);
+    int64_t from = std::max<int64_t>(0, lo - depth), to = std::min(rows, hi + (r + 1 < ranks ? depth - thin : 0));
+    std::vector<double> mask(static_cast<size_t>(rows), 0.0);
+    for (int64_t i = from; i < to; ++i) mask[static_cast<size_t>(i)] = 1.0;
+    ValueId m = g.add_constant("mask" + std::to_string(r), Tensor::from_doubles(DType::kF32, {1, 1, rows, 1}, mask));
+    ValueId y = g.add(OpKind::kMul, {x, m});
+    for (int64_t l = 0; l < depth; ++l) y = conv(g, y, w[static_cast<size_t>(l)], {3, 3}, {1, 1, 1, 1});
+    bands.push_back(slice(g, y, {lo}, {hi}, {2}));
+  }
+  g.set_outputs({concat(g, bands, 2)});
+  return g;
+}
+
 std::vector<Case> graph_cases() {
   return {
       {"slice-after-concat", [] { return just_y(); }, [] { return concat_then_slice(3); }, true},
@@ -148,6 +185,15 @@ std::vector<Case> graph_cases() {
        [] { return dilated_conv(true, {0, 1}, 2); }, false},
       {"swapped-phases", [] { return dilated_conv(false, {0, 1}, 2); },
        [] { return dilated_conv(true, {1, 0}, 1); }, false},
+      // Spatial bands (issue 43): 11 rows on 3 ranks (4, 4, 3) with a
+      // one-row halo each way; a chain of three convolutions exchanging
+      // once, a three-row halo; each one row too thin is wrong.
+      {"spatial-halo-uneven", [] { return conv_chain(11, 1); }, [] { return banded_chain(11, 1, 3, 0); }, true},
+      {"wrong-spatial-halo-thin-uneven", [] { return conv_chain(11, 1); }, [] { return banded_chain(11, 1, 3, 1); },
+       false},
+      {"spatial-halo-deep", [] { return conv_chain(13, 3); }, [] { return banded_chain(13, 3, 2, 0); }, true},
+      {"wrong-spatial-halo-thin-deep", [] { return conv_chain(13, 3); }, [] { return banded_chain(13, 3, 2, 1); },
+       false},
   };
 }
 

@@ -202,7 +202,7 @@ std::vector<std::vector<Tensor>> run_step(Session::State& st, const std::map<std
         per_rank[static_cast<size_t>(k)].push_back(std::move(kept));
       } else {
         const TensorType& t = g.type(g.inputs()[i]);
-        per_rank[static_cast<size_t>(k)].push_back(Tensor(t.dtype, b.in[i].local_shape(b.mesh, t.shape)));
+        per_rank[static_cast<size_t>(k)].push_back(Tensor(t.dtype, b.in[i].local_shape(b.mesh, t.shape, r)));
       }
     }
   }
@@ -356,8 +356,12 @@ std::vector<Tensor> Session::state_blocks(const std::string& input) const {
   if (st.carried_from[i] < 0) TESSERA_THROW(ErrorKind::kUsage, "input '" << input << "' is not carried");
   std::vector<Tensor> blocks;
   const TensorType& t = st.boundary.global.type(st.boundary.global.inputs()[i]);
-  for (const std::vector<Tensor>& r : st.state)
-    blocks.push_back(st.has_state[i] ? r[i] : Tensor(t.dtype, st.boundary.in[i].local_shape(st.boundary.mesh, t.shape)));
+  for (size_t k = 0; k < st.state.size(); ++k) {
+    const std::vector<Tensor>& r = st.state[k];
+    blocks.push_back(st.has_state[i] ? r[i]
+                                     : Tensor(t.dtype, st.boundary.in[i].local_shape(st.boundary.mesh, t.shape,
+                                                                                     st.mesh_rank(static_cast<int64_t>(k)))));
+  }
   return blocks;
 }
 
