@@ -55,7 +55,8 @@ class CpuCompiler {
     std::vector<NodeId> order = g_.topo_order();
     bool reference = opt_.backend == Backend::kReference;
     ConstantUses uses(g_);
-    for (const FusedGroup& grp : form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true)) {
+    for (const FusedGroup& grp : form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true,
+                                                  /*concat_norms=*/true)) {
       size_t first_kernel = spec_.kernels.size();
       if (reference) add_reference(grp.root);
       else add_group(grp);
@@ -252,6 +253,13 @@ class CpuCompiler {
     }
     bool collective = op_def(root.kind).is_collective();
     if (!collective && (try_onednn(grp, false) || try_onednn(grp, true))) return;
+    if (!grp.post.empty() && g_.node(grp.post[0].node).kind == OpKind::kBatchNormalization) {
+      // A concatenation's norm links (form_groups' concat_norms) that the
+      // fused kernel does not take: the concatenation, then the norm group.
+      add_group(FusedGroup{grp.root, {}});
+      add_group(FusedGroup{grp.post[0].node, {grp.post.begin() + 1, grp.post.end()}});
+      return;
+    }
     if (!grp.post.empty()) {
       // oneDNN rejected the fused form: run the links one by one.
       add_group(FusedGroup{grp.root, {}});
