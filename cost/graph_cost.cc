@@ -150,7 +150,7 @@ KernelCost reorder_cost(const Graph& g, ValueId v, const DeviceProfile& device, 
 
 std::vector<std::vector<NodeId>> kernel_groups(const Graph& g, bool fuse) {
   std::vector<std::vector<NodeId>> out;
-  for (const FusedGroup& grp : form_groups(g, g.topo_order(), fuse, /*match_gelu=*/true)) {
+  for (const FusedGroup& grp : form_groups(g, g.topo_order(), fuse, /*match_gelu=*/true, /*concat_norms=*/true)) {
     if (!runtime_splits(g, grp)) {
       out.push_back(grp.nodes());
       continue;

@@ -171,7 +171,8 @@ bool is_binary_post_op(OpKind kind) {
   }
 }
 
-std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse, bool match_gelu) {
+std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse, bool match_gelu,
+                                    bool concat_norms) {
   std::vector<FusedGroup> groups;
   std::vector<bool> taken(static_cast<size_t>(g.num_nodes()), false);
   std::vector<size_t> position(static_cast<size_t>(g.num_nodes()), 0);
@@ -228,6 +229,28 @@ std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& o
         taken[p.node] = true;
         grp.post.push_back(p);
         chain = next.outputs[0];
+      }
+    } else if (fuse && concat_norms && root.kind == OpKind::kConcat && root.outputs.size() == 1 &&
+               all_of_type(g, root, type) && fusable_type(type) && !is_output[root.outputs[0]] &&
+               users[root.outputs[0]].size() == 1) {
+      // Concat -> BatchNormalization (-> Relu), the concatenation read by
+      // nothing else: DenseNet-121 concatenates 62 times, each result read
+      // once, by the next layer's BN+Relu; fused, each element is written
+      // once instead of written, read and written again.
+      NodeId bn = users[root.outputs[0]][0];
+      const Node& b = g.node(bn);
+      if (!taken[bn] && b.kind == OpKind::kBatchNormalization && b.inputs[0] == root.outputs[0] &&
+          b.outputs.size() == 1 && all_of_type(g, b, type)) {
+        taken[bn] = true;
+        grp.post.push_back(PostOp{bn, kNoValue});
+        ValueId bn_out = b.outputs[0];
+        if (!is_output[bn_out] && users[bn_out].size() == 1) {
+          NodeId next = users[bn_out][0];
+          if (!taken[next] && g.node(next).kind == OpKind::kRelu && all_of_type(g, g.node(next), type)) {
+            taken[next] = true;
+            grp.post.push_back(PostOp{next, kNoValue});
+          }
+        }
       }
     } else if (fuse && root.kind == OpKind::kBatchNormalization && root.outputs.size() == 1 &&
                !is_output[root.outputs[0]] && users[root.outputs[0]].size() == 1) {

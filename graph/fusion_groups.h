@@ -48,9 +48,13 @@ bool is_binary_post_op(OpKind kind);
 // Partitions `order` into groups, in execution order; with fuse = false every
 // node is its own group. With match_gelu, the five-node erf form of Gelu
 // and the two-node form of SiLU after a fusable root each become one link
-// (PostOp::gelu_erf, PostOp::swish) of its chain.
+// (PostOp::gelu_erf, PostOp::swish) of its chain. With concat_norms, a
+// channel Concat whose only reader is a BatchNormalization takes it (and
+// its Relu) as links: one pass that writes the normalized concatenation,
+// the concatenation itself never stored (DenseNet's pre-activation on
+// every concatenation; the CPU runtime and the cost model, not CUDA).
 std::vector<FusedGroup> form_groups(const Graph& g, const std::vector<NodeId>& order, bool fuse,
-                                    bool match_gelu = false);
+                                    bool match_gelu = false, bool concat_norms = false);
 
 // Below these sizes a CPU kernel runs on the calling thread (the runtime's
 // Kernel::max_threads; the cost model charges such a kernel one core):

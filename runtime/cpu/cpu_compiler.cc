@@ -56,7 +56,8 @@ class CpuCompiler {
     std::vector<NodeId> order = g_.topo_order();
     bool reference = opt_.backend == Backend::kReference;
     ConstantUses uses(g_);
-    std::vector<FusedGroup> groups = form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true);
+    std::vector<FusedGroup> groups = form_groups(g_, order, opt_.fuse && !reference, /*match_gelu=*/true,
+                                                 /*concat_norms=*/true);
     std::vector<int> halo_of = overlapped_halos(groups, reference);
     for (size_t i = 0; i < groups.size(); ++i) {
       const FusedGroup& grp = groups[i];
@@ -258,6 +259,13 @@ class CpuCompiler {
     }
     bool collective = op_def(root.kind).is_collective();
     if (!collective && (try_onednn(grp, false) || try_onednn(grp, true))) return;
+    if (!grp.post.empty() && g_.node(grp.post[0].node).kind == OpKind::kBatchNormalization) {
+      // A concatenation's norm links (form_groups' concat_norms) that the
+      // fused kernel does not take: the concatenation, then the norm group.
+      add_group(FusedGroup{grp.root, {}});
+      add_group(FusedGroup{grp.post[0].node, {grp.post.begin() + 1, grp.post.end()}});
+      return;
+    }
     if (!grp.post.empty()) {
       // oneDNN rejected the fused form: run the links one by one.
       add_group(FusedGroup{grp.root, {}});

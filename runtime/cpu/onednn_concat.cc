@@ -4,7 +4,10 @@
 // layout has them, else by oneDNN's concat.
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "graph/attr_views.h"
@@ -93,6 +96,116 @@ std::optional<RowConcat> row_concat(const std::vector<Md>& srcs, const Md& dst, 
   return rc;
 }
 
+// A BatchNormalization's inference form per channel, y = x * scale + shift
+// (scale = gamma / sqrt(var + eps), shift = beta - mean * scale), and its
+// Relu link: the norm links a concatenation's group may carry
+// (form_groups' concat_norms). Empty unless its parameters are f32 constants.
+struct ChannelAffine {
+  std::vector<float> scale, shift;
+  bool relu = false;
+};
+
+std::optional<ChannelAffine> norm_links(const BuildContext& c, const FusedGroup& grp, int64_t channels) {
+  const Graph& g = c.g;
+  if (grp.post.empty() || grp.post.size() > 2) return std::nullopt;
+  const Node& bn = g.node(grp.post[0].node);
+  if (bn.kind != OpKind::kBatchNormalization || bn.inputs.size() != 5) return std::nullopt;
+  ChannelAffine a;
+  if (grp.post.size() == 2) {
+    if (g.node(grp.post[1].node).kind != OpKind::kRelu) return std::nullopt;
+    a.relu = true;
+  }
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = constant_of(c, bn.inputs[static_cast<size_t>(i) + 1]);
+    if (!p[i] || p[i]->dtype() != DType::kF32 || p[i]->numel() != channels) return std::nullopt;
+  }
+  const double eps = BatchNormAttrs::of(bn).epsilon;
+  const float *gamma = p[0]->data_as<float>(), *beta = p[1]->data_as<float>(), *mean = p[2]->data_as<float>(),
+              *var = p[3]->data_as<float>();
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    double sc = gamma[ch] / std::sqrt(static_cast<double>(var[ch]) + eps);
+    a.scale.push_back(static_cast<float>(sc));
+    a.shift.push_back(static_cast<float>(beta[ch] - mean[ch] * sc));
+  }
+  return a;
+}
+
+// Row r of source i, `count` f32 elements whose first is channel `first` of
+// the destination, normalized into `to`. Channels-last rows are channels
+// in a row; channel-blocked ones are `inner` positions of `block` channels
+// per block.
+void affine_piece(float* to, const float* from, int64_t count, int64_t first, int64_t inner, int64_t block,
+                  const ChannelAffine& a) {
+  const float* scale = a.scale.data() + first;
+  const float* shift = a.shift.data() + first;
+  const float low = a.relu ? 0.0f : -std::numeric_limits<float>::infinity();
+  if (block == 1) {
+    for (int64_t j = 0; j < count; ++j) to[j] = std::max(low, from[j] * scale[j] + shift[j]);
+    return;
+  }
+  for (int64_t b = 0; b * inner * block < count; ++b)
+    for (int64_t x = 0; x < inner; ++x) {
+      const int64_t at = (b * inner + x) * block;
+      for (int64_t l = 0; l < block; ++l)
+        to[at + l] = std::max(low, from[at + l] * scale[b * block + l] + shift[b * block + l]);
+    }
+}
+
+// Concat -> BatchNormalization (-> Relu) in one pass over f32 sources that
+// share one row layout: each piece is normalized on its way into the
+// result, which the concatenation never is stored as. densenet121, 1
+// thread: see docs/performance.md (issue 40, third pass).
+Built make_concat_norm(const BuildContext& c, const FusedGroup& grp, const std::vector<Md>& srcs) {
+  const Graph& g = c.g;
+  const Node& n = g.node(grp.root);
+  const Shape& ys = g.type(n.outputs[0]).shape;
+  int axis = static_cast<int>(ops::normalize_axis(ConcatAttrs::of(n).axis, static_cast<int64_t>(ys.size())));
+  if (axis != 1 || ys.size() < 3 || c.dtype != DType::kF32 || c.plain_output) return {};
+  std::optional<ChannelAffine> affine = norm_links(c, grp, ys[1]);
+  if (!affine) return {};
+  dnnl::concat::primitive_desc pd(axis, srcs, c.dnn->engine, make_attr(nullptr));
+  Md dst = pd.dst_desc();
+  std::optional<RowConcat> rows = row_concat(srcs, dst, axis);
+  std::optional<RowLayout> layout = row_layout(dst);
+  if (!rows || !layout) return {};
+  int64_t spatial = 1;
+  for (size_t i = 2; i < ys.size(); ++i) spatial *= ys[i];
+  const int64_t inner = layout->channels_last ? 1 : spatial, block = layout->block;
+  std::vector<int64_t> first;  // each source's first channel
+  int64_t at = 0;
+  for (ValueId v : n.inputs) {
+    first.push_back(at);
+    at += g.type(v).shape[1];
+  }
+  auto k = std::make_unique<OnednnKernel>(c.dnn, c.weights_from);
+  size_t s = k->add_native_step([rc = *rows, a = std::move(*affine), first, inner, block](const auto& args) {
+    const int64_t pieces = static_cast<int64_t>(rc.bytes.size());
+    std::vector<const float*> from;
+    for (int64_t i = 0; i < pieces; ++i)
+      from.push_back(static_cast<const float*>(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle()));
+    uint8_t* dst = static_cast<uint8_t*>(args.at(DNNL_ARG_DST).get_data_handle());
+    auto piece = [&](int64_t r, int64_t i) {
+      const int64_t count = rc.bytes[i] / 4;
+      affine_piece(reinterpret_cast<float*>(dst + r * rc.dst_row + rc.offset[i]), from[i] + r * count, count,
+                   first[i], inner, block, a);
+    };
+    if (rc.rows >= omp_get_max_threads()) {
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rc.rows; ++r)
+        for (int64_t i = 0; i < pieces; ++i) piece(r, i);
+    } else {
+#pragma omp parallel for schedule(dynamic)
+      for (int64_t q = 0; q < rc.rows * pieces; ++q) piece(q / pieces, q % pieces);
+    }
+  });
+  k->set_impl(affine->relu ? "native:concat_rows+bn_relu" : "native:concat_rows+bn");
+  for (size_t i = 0; i < srcs.size(); ++i)
+    k->bind_value(s, DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), n.inputs[i], srcs[i]);
+  k->bind_value(s, DNNL_ARG_DST, grp.output(g), dst);
+  return {std::move(k), dst};
+}
+
 }  // namespace
 
 // Blocked channel concatenation (inception's branches) without reordering
@@ -105,7 +218,7 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
   const Graph& g = c.g;
   const Node& n = g.node(grp.root);
   const Shape& ys = g.type(n.outputs[0]).shape;
-  if (!grp.post.empty() || ys.empty() || shape_numel(ys) == 0) return {};
+  if (ys.empty() || shape_numel(ys) == 0) return {};
   int axis = static_cast<int>(ops::normalize_axis(ConcatAttrs::of(n).axis, static_cast<int64_t>(ys.size())));
   std::vector<Md> srcs;
   bool all_plain = true;
@@ -115,6 +228,7 @@ Built make_concat(const BuildContext& c, const FusedGroup& grp) {
     srcs.push_back(c.md_of(v));
     all_plain = all_plain && is_plain(srcs.back(), s);
   }
+  if (!grp.post.empty()) return all_plain ? Built{} : make_concat_norm(c, grp, srcs);
   // Row-major inputs: the native strided copy (runtime/cpu/native_kernels.cc),
   // a copy per input of contiguous runs. oneDNN's simple concat copies them
   // at about a twentieth of that: 0.63 ms against 0.03 ms for two

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "tests/runtime/runtime_test_util.h"
 
@@ -388,6 +389,53 @@ TEST(NormTest, ConcatInConvolutionLayoutCopiesRows) {
     std::string why = impl + ", batch " + std::to_string(batch) + ", second source " + std::to_string(second);
     if (second == kConv) EXPECT_EQ(impl, "native:concat_rows") << why;
     else EXPECT_EQ(impl.rfind("onednn:", 0), 0u) << why;
+  }
+}
+
+// DenseNet's pre-activation on a concatenation, Concat -> BatchNormalization
+// -> Relu, the concatenation read by nothing else: one kernel that
+// normalizes each source's rows on their way into the result
+// (native:concat_rows+bn_relu), at batch 1 and 2, with and without the
+// Relu. A concatenation with a second reader is stored and normalized
+// apart. All against the reference.
+TEST(NormTest, ConcatBatchNormalizationReluIsOnePass) {
+  enum Form { kRelu, kNoRelu, kConcatReadTwice };
+  for (auto [batch, form] : {std::pair{1, kRelu}, {2, kRelu}, {1, kNoRelu}, {1, kConcatReadTwice}}) {
+    std::mt19937 rng(13);
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {batch, 16, 5, 7}});
+    auto conv = [&](ValueId in, int64_t cin, int64_t cout, const char* name) {
+      return g.add(OpKind::kConv, {in, g.add_constant(name, random_tensor(DType::kF32, {cout, cin, 1, 1}, rng))},
+                   attrs({{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                          {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
+    };
+    int vectors = 0;
+    auto vec = [&](int64_t c, double lo) {
+      Tensor t = random_tensor(DType::kF32, {c}, rng);
+      for (int64_t i = 0; i < c; ++i) t.set_double(i, std::fabs(t.get_double(i)) + lo);
+      return g.add_constant("v" + std::to_string(vectors++), t);
+    };
+    ValueId a = conv(x, 16, 32, "a");
+    ValueId cat = g.add(OpKind::kConcat, {a, conv(x, 16, 16, "b"), conv(a, 32, 48, "c")}, attrs({{"axis", int64_t{1}}}));
+    // A shift of -1.5 and more makes the Relu clip about half the values.
+    ValueId bn = g.add(OpKind::kBatchNormalization, {cat, vec(96, 0.5), vec(96, -1.5), vec(96, 0), vec(96, 0.5)});
+    ValueId act = form == kNoRelu ? bn : g.add(OpKind::kRelu, {bn});
+    ValueId y = conv(act, 96, 16, "d");
+    if (form == kConcatReadTwice) y = g.add(OpKind::kAdd, {y, conv(cat, 96, 16, "e")});
+    g.set_outputs({y});
+    expect_matches_reference(g);
+    RunOptions options;
+    options.profile = true;
+    ExecutablePlan plan = ExecutablePlan::compile(g, options);
+    plan.run({random_tensor(DType::kF32, {batch, 16, 5, 7}, rng)});
+    std::map<std::string, std::string> impl;  // op -> impl
+    for (const KernelProfile& k : plan.profile().kernels) impl[k.op] = k.impl;
+    std::string why = ::testing::PrintToString(impl) + ", batch " + std::to_string(batch) + ", form " +
+                      std::to_string(form);
+    if (form == kRelu) EXPECT_EQ(impl["Concat+BatchNormalization+Relu"], "native:concat_rows+bn_relu") << why;
+    if (form == kNoRelu) EXPECT_EQ(impl["Concat+BatchNormalization"], "native:concat_rows+bn") << why;
+    EXPECT_EQ(impl.count("Concat"), form == kConcatReadTwice ? 1u : 0u) << why;
+    EXPECT_EQ(impl.count("BatchNormalization+Relu"), form == kConcatReadTwice ? 1u : 0u) << why;
   }
 }
 
