@@ -137,7 +137,7 @@ UnaryParams params_of(const Node& node) {
     case OpKind::kElu: p.alpha = at.f("alpha"); break;
     case OpKind::kHardSigmoid: p.alpha = at.f("alpha"); p.beta = at.f("beta"); break;
     case OpKind::kClip: p.alpha = at.f("min"); p.beta = at.f("max"); break;
-    case OpKind::kGelu: p.gelu_fn = at.s("approximate") == "tanh" ? MathFn::kGeluTanh : MathFn::kGeluErf; break;
+    case OpKind::kGelu: p.gelu_fn = gelu_tanh_form(GeluAttrs::of(node)) ? MathFn::kGeluTanh : MathFn::kGeluErf; break;
     case OpKind::kIsInf:
       p.detect_negative = at.i("detect_negative") != 0;
       p.detect_positive = at.i("detect_positive") != 0;
