@@ -9,8 +9,9 @@
 
 #include "calibrate/calibrate.h"
 #include "calibrate/calibration_graphs.h"
+#include "calibrate/host_identity.h"
+#include "calibrate/host_profile_cache.h"
 #include "cost/graph_cost.h"
-#include "cost/host_profile_cache.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"
@@ -177,7 +178,7 @@ class HostCalibrator {
 
   CalibrationOptions o_;
   std::ostream& log_;
-  cost::CpuIdentity id_ = cost::read_host_identity();
+  cost::CpuIdentity id_ = read_host_identity();
   cost::DeviceProfile host_;  // detected
   cost::DeviceProfile p_;     // being fitted, for threads_ cores
   int threads_ = 1;

@@ -12,7 +12,6 @@
 
 #include "calibrate/calibration_graphs.h"
 #include "cost/graph_cost.h"
-#include "cost/host_profile_cache.h"
 #include "cost/kernel_model.h"
 #include "graph/error.h"
 #include "graph/fusion_groups.h"

@@ -3,7 +3,8 @@
 #include <sstream>
 
 #include "calibrate/calibrate.h"
-#include "cost/host_profile_cache.h"
+#include "calibrate/host_identity.h"
+#include "calibrate/host_profile_cache.h"
 #include "graph/error.h"
 
 namespace tessera::calibrate {
@@ -19,12 +20,12 @@ constexpr double kQuickCalibrationSeconds = 8;
 // detected profile. A stale or corrupt cached profile is ignored with a
 // one-line note.
 cost::DeviceProfile host_profile(const std::string& cache_dir, bool calibrate, std::ostream& log) {
-  std::string dir = cache_dir.empty() ? cost::default_profile_cache_dir() : cache_dir;
-  cost::CpuIdentity id = cost::read_host_identity();
-  cost::CachedProfile cached = cost::load_cached_profile(dir, id);
+  std::string dir = cache_dir.empty() ? default_profile_cache_dir() : cache_dir;
+  cost::CpuIdentity id = read_host_identity();
+  CachedProfile cached = load_cached_profile(dir, id);
   if (!cached.note.empty()) log << "tessera: " << cached.note << "\n";
   if (cached.profile) return *cached.profile;
-  if (!calibrate) return cost::detect_host_cpu_cached(id, dir);
+  if (!calibrate) return detect_host_cpu_cached(id, dir);
   log << "tessera: no calibrated profile of this CPU (" << id.summary() << ") in " << dir
       << "; calibrating it once (about " << kQuickCalibrationSeconds
       << " s; --no-calibrate skips this, tessera cost --calibrate measures more)\n";
@@ -39,7 +40,7 @@ cost::DeviceProfile host_profile(const std::string& cache_dir, bool calibrate, s
     // A measurement the fit cannot use (the profile fails its checks): this
     // run prices with the detected profile, and the next one calibrates again.
     log << "tessera: the calibration failed (" << e.message() << "); using the detected profile, not cached\n";
-    return cost::detect_host_cpu_cached(id, dir);
+    return detect_host_cpu_cached(id, dir);
   }
   // One line of what was found: the dense rate against the detected peak,
   // and the wall time.
@@ -47,7 +48,7 @@ cost::DeviceProfile host_profile(const std::string& cache_dir, bool calibrate, s
   for (std::istringstream lines(detail.str()); std::getline(lines, line);)
     if (line.rfind("f32 peak", 0) == 0 || line.rfind("quick calibration", 0) == 0) log << "tessera: " << line << "\n";
   try {
-    log << "tessera: wrote " << cost::save_cached_profile(p, dir, id) << "\n";
+    log << "tessera: wrote " << save_cached_profile(p, dir, id) << "\n";
   } catch (const Error& e) {
     log << "tessera: " << e.message() << " (the calibrated profile is used for this run only)\n";
   }

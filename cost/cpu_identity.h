@@ -4,7 +4,8 @@
 // family/model/stepping or ARM implementer/part, model name, ISA flags,
 // logical CPUs) and sysfs (cache sizes and which CPUs share them,
 // hyper-thread siblings). The parsers take the files' text, so tests feed
-// recorded identities of other machines; read_host_identity() reads this one.
+// recorded identities of other machines; calibrate/host_identity.h reads this
+// one (the probe of its clock is a measurement of the host).
 //
 // Microarch is what the identity implies that no flag says: how many FMA
 // pipes a core has and how wide they are (AVX-512 registers say nothing
@@ -36,7 +37,7 @@ struct CpuIdentity {
   int stepping = 0;        // x86 "stepping"; ARM "CPU variant"
   std::string model_name;  // "model name"; a hypervisor may mask it ("Intel(R) Xeon(R) Processor")
   std::set<std::string> flags;  // x86 "flags", ARM "Features"
-  // The clock the cores run at: read_host_identity() probes it (a chain of
+  // The clock the cores run at: calibrate::read_host_identity() probes it (a chain of
   // dependent adds); parse_cpuinfo() gives "cpu MHz". 0: unknown.
   double mhz = 0;
   double nominal_mhz = 0;       // what the OS states (cpufreq maximum, else "cpu MHz")
@@ -67,10 +68,6 @@ void add_sysfs_cache(CpuIdentity& id, std::string_view level, std::string_view t
 int64_t count_cpu_list(std::string_view list);
 // "48K", "1024K", "32M" -> bytes.
 int64_t parse_cache_size(std::string_view size);
-
-// This machine: /proc/cpuinfo, sysfs caches and topology, cpufreq, sysconf,
-// and a ~6 ms probe of the clock.
-CpuIdentity read_host_identity();
 
 struct Microarch {
   std::string name;           // "zen4", "emerald-rapids", "neoverse-n1", "generic-avx2"

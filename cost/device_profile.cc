@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -102,38 +103,63 @@ void check(bool ok, const std::string& field, const std::string& what) {
   if (!ok) TESSERA_THROW(ErrorKind::kParse, "profile field '" << field << "' " << what);
 }
 
-// The profile's fitted scalar factors, one row each: the JSON key, the
-// member, the unit the JSON holds it in (member = value x unit), the default
-// where the key may be absent (nullopt: required), and the smallest valid
-// value. profile_from_json, profile_to_json and validate() read only this
-// table for them, so a new factor is one row (and its member).
+// The profile's fitted scalar factors, one row each: the JSON section
+// (nullptr: the top level) and key, the member, the unit the JSON holds it
+// in (member = value x unit), the default where the key may be absent
+// (nullopt, no default_from: required; default_from: that factor's value,
+// read before it), and the valid range: at least `minimum`, or above it
+// where `above_minimum`, and at most `maximum`. profile_from_json,
+// profile_to_json and validate() read only this table for them, so a new
+// factor is one row (and its member).
 struct FactorRow {
+  const char* section;
   const char* key;
   double DeviceProfile::*member;
   double unit;
   std::optional<double> default_value;
   double minimum;
+  bool above_minimum = false;
+  double maximum = std::numeric_limits<double>::infinity();
+  double DeviceProfile::*default_from = nullptr;
+
+  std::string field() const { return section ? std::string(section) + "." + key : std::string(key); }
+  bool required() const { return !default_value && default_from == nullptr; }
 };
 
 const std::vector<FactorRow>& factor_rows() {
+  constexpr const char* kEff = "efficiency";
   static const std::vector<FactorRow> rows = {
-      {"transcendental_ops", &DeviceProfile::transcendental_ops, 1, std::nullopt, 1},
-      {"permute_ops", &DeviceProfile::permute_ops, 1, 0.0, 0},
-      {"epilogue_ops_scale", &DeviceProfile::epilogue_ops_scale, 1, 1.0, 1},
-      {"epilogue_operand_ops", &DeviceProfile::epilogue_operand_ops, 1, 0.0, 0},
-      {"permute_run_ops", &DeviceProfile::permute_run_ops, 1, 0.0, 0},
-      {"softmax_ops", &DeviceProfile::softmax_ops, 1, 0.0, 0},
-      {"softmax_row_ops", &DeviceProfile::softmax_row_ops, 1, 0.0, 0},
-      {"launch_overhead_us", &DeviceProfile::launch_overhead_s, 1e-6, std::nullopt, 0},
-      {"cold_launch_us", &DeviceProfile::cold_launch_s, 1e-6, 0.0, 0},
-      {"parallel_overhead_us", &DeviceProfile::parallel_overhead_s, 1e-6, 0.0, 0},
-      {"spin_window_us", &DeviceProfile::spin_window_s, 1e-6, 0.0, 0},
-      {"wake_overhead_us", &DeviceProfile::wake_overhead_s, 1e-6, 0.0, 0},
-      {"gemm_overhead_us", &DeviceProfile::gemm_overhead_s, 1e-6, 0.0, 0},
-      {"conv_call_ns", &DeviceProfile::conv_call_s, 1e-9, 0.0, 0},
-      {"reorder_gbps", &DeviceProfile::reorder_bandwidth, 1e9, 0.0, 0},
+      {kEff, "gemm", &DeviceProfile::gemm_efficiency, 1, std::nullopt, 0, true, 1},
+      {kEff, "conv", &DeviceProfile::conv_efficiency, 1, std::nullopt, 0, true, 1, &DeviceProfile::gemm_efficiency},
+      {kEff, "vector", &DeviceProfile::vector_efficiency, 1, std::nullopt, 0, true, 1},
+      {nullptr, "transcendental_ops", &DeviceProfile::transcendental_ops, 1, std::nullopt, 1},
+      {nullptr, "permute_ops", &DeviceProfile::permute_ops, 1, 0.0, 0},
+      {nullptr, "epilogue_ops_scale", &DeviceProfile::epilogue_ops_scale, 1, 1.0, 1},
+      {nullptr, "epilogue_operand_ops", &DeviceProfile::epilogue_operand_ops, 1, 0.0, 0},
+      {nullptr, "permute_run_ops", &DeviceProfile::permute_run_ops, 1, 0.0, 0},
+      {nullptr, "softmax_ops", &DeviceProfile::softmax_ops, 1, 0.0, 0},
+      {nullptr, "softmax_row_ops", &DeviceProfile::softmax_row_ops, 1, 0.0, 0},
+      {nullptr, "launch_overhead_us", &DeviceProfile::launch_overhead_s, 1e-6, std::nullopt, 0},
+      {nullptr, "cold_launch_us", &DeviceProfile::cold_launch_s, 1e-6, 0.0, 0},
+      {nullptr, "parallel_overhead_us", &DeviceProfile::parallel_overhead_s, 1e-6, 0.0, 0},
+      {nullptr, "spin_window_us", &DeviceProfile::spin_window_s, 1e-6, 0.0, 0},
+      {nullptr, "wake_overhead_us", &DeviceProfile::wake_overhead_s, 1e-6, 0.0, 0},
+      {nullptr, "gemm_overhead_us", &DeviceProfile::gemm_overhead_s, 1e-6, 0.0, 0},
+      {nullptr, "conv_call_ns", &DeviceProfile::conv_call_s, 1e-9, 0.0, 0},
+      {nullptr, "reorder_gbps", &DeviceProfile::reorder_bandwidth, 1e9, 0.0, 0},
   };
   return rows;
+}
+
+// What validate() says of a factor outside its row's range.
+std::string range_text(const FactorRow& f) {
+  std::ostringstream out;
+  if (std::isfinite(f.maximum))
+    out << "must be in " << (f.above_minimum ? "(" : "[") << f.minimum << ", " << f.maximum << "]";
+  else if (f.above_minimum) out << "must be above " << f.minimum;
+  else if (f.minimum == 0) out << "must not be negative";
+  else out << "must be at least " << f.minimum;
+  return out.str();
 }
 
 }  // namespace
@@ -206,8 +232,6 @@ void DeviceProfile::validate() const {
   check(register_tile[0] >= 1 && register_tile[1] >= 1, "register_tile", "must be two positive sizes");
   check(register_vector >= 0 && register_vector <= register_tile[1], "register_vector",
         "must be between 0 and the register tile's columns");
-  check(gemm_efficiency > 0 && gemm_efficiency <= 1, "efficiency.gemm", "must be in (0, 1]");
-  check(conv_efficiency > 0 && conv_efficiency <= 1, "efficiency.conv", "must be in (0, 1]");
   for (size_t i = 0; i < conv_efficiency_by_k.size(); ++i) {
     std::string f = "efficiency.conv_by_k[" + std::to_string(i) + "]";
     const auto& [k, e] = conv_efficiency_by_k[i];
@@ -217,12 +241,10 @@ void DeviceProfile::validate() const {
     // reduction may run above it, but not at twice it.
     check(e > 0 && e <= 2, f, "must have an efficiency in (0, 2]");
   }
-  check(vector_efficiency > 0 && vector_efficiency <= 1, "efficiency.vector", "must be in (0, 1]");
   for (const FactorRow& f : factor_rows()) {
-    double v = this->*f.member;
-    std::ostringstream least;
-    least << "must be at least " << f.minimum;
-    check(v >= f.minimum * f.unit && std::isfinite(v), f.key, f.minimum == 0 ? "must not be negative" : least.str());
+    double v = this->*f.member / f.unit;
+    bool low_ok = f.above_minimum ? v > f.minimum : v >= f.minimum;
+    check(low_ok && v <= f.maximum && std::isfinite(v), f.field(), range_text(f));
   }
   for (size_t i = 0; i < interconnect.size(); ++i) {
     const Interconnect& c = interconnect[i];
@@ -261,9 +283,12 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   Reader peaks = r.sub("peak_tflops");
   p.matrix_flops = read_peaks(peaks, "matrix");
   p.vector_flops = read_peaks(peaks, "vector");
+  for (const FactorRow& f : factor_rows()) {
+    Reader in = f.section ? r.sub(f.section) : r;
+    double fallback = f.default_from ? p.*f.default_from / f.unit : f.default_value.value_or(0.0);
+    p.*f.member = (f.required() ? in.number(f.key) : in.number_or(f.key, fallback)) * f.unit;
+  }
   Reader eff = r.sub("efficiency");
-  p.gemm_efficiency = eff.number("gemm");
-  p.conv_efficiency = eff.number_or("conv", p.gemm_efficiency);
   if (eff.has("conv_by_k")) {
     for (const Reader& point : eff.array("conv_by_k")) {
       const json& v = point.raw();
@@ -272,9 +297,6 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
       p.conv_efficiency_by_k.emplace_back(v[0].get<double>(), v[1].get<double>());
     }
   }
-  p.vector_efficiency = eff.number("vector");
-  for (const FactorRow& f : factor_rows())
-    p.*f.member = (f.default_value ? r.number_or(f.key, *f.default_value) : r.number(f.key)) * f.unit;
   for (const Reader& m : r.array("memory")) {
     MemoryLevel level;
     level.name = m.string("name");
@@ -340,7 +362,7 @@ std::string profile_to_json(const DeviceProfile& p) {
                      {"devices_per_node", c.devices_per_node},
                      {"latency_us", c.latency_s * 1e6},
                      {"bandwidth_gbps", c.bandwidth / 1e9}});
-  json efficiency = {{"gemm", p.gemm_efficiency}, {"conv", p.conv_efficiency}, {"vector", p.vector_efficiency}};
+  json efficiency = json::object();
   if (!p.conv_efficiency_by_k.empty()) {
     json points = json::array();
     for (const auto& [k, e] : p.conv_efficiency_by_k) points.push_back({k, e});
@@ -361,7 +383,7 @@ std::string profile_to_json(const DeviceProfile& p) {
             {"interconnect", tiers},
             {"calibrated", p.calibrated},
             {"source", p.source}};
-  for (const FactorRow& f : factor_rows()) j[f.key] = p.*f.member / f.unit;
+  for (const FactorRow& f : factor_rows()) (f.section ? j[f.section] : j)[f.key] = p.*f.member / f.unit;
   if (!p.host_key.empty()) j["host"] = {{"key", p.host_key}, {"summary", p.host_summary}};
   if (!p.widened.empty()) {
     json w = json::array();
@@ -415,7 +437,9 @@ DeviceProfile builtin_profile(std::string_view name) {
 }
 
 DeviceProfile resolve_device(const std::string& spec) {
-  if (spec == "cpu") return host_cpu_profile();
+  if (spec == "cpu")
+    TESSERA_THROW(ErrorKind::kUsage, "device 'cpu' is this host: resolve it with calibrate::prepare_device (the "
+                                     "reference host's profile is cost/profiles/cpu.json)");
   if (spec.find('/') != std::string::npos || spec.ends_with(".json")) return load_profile(spec);
   return builtin_profile(spec);
 }

@@ -188,12 +188,10 @@ DeviceProfile builtin_profile(std::string_view name);
 
 // The host CPU as its identity describes it (cpu_identity.h): cores, clock,
 // FMA pipes and caches, no measurement (host_cpu.cc says where each figure
-// comes from). The cached or calibrated profile: host_profile_cache.h.
+// comes from). Reading this host's identity, and its cached or calibrated
+// profile, is calibrate/'s (host_identity.h, host_profile_cache.h).
 struct CpuIdentity;
 DeviceProfile detect_host_cpu(const CpuIdentity& id);
-DeviceProfile detect_host_cpu();
-// host_profile_cache.h: this process's host profile (cache, else detection).
-DeviceProfile host_cpu_profile();
 
 // The one scaling of a CPU profile to part (or more) of its cores: `cores`
 // of its `units` (fractional where ranks do not divide the cores) get that
@@ -222,8 +220,11 @@ DeviceProfile thread_share(const DeviceProfile& host, int64_t threads);
 // How many ranks of a mesh of `devices` share a node on `device`.
 int64_t ranks_per_node(const DeviceProfile& device, int64_t devices);
 
-// --device values: "cpu" (host_cpu_profile), a builtin name, or a path to a
-// profile JSON file.
+// A profile as a value: a builtin name or a path to a profile JSON file.
+// "cpu" (this host) is not resolved here: the host's cached, calibrated or
+// detected profile is calibrate::prepare_device's, at the API boundary, so
+// no cost or mutator entry point reads process-wide state. Throws
+// Error(kUsage) for "cpu" and for an unknown name.
 DeviceProfile resolve_device(const std::string& spec);
 
 }  // namespace tessera::cost

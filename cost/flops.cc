@@ -3,7 +3,7 @@
 namespace tessera {
 
 // The op table's FLOPs rows (graph/op.h: OpDef::flops,
-// flops_per_input_element, arithmetic).
+// input_arithmetic, arithmetic).
 int64_t node_flops(const Graph& g, const Node& n) { return op_flops(g, n); }
 
 int64_t graph_flops(const Graph& g) {

@@ -2,7 +2,7 @@
 //
 // Where each figure comes from:
 //   cores                 /proc/cpuinfo, sysfs topology (CpuIdentity)
-//   clock                 a ~6 ms probe of dependent adds (read_host_identity);
+//   clock                 a ~6 ms probe of dependent adds (calibrate::read_host_identity);
 //                         the OS's figure (cpufreq, "cpu MHz") where it cannot run
 //   FLOP per cycle        the microarchitecture table (classify(), cpu_identity.cc,
 //                         which names the vendor manual of each entry): FMA pipes
@@ -133,7 +133,5 @@ DeviceProfile detect_host_cpu(const CpuIdentity& id) {
   p.validate();
   return p;
 }
-
-DeviceProfile detect_host_cpu() { return detect_host_cpu(read_host_identity()); }
 
 }  // namespace tessera::cost

@@ -41,6 +41,13 @@ double vector_ops(const Graph& g, const Node& n, const DeviceProfile& d) {
   return a.ops + a.transcendentals * d.transcendental_ops;
 }
 
+// The same per element of input 0 for the kinds that reduce or normalize
+// what they read (OpDef::input_arithmetic: the row op_flops reads too).
+double input_ops(const Node& n, const DeviceProfile& d) {
+  const Arithmetic& a = op_def(n.kind).input_arithmetic;
+  return a.ops + a.transcendentals * d.transcendental_ops;
+}
+
 // What one kernel does, before it becomes time.
 struct Work {
   std::map<DType, int64_t> flops;
@@ -267,13 +274,12 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
   const TensorType& x = g.type(n.inputs[0]);
   DType t = x.dtype;
   double elems = static_cast<double>(x.numel());
-  double passes = 1, ops_per_elem = 1;
+  double passes = 1, ops_per_elem = input_ops(n, d);
   int64_t slice = x.numel();
   switch (n.kind) {
     case OpKind::kSoftmax:
     case OpKind::kLogSoftmax: {
       passes = 3;  // max, sum of exp, normalize
-      ops_per_elem = 4 + d.transcendental_ops;
       int64_t axis = SoftmaxAttrs::of(n).axis;
       if (axis < 0) axis += x.rank();
       slice = product(x.shape, static_cast<size_t>(axis));
@@ -281,16 +287,11 @@ void reduce_work(const Graph& g, const Node& n, const DeviceProfile& d, const Co
     }
     case OpKind::kLayerNormalization: {
       passes = 2;  // statistics, then normalize
-      ops_per_elem = 8;
       int64_t axis = LayerNormAttrs::of(n).axis;
       if (axis < 0) axis += x.rank();
       slice = product(x.shape, static_cast<size_t>(axis));
       break;
     }
-    case OpKind::kBatchNormalization: ops_per_elem = 2; break;
-    case OpKind::kReduceL2: case OpKind::kReduceSumSquare: case OpKind::kArgMax: case OpKind::kArgMin:
-      ops_per_elem = 2;
-      break;
     default: break;
   }
   if ((n.kind == OpKind::kSoftmax || n.kind == OpKind::kLogSoftmax) && d.kind == DeviceKind::kCpu) {
@@ -480,8 +481,8 @@ void root_work(const Graph& g, const Node& n, const DeviceProfile& d, const Cost
     w.level_bytes.assign(d.memory.size(), 0.0);
     w.comm_s = c.time_s;
     w.comm_tier = c.tier;
-    if (n.kind == OpKind::kAllReduce || n.kind == OpKind::kReduceScatter)
-      add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(g.type(n.inputs[0]).numel()));
+    if (double ops = input_ops(n, d); ops > 0)  // a summing collective's adds
+      add_vector(w, g.type(n.inputs[0]).dtype, static_cast<double>(g.type(n.inputs[0]).numel()) * ops);
     return;
   }
   switch (n.kind) {

@@ -78,12 +78,13 @@ Arithmetic op_arithmetic(const Graph& g, const Node& node) {
 int64_t op_flops(const Graph& g, const Node& node) {
   const OpDef& def = op_def(node.kind);
   if (def.flops) return def.flops(g, node);
-  if (def.flops_per_input_element) return def.flops_per_input_element * g.type(node.inputs[0]).numel();
-  if (def.elementwise()) {
-    // A transcendental counted as one operation, as vector libraries issue it.
-    Arithmetic a = op_arithmetic(g, node);
-    return static_cast<int64_t>(static_cast<double>(g.type(node.outputs[0]).numel()) * (a.ops + a.transcendentals));
-  }
+  // A transcendental counted as one operation, as vector libraries issue it.
+  auto count = [](int64_t elements, Arithmetic a) {
+    return static_cast<int64_t>(static_cast<double>(elements) * (a.ops + a.transcendentals));
+  };
+  if (def.input_arithmetic.ops + def.input_arithmetic.transcendentals > 0)
+    return count(g.type(node.inputs[0]).numel(), def.input_arithmetic);
+  if (def.elementwise()) return count(g.type(node.outputs[0]).numel(), op_arithmetic(g, node));
   return 0;  // data movement
 }
 

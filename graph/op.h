@@ -169,12 +169,15 @@ struct OpDef {
   // MaxPool, Clip): over Z_p residues its result is no polynomial
   // (verifier/degree.cc).
   bool orders_values = false;
+  // Arithmetic per element of input 0 for the kinds that reduce or
+  // normalize what they read (a reduction 1 or 2 operations, Softmax 4 and
+  // a transcendental, LayerNorm 8, a summing collective 1): the one row the
+  // FLOP count and the kernel model read; zero elsewhere.
+  Arithmetic input_arithmetic{0, 0};
   // FLOPs (op_flops): `flops` where shapes or attributes decide, else
-  // `flops_per_input_element` x the elements of input 0 (Softmax 5,
-  // LayerNorm 8, a reduction 1 or 2), else the element-wise row's ops +
-  // transcendentals per output element; data movement 0.
+  // input_arithmetic's ops + transcendentals x the elements of input 0,
+  // else the element-wise row's per output element; data movement 0.
   FlopsFn flops = nullptr;
-  int64_t flops_per_input_element = 0;
 
   // output[i] depends only on the inputs at i (after broadcast).
   bool elementwise() const { return family == OpFamily::kElementwise; }

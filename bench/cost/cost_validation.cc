@@ -33,6 +33,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/cost/rewrite_pairs.h"
+#include "calibrate/host_identity.h"
+#include "calibrate/prepare_device.h"
 #include "cost/device_profile.h"
 #include "cost/graph_cost.h"
 #include "cost/kernel_model.h"
@@ -323,8 +325,12 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    // "detected": the host as detection alone sees it (no cached profile).
-    cost::DeviceProfile d = device == "detected" ? cost::detect_host_cpu() : cost::resolve_device(device);
+    // "detected": the host as detection alone sees it (no cached profile);
+    // "cpu": its cached profile, else detection (never calibrates here).
+    calibrate::PrepareOptions prepare;
+    prepare.calibrate = false;
+    cost::DeviceProfile d =
+        device == "detected" ? calibrate::detect_this_host() : calibrate::prepare_device(device, prepare);
     // Fewer threads than the profile's cores: priced on that share of the
     // host, as `tessera cost --threads` prices it.
     if (threads > 0 && threads < d.units) d = cost::thread_share(d, threads);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "calibrate/prepare_device.h"
 #include "cost/device_profile.h"
 #include "graph/error.h"
 #include "mutator/plan_files.h"
@@ -102,7 +103,9 @@ int main(int argc, char** argv) {
   try {
     Graph g = api::load(model);
     std::vector<NodeId> chain = whole_chain(g);
-    cost::DeviceProfile device = cost::resolve_device(device_name);
+    calibrate::PrepareOptions prepare;
+    prepare.calibrate = false;  // cpu: this host's cached profile, else its detected one
+    cost::DeviceProfile device = calibrate::prepare_device(device_name, prepare);
     DeviceMesh mesh = DeviceMesh::parse("tp=" + std::to_string(ranks));
     std::optional<mutator::SpatialPlan> plan;
     if (every > 0) {

@@ -263,7 +263,7 @@ void register_collective_ops(std::vector<OpDef>& defs) {
 
   OpDef& ar = def(OpKind::kAllReduce);
   ar.attrs = AllReduceAttrs::schema();
-  ar.flops_per_input_element = 1;  // the sum
+  ar.input_arithmetic = {1, 0};  // the sum
   ar.infer = infer_all_reduce;
   TESSERA_SET_KERNELS(ar, eval_all_reduce);
   ar.linearity = ops::linear_in_input0;
@@ -278,7 +278,7 @@ void register_collective_ops(std::vector<OpDef>& defs) {
 
   OpDef& rs = def(OpKind::kReduceScatter);
   rs.attrs = AxisCollectiveAttrs::schema();
-  rs.flops_per_input_element = 1;
+  rs.input_arithmetic = {1, 0};
   rs.infer = infer_reduce_scatter;
   TESSERA_SET_KERNELS(rs, eval_reduce_scatter);
   rs.linearity = ops::linear_in_input0;

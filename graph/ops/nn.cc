@@ -298,8 +298,8 @@ void register_nn_ops(std::vector<OpDef>& defs) {
 
   OpDef& gmp = def(OpKind::kGlobalMaxPool);
   gmp.orders_values = true;
-  gmp.flops_per_input_element = 1;
-  gap.flops_per_input_element = 1;
+  gmp.input_arithmetic = {1, 0};  // a compare, an add, per element read
+  gap.input_arithmetic = {1, 0};
   def(OpKind::kMatMul).flops = matmul_flops;
   gmp.infer = infer_global_pool;
   gmp.dim_map = global_pool_dim_map;

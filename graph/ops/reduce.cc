@@ -497,18 +497,19 @@ void register_reduce_ops(std::vector<OpDef>& defs) {
   def(OpKind::kReduceSum).linearity = linear_in_x;
   for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kArgMax, OpKind::kArgMin})
     def(k).orders_values = true;
-  // FLOPs per element read: one by default (a reduction's add or compare);
-  // two for a square and add; Softmax 5 (max, subtract, exp, sum, divide);
-  // LayerNorm 8 (mean, centre, square, sum, rsqrt, scale, shift);
-  // BatchNorm folded into one multiply-add.
+  // Arithmetic per element read: one operation by default (a reduction's
+  // add or compare); two for a square and add, and for ArgMax/ArgMin's
+  // compare and index select; Softmax 4 and an exp (max, subtract, exp,
+  // sum, divide); LayerNorm 8 (mean, centre, square, sum, rsqrt, scale,
+  // shift); BatchNorm folded into one multiply-add.
   for (int k = 0; k < kNumOpKinds; ++k)
-    if (defs[k].family == OpFamily::kReduce) defs[k].flops_per_input_element = 1;
-  def(OpKind::kReduceL2).flops_per_input_element = 2;
-  def(OpKind::kReduceSumSquare).flops_per_input_element = 2;
-  def(OpKind::kSoftmax).flops_per_input_element = 5;
-  def(OpKind::kLogSoftmax).flops_per_input_element = 5;
-  def(OpKind::kLayerNormalization).flops_per_input_element = 8;
-  def(OpKind::kBatchNormalization).flops_per_input_element = 2;
+    if (defs[k].family == OpFamily::kReduce) defs[k].input_arithmetic = {1, 0};
+  for (OpKind k : {OpKind::kReduceL2, OpKind::kReduceSumSquare, OpKind::kArgMax, OpKind::kArgMin})
+    def(k).input_arithmetic = {2, 0};
+  def(OpKind::kSoftmax).input_arithmetic = {4, 1};
+  def(OpKind::kLogSoftmax).input_arithmetic = {4, 1};
+  def(OpKind::kLayerNormalization).input_arithmetic = {8, 0};
+  def(OpKind::kBatchNormalization).input_arithmetic = {2, 0};
   def(OpKind::kReduceMean).linearity = linear_in_x;
 
   for (OpKind k : {OpKind::kArgMax, OpKind::kArgMin}) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/halo_rows.h"
 #include "graph/ops/op_util.h"
@@ -131,7 +132,7 @@ Graph piece_graph(const Graph& g, const FusedGroup& grp, int64_t dim, int64_t ro
   std::vector<ValueId> ins = {chain};
   for (size_t i = 1; i < root.inputs.size(); ++i) ins.push_back(operand(root.inputs[i]));
   Attrs a = root.attrs;
-  std::vector<int64_t> pads = a.ints("pads");
+  std::vector<int64_t> pads = WindowAttrs::of(root).pads;
   size_t spatial = pads.size() / 2, j = static_cast<size_t>(dim - 2);
   pads[j] = piece.pad_begin;
   pads[j + spatial] = piece.pad_end;
@@ -159,7 +160,8 @@ bool halo_overlappable(const Graph& g, NodeId halo, const FusedGroup& consumer) 
     if (root.inputs[i] == h.outputs[0] || (root.inputs[i] != kNoValue && !g.value(root.inputs[i]).constant))
       return false;
   if (g.type(h.outputs[0]).dtype != DType::kF32 || g.type(consumer.output(g)).dtype != DType::kF32) return false;
-  if (!window_rows_of(root, ops::normalize_axis(h.attrs.i("axis"), g.type(h.inputs[0]).rank()))) return false;
+  const int64_t axis = ops::normalize_axis(HaloExchangeAttrs::of(h).axis, g.type(h.inputs[0]).rank());
+  if (!window_rows_of(root, axis)) return false;
   ValueId chain = root.outputs[0];
   for (const PostOp& p : consumer.post) {
     if (p.other != kNoValue || !p.members.empty()) return false;

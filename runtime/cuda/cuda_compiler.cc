@@ -277,6 +277,19 @@ bool DeviceProgram::add_single(NodeId id) {
   return false;
 }
 
+#ifdef TESSERA_WITH_NCCL
+// The NCCL communicator collective node `n` runs on; `lowered`: whether its
+// lowering (lower_collective, lower_halo) found an NCCL form, else an
+// Error naming `what` has none.
+const NcclCommunicator& nccl_for(const Communicator* comm, const Node& n, bool lowered, const char* what) {
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(comm);
+  TESSERA_CHECK(nccl != nullptr, "compile_cuda let a collective through without an NCCL communicator");
+  if (!lowered)
+    throw Error(ErrorKind::kUnsupported, std::string("no NCCL form for this ") + what, {"", n.name, op_name(n.kind)});
+  return *nccl;
+}
+#endif
+
 // pack? -> widen? -> NCCL -> narrow? -> unpack? (lower_collective), the
 // steps between over values of the program's own.
 void DeviceProgram::add_collective(NodeId id) {
@@ -284,9 +297,7 @@ void DeviceProgram::add_collective(NodeId id) {
   std::string label = op_name(n.kind);
 #ifdef TESSERA_WITH_NCCL
   std::optional<CollectiveLowering> l = lower_collective(g_, n);
-  const auto* nccl = dynamic_cast<const NcclCommunicator*>(comm_);
-  TESSERA_CHECK(nccl != nullptr, "compile_cuda let a collective through without an NCCL communicator");
-  if (!l) throw Error(ErrorKind::kUnsupported, "no NCCL form for this collective", {"", n.name, label});
+  const NcclCommunicator& nccl = nccl_for(comm_, n, l.has_value(), "collective");
   const TensorType& x = types_[n.inputs[0]];
   const TensorType& y = types_[n.outputs[0]];
   auto flat = [](DType t, int64_t numel) { return TensorType{t, {numel}}; };
@@ -315,7 +326,7 @@ void DeviceProgram::add_collective(NodeId id) {
   ncclDataType_t type = ncclUint8;
   if (n.kind == OpKind::kAllReduce || n.kind == OpKind::kReduceScatter)
     nccl_type(l->widen ? DType::kF32 : x.dtype, type);
-  push(make_nccl_op(n.kind, *nccl, collective_axis(n, comm_), type, static_cast<size_t>(l->count), src, dst), n, label);
+  push(make_nccl_op(n.kind, nccl, collective_axis(n, comm_), type, static_cast<size_t>(l->count), src, dst), n, label);
   if (l->widen) cast(dst, types_[dst], n.outputs[0], y, "narrow");
   if (l->unpack) push(make_copy_op({{0, 0, *l->unpack}}, {}, {dst}, {n.outputs[0]}), n, label + ":unpack");
 #else
@@ -331,14 +342,12 @@ void DeviceProgram::add_halo(NodeId id) {
   std::string label = op_name(n.kind);
 #ifdef TESSERA_WITH_NCCL
   std::optional<HaloLowering> l = lower_halo(g_, n);
-  const auto* nccl = dynamic_cast<const NcclCommunicator*>(comm_);
-  TESSERA_CHECK(nccl != nullptr, "compile_cuda let a collective through without an NCCL communicator");
-  if (!l) throw Error(ErrorKind::kUnsupported, "no NCCL form for this HaloExchange", {"", n.name, label});
+  const NcclCommunicator& nccl = nccl_for(comm_, n, l.has_value(), "HaloExchange");
   DType t = types_[n.inputs[0]].dtype;
   ValueId send = l->send_elems > 0 ? new_value({t, {l->send_elems}}) : kNoValue;
   ValueId recv = l->recv_elems > 0 ? new_value({t, {l->recv_elems}}) : kNoValue;
   if (send != kNoValue) push(make_copy_op(l->pack, {}, {n.inputs[0]}, {send}), n, label + ":pack");
-  push(make_nccl_halo_op(*nccl, collective_axis(n, comm_), l->send_prev, l->send_next, l->recv_prev, l->recv_next,
+  push(make_nccl_halo_op(nccl, collective_axis(n, comm_), l->send_prev, l->send_next, l->recv_prev, l->recv_next,
                          send, recv),
        n, label);
   std::vector<CopyPart> unpack = l->unpack;

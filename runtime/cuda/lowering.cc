@@ -113,8 +113,9 @@ std::optional<HaloLowering> lower_halo(const Graph& g, const Node& n) {
   if (x.rank() > kMaxRank) return std::nullopt;
   int64_t dim = 0;
   HaloBand band = halo_band_of(g, n, &dim);
-  const auto &before = n.attrs.ints("before"), &after = n.attrs.ints("after");
-  auto me = static_cast<size_t>(n.attrs.i("coordinate"));
+  const HaloExchangeAttrs halo = HaloExchangeAttrs::of(n);
+  const std::vector<int64_t> &before = halo.before, &after = halo.after;
+  auto me = static_cast<size_t>(halo.coordinate);
   int64_t send_prev = me > 0 ? after[me - 1] : 0, send_next = me + 1 < before.size() ? before[me + 1] : 0;
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {

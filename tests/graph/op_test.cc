@@ -189,6 +189,8 @@ TEST(OpTest, FlopsRowsCountByHand) {
   EXPECT_EQ(op_flops(g, node_of(sm)), 5 * 8);
   ValueId rs = g.add(OpKind::kReduceSum, {mm});
   EXPECT_EQ(op_flops(g, node_of(rs)), 8);
+  ValueId am = g.add(OpKind::kArgMax, {mm});
+  EXPECT_EQ(op_flops(g, node_of(am)), 2 * 8);  // a compare and an index select per element read
   ValueId gelu = g.add(OpKind::kGelu, {mm});
   EXPECT_EQ(op_flops(g, node_of(gelu)), 5 * 8);  // 4 operations and one erf per element
   Attrs t;

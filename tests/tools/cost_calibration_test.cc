@@ -14,8 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "calibrate/host_identity.h"
+#include "calibrate/host_profile_cache.h"
 #include "cost/device_profile.h"
-#include "cost/host_profile_cache.h"
 #include "tests/tools/cli_run.h"
 #include "tools/api/tessera.h"
 
@@ -53,8 +54,8 @@ class HostProfileCli : public ::testing::Test {
     return r;
   }
   std::string cost_args() { return "cost " + kModel + " --json --profile-cache " + cache_.string(); }
-  fs::path cached() { return cost::cached_profile_path(cache_.string(), cost::read_host_identity()); }
-  fs::path clock_file() { return cost::cached_clock_path(cache_.string(), cost::read_host_identity()); }
+  fs::path cached() { return calibrate::cached_profile_path(cache_.string(), calibrate::read_host_identity()); }
+  fs::path clock_file() { return calibrate::cached_clock_path(cache_.string(), calibrate::read_host_identity()); }
   static nlohmann::json device_of(const Result& r) { return nlohmann::json::parse(r.out)["device"]; }
 
   fs::path root_, cache_;
@@ -118,7 +119,7 @@ TEST_F(HostProfileCli, FirstUseCalibratesOnceThenTheCacheIsUsed) {
       EXPECT_NE(p.source.find("shared levels scaled from one core"), std::string::npos) << p.source;
     }
   }
-  EXPECT_EQ(p.host_key.substr(0, p.host_key.rfind('/')), cost::read_host_identity().cache_key());
+  EXPECT_EQ(p.host_key.substr(0, p.host_key.rfind('/')), calibrate::read_host_identity().cache_key());
 
   Result second = run(cost_args());
   ASSERT_EQ(second.code, 0) << second.err;
@@ -148,7 +149,7 @@ TEST_F(HostProfileCli, AnotherHostsProfileIsStaleAndSaysWhy) {
   Result r = run(cost_args() + " --no-calibrate");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("measured on AMD EPYC 9R14"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("this host is " + cost::read_host_identity().summary()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this host is " + calibrate::read_host_identity().summary()), std::string::npos) << r.err;
   EXPECT_FALSE(device_of(r)["calibrated"].get<bool>());
 }
 
@@ -159,7 +160,7 @@ TEST_F(HostProfileCli, CalibrateWritesTheCacheAndOtherDevicesSkipIt) {
   EXPECT_EQ(gpu.err, "");
   EXPECT_FALSE(fs::exists(cache_));
   // --calibrate --threads 1 on a host of more cores is not the host's profile.
-  if (cost::read_host_identity().cores() > 1) {
+  if (calibrate::read_host_identity().cores() > 1) {
     Result part = run("cost --calibrate --threads 1 --profile-cache " + cache_.string());
     EXPECT_EQ(part.code, 2);
     EXPECT_NE(part.err.find("--output"), std::string::npos) << part.err;
@@ -205,7 +206,7 @@ TEST_F(HostProfileCli, CliApiAndPythonPlanAlike) {
   config.measure = false;
   config.seed = 0;
   api::optimize(api::load(kModel), (root_ / "api").string(), config);
-  const fs::path profile = cost::cached_profile_path(cache.string(), cost::read_host_identity());
+  const fs::path profile = calibrate::cached_profile_path(cache.string(), calibrate::read_host_identity());
   ASSERT_TRUE(fs::exists(profile)) << "the C++ API did not calibrate on first use";
   auto profile_time = fs::last_write_time(profile);
 
@@ -217,6 +218,19 @@ TEST_F(HostProfileCli, CliApiAndPythonPlanAlike) {
   const std::string api_model = read_file(root_ / "api" / "model.onnx");
   ASSERT_FALSE(api_model.empty());
   EXPECT_EQ(read_file(root_ / "cli" / "model.onnx"), api_model);
+  // The plan's predicted times are the profile's: tiny_cnn's model.onnx is
+  // the same on a detected profile (no rewrite pays on either), its
+  // predictions are not. The CLI on the detected profile (an empty cache,
+  // no calibration) is the twin that must differ.
+  auto predicted = [](const fs::path& dir) {
+    return nlohmann::json::parse(read_file(dir / "plan.json")).at("predicted_cost").dump();
+  };
+  const std::string api_predicted = predicted(root_ / "api");
+  EXPECT_EQ(predicted(root_ / "cli"), api_predicted);
+  Result detected = run("optimize " + kModel + " -o " + (root_ / "detected").string() + flags +
+                        " --no-calibrate --profile-cache " + (root_ / "empty").string());
+  ASSERT_EQ(detected.code, 0) << detected.err;
+  EXPECT_NE(predicted(root_ / "detected"), api_predicted);
 
   const std::string python_dir = std::string(TESSERA_BINARY_DIR) + "/python";
   // The module is built where pybind11 is found (python/CMakeLists.txt).
@@ -231,6 +245,7 @@ TEST_F(HostProfileCli, CliApiAndPythonPlanAlike) {
     GTEST_SKIP() << read_file(root_ / "err");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(root_ / "err");
   EXPECT_EQ(read_file(root_ / "python" / "model.onnx"), api_model);
+  EXPECT_EQ(predicted(root_ / "python"), api_predicted);
 }
 
 }  // namespace

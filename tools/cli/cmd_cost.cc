@@ -8,15 +8,16 @@
 // what bounds it, then the total and the top bottlenecks. The second runs
 // microbenchmarks through the runtime's CPU kernels and writes the fitted
 // host profile (by default into the host profile cache, where --device cpu
-// finds it; host_profile_cache.h); the third fits a GPU profile through the CUDA backend
-// (calibrate/calibrate.h).
+// finds it; calibrate/host_profile_cache.h); the third fits a GPU profile
+// through the CUDA backend (calibrate/calibrate.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "calibrate/calibrate.h"
+#include "calibrate/host_identity.h"
+#include "calibrate/host_profile_cache.h"
 #include "cost/device_profile.h"
-#include "cost/host_profile_cache.h"
 #include "graph/error.h"
 #include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
@@ -84,14 +85,14 @@ Action add_cost_command(CLI::App& app) {
       calibrate::CalibrationOptions o;
       o.seconds = flags->calibrate_seconds;
       o.threads = flags->threads;
-      std::string dir = flags->profile_cache.empty() ? cost::default_profile_cache_dir() : flags->profile_cache;
+      std::string dir = flags->profile_cache.empty() ? calibrate::default_profile_cache_dir() : flags->profile_cache;
       std::string path = flags->output;
       // The cache holds profiles of whole hosts (what --device cpu prices on).
-      if (path.empty() && o.threads > 0 && o.threads < cost::read_host_identity().cores())
+      if (path.empty() && o.threads > 0 && o.threads < calibrate::read_host_identity().cores())
         TESSERA_THROW(ErrorKind::kUsage, "--calibrate --threads " << o.threads
                                              << " describes part of this host: write it with --output FILE");
       cost::DeviceProfile p = calibrate::calibrate_host(o, std::cerr);
-      if (path.empty()) path = cost::save_cached_profile(p, dir, cost::read_host_identity());
+      if (path.empty()) path = calibrate::save_cached_profile(p, dir, calibrate::read_host_identity());
       else cost::save_profile(p, path);
       std::cerr << "wrote " << path << "\n";
       return 0;

@@ -7,7 +7,8 @@
 // a calibrated profile of this CPU model and core count, written by this
 // version of the calibration. Anything else (another host's profile copied
 // over, a corrupt file, an older calibration) is ignored with a note that
-// says why; nothing here throws for a bad cache file.
+// says why; nothing here throws for a bad cache file. prepare_device
+// (prepare_device.h) is what reads it: no cost or mutator code does.
 #pragma once
 
 #include <optional>
@@ -16,7 +17,7 @@
 #include "cost/cpu_identity.h"
 #include "cost/device_profile.h"
 
-namespace tessera::cost {
+namespace tessera::calibrate {
 
 // Bumped when a fitted factor changes meaning (the calibration or the model
 // it fits changes): profiles of an older version are recalibrated.
@@ -30,38 +31,31 @@ namespace tessera::cost {
 inline constexpr int kHostProfileVersion = 9;
 
 std::string default_profile_cache_dir();
-std::string cached_profile_path(const std::string& dir, const CpuIdentity& id);
+std::string cached_profile_path(const std::string& dir, const cost::CpuIdentity& id);
 
 struct CachedProfile {
-  std::optional<DeviceProfile> profile;
+  std::optional<cost::DeviceProfile> profile;
   // Why there is none although a file was there (one line, for stderr);
   // empty when there was no file.
   std::string note;
 };
 
 // The cached profile of host `id` in `dir`, checked against it.
-CachedProfile load_cached_profile(const std::string& dir, const CpuIdentity& id);
+CachedProfile load_cached_profile(const std::string& dir, const cost::CpuIdentity& id);
 // Writes `p` (calibrated, with its host_key) as the cached profile of `id`;
 // returns the path. Throws Error(kIo) where it cannot write.
-std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, const CpuIdentity& id);
+std::string save_cached_profile(const cost::DeviceProfile& p, const std::string& dir, const cost::CpuIdentity& id);
 // Marks `p` as a profile of host `id` at this calibration version.
-void stamp_host(DeviceProfile& p, const CpuIdentity& id);
+void stamp_host(cost::DeviceProfile& p, const cost::CpuIdentity& id);
 
 // Host `id` with the clock its first detection in `dir` probed
 // (cpu-<key>.clock, written then): the probe varies by a few percent from
 // process to process, so a detected profile read fresh each time would
 // price, and plan, differently from run to run. Where the file cannot be
 // read or written, `id` as it is.
-CpuIdentity with_cached_clock(const CpuIdentity& id, const std::string& dir);
-std::string cached_clock_path(const std::string& dir, const CpuIdentity& id);
-// detect_host_cpu of with_cached_clock(id, dir).
-DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& dir);
+cost::CpuIdentity with_cached_clock(const cost::CpuIdentity& id, const std::string& dir);
+std::string cached_clock_path(const std::string& dir, const cost::CpuIdentity& id);
+// cost::detect_host_cpu of with_cached_clock(id, dir).
+cost::DeviceProfile detect_host_cpu_cached(const cost::CpuIdentity& id, const std::string& dir);
 
-// What resolve_device("cpu") returns: this host's valid cached profile in
-// default_profile_cache_dir(), else detect_host_cpu(); read once per
-// process. Never measures: the CLI, the C++ API and the Python module
-// resolve their device with calibrate::prepare_device instead, which
-// calibrates on first use, and pass the profile on as a value.
-DeviceProfile host_cpu_profile();
-
-}  // namespace tessera::cost
+}  // namespace tessera::calibrate

@@ -1,16 +1,18 @@
-#include "cost/host_profile_cache.h"
+#include "calibrate/host_profile_cache.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <unistd.h>
 
 #include "graph/cache_dir.h"
 #include "graph/error.h"
 
-namespace tessera::cost {
+namespace tessera::calibrate {
+
+using cost::CpuIdentity;
+using cost::DeviceProfile;
 
 namespace {
 
@@ -20,15 +22,6 @@ std::string version_tag() { return "v" + std::to_string(kHostProfileVersion); }
 
 // host_key is "<CpuIdentity::cache_key()>/v<version>".
 std::string stamped_key(const CpuIdentity& id) { return id.cache_key() + "/" + version_tag(); }
-
-std::mutex& host_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::optional<DeviceProfile>& host_memo() {
-  static std::optional<DeviceProfile> p;
-  return p;
-}
 
 }  // namespace
 
@@ -58,14 +51,14 @@ CachedProfile load_cached_profile(const std::string& dir, const CpuIdentity& id)
   }
   DeviceProfile p;
   try {
-    p = load_profile(path);
+    p = cost::load_profile(path);
   } catch (const Error& e) {
     out.note = "ignoring cached CPU profile " + path + ": " + e.message();
     return out;
   }
   std::string why;
   std::string key = p.host_key.substr(0, p.host_key.rfind('/'));
-  if (p.kind != DeviceKind::kCpu) why = "it is not a CPU profile";
+  if (p.kind != cost::DeviceKind::kCpu) why = "it is not a CPU profile";
   else if (p.host_key.empty()) why = "it does not record the host it was measured on";
   else if (key != id.cache_key())
     why = "it was measured on " + (p.host_summary.empty() ? key : p.host_summary) + ", this host is " + id.summary();
@@ -83,7 +76,7 @@ std::string save_cached_profile(const DeviceProfile& p, const std::string& dir, 
   DeviceProfile q = p;
   stamp_host(q, id);
   std::string path = cached_profile_path(dir, id);
-  save_profile(q, path);
+  cost::save_profile(q, path);
   return path;
 }
 
@@ -117,20 +110,7 @@ CpuIdentity with_cached_clock(const CpuIdentity& id, const std::string& dir) {
 }
 
 DeviceProfile detect_host_cpu_cached(const CpuIdentity& id, const std::string& dir) {
-  return detect_host_cpu(with_cached_clock(id, dir));
+  return cost::detect_host_cpu(with_cached_clock(id, dir));
 }
 
-DeviceProfile host_cpu_profile() {
-  std::lock_guard<std::mutex> lock(host_mutex());
-  if (host_memo()) return *host_memo();
-  // What a program that does not prepare its device (calibrate/
-  // prepare_device.h) gets for "cpu": this host's calibrated profile if
-  // the cache has a valid one, else detection (a few file reads). Memoized,
-  // so that one process prices everything on one profile.
-  CpuIdentity id = read_host_identity();
-  CachedProfile c = load_cached_profile(default_profile_cache_dir(), id);
-  host_memo() = c.profile ? *c.profile : detect_host_cpu_cached(id, default_profile_cache_dir());
-  return *host_memo();
-}
-
-}  // namespace tessera::cost
+}  // namespace tessera::calibrate

@@ -1,7 +1,7 @@
 // The host profile cache: one file per host key, used only when it is this
 // host's calibrated profile at this calibration version; anything else is
 // ignored with a note saying why, never an exception.
-#include "cost/host_profile_cache.h"
+#include "calibrate/host_profile_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,10 @@
 
 #include "graph/error.h"
 
-namespace tessera::cost {
+namespace tessera::calibrate {
 namespace {
+
+using namespace cost;  // identities and profiles are cost/'s values
 
 namespace fs = std::filesystem;
 
@@ -158,4 +160,4 @@ TEST(HostProfile, DefaultCacheDirIsUnderTheUsersCache) {
 }
 
 }  // namespace
-}  // namespace tessera::cost
+}  // namespace tessera::calibrate
