@@ -33,20 +33,6 @@ bool runtime_splits(const Graph& g, const FusedGroup& grp) {
   return false;
 }
 
-// What the CPU runtime keeps in oneDNN's blocked layouts
-// (runtime/cpu/onednn_ops.cc, accepts_blocked_layout): a convolution writes
-// its output blocked unless it is a graph output; pooling, batch norm,
-// concat and element-wise kernels keep a blocked input's layout.
-bool accepts_blocked(const Node& n) {
-  switch (n.kind) {
-    case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization: case OpKind::kConcat:
-      return true;
-    default:
-      return is_binary_post_op(n.kind) || is_eltwise_post_op(n);
-  }
-}
-
 // Walks the groups in order: which values end up blocked, and (reorders
 // not null) the reorder each row-major reader of a blocked value needs.
 std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<NodeId>>& groups,
@@ -66,7 +52,9 @@ std::vector<char> walk_layouts(const Graph& g, const std::vector<std::vector<Nod
     for (ValueId v : g.node(group.back()).outputs) output = output || is_output[static_cast<size_t>(v)];
     // A graph output is row-major: a convolution writes it blocked and the
     // runtime copies it; other kernels read their blocked inputs row-major.
-    bool keeps = accepts_blocked(root) && (conv || !output);
+    // Which kinds pass a blocked layout on: the runtime's list
+    // (graph/fusion_groups.h, keeps_blocked_layout).
+    bool keeps = keeps_blocked_layout(root.kind) && (conv || !output);
     auto reorder = [&](ValueId v) {
       if (plain_copy[static_cast<size_t>(v)]) return;
       plain_copy[static_cast<size_t>(v)] = 1;

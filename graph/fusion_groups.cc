@@ -161,6 +161,16 @@ bool is_eltwise_post_op(const Node& node) {
   }
 }
 
+bool keeps_blocked_layout(OpKind kind) {
+  switch (kind) {
+    case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization: case OpKind::kConcat:
+      return true;
+    default:
+      return is_binary_post_op(kind) || is_eltwise_post_op(Node{kind, "", {}, {}, {}});
+  }
+}
+
 bool is_binary_post_op(OpKind kind) {
   switch (kind) {
     case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:

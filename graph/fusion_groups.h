@@ -44,6 +44,12 @@ struct FusedGroup {
 bool is_eltwise_post_op(const Node& node);
 // Binary ops that a post-op chain may contain (oneDNN binary algorithms).
 bool is_binary_post_op(OpKind kind);
+// Ops whose CPU kernel takes its data input in any layout, so that a
+// oneDNN blocked layout a convolution writes flows through them: the
+// convolution itself, pooling, batch norm, concat and the post-op kinds.
+// The one list the CPU runtime's layout choice (runtime/cpu/cpu_compiler.cc)
+// and the cost model's reorders (cost/graph_cost.cc) read.
+bool keeps_blocked_layout(OpKind kind);
 
 // Partitions `order` into groups, in execution order; with fuse = false every
 // node is its own group. With match_gelu, the five-node erf form of Gelu

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "graph/error.h"
+#include "graph/fusion_groups.h"
 #include "runtime/cpu/collective_kernels.h"
 #include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/halo_overlap.h"
@@ -338,7 +339,7 @@ class CpuCompiler {
     std::vector<ValueId> operands = root.inputs;
     for (const PostOp& p : grp.post)
       if (p.other != kNoValue) operands.push_back(p.other);
-    bool blocked_ok = cpu::accepts_blocked_layout(root.kind) && !plain_only;
+    bool blocked_ok = keeps_blocked_layout(root.kind) && !plain_only;
     std::vector<ValueId> blocked;
     for (ValueId v : operands)
       if (v != kNoValue && layout_[v] && std::find(blocked.begin(), blocked.end(), v) == blocked.end())

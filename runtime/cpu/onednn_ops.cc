@@ -627,16 +627,6 @@ bool all_of_type(const Graph& g, const FusedGroup& grp, DType t) {
 
 dnnl::memory::data_type compute_type(DType dtype) { return dtype == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-bool accepts_blocked_layout(OpKind kind) {
-  switch (kind) {
-    case OpKind::kConv: case OpKind::kMaxPool: case OpKind::kAveragePool: case OpKind::kGlobalAveragePool:
-    case OpKind::kGlobalMaxPool: case OpKind::kBatchNormalization: case OpKind::kConcat:
-      return true;
-    default:
-      return is_binary_post_op(kind) || is_eltwise_post_op(Node{kind, "", {}, {}, {}});
-  }
-}
-
 Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp) {
   const Node& n = c.g.node(grp.root);
   bool typed = c.dtype == DType::kF32 || c.dtype == DType::kBF16 || c.dtype == DType::kF16;

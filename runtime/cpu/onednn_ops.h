@@ -39,10 +39,6 @@ struct Built {
 // splits the group or falls back).
 Built make_onednn_kernel(const BuildContext& c, const FusedGroup& grp);
 
-// Ops whose oneDNN kernel takes its data input in any layout (a blocked
-// layout chosen by a producing convolution flows through them).
-bool accepts_blocked_layout(OpKind kind);
-
 std::unique_ptr<OnednnKernel> make_reorder(std::shared_ptr<Onednn> dnn, ValueId from, const Md& from_md, ValueId to,
                                            const Md& to_md);
 
