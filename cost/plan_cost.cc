@@ -157,6 +157,8 @@ void price_halo_overlap(const Graph& g, const GraphCost& gc, RankProgram& prog) 
     HaloBand band = halo_band_of(g, h, &dim);
     std::optional<WindowRows> w = window_rows_of(g.node(u[0]), dim);
     if (!w || g.node(u[0]).inputs[0] != h.outputs[0]) continue;
+    // The runtime overlaps f32 only (runtime/cpu/halo_overlap.h, halo_overlappable).
+    if (g.type(h.outputs[0]).dtype != DType::kF32 || g.type(g.node(u[0]).outputs[0]).dtype != DType::kF32) continue;
     PlanStep& op = prog.steps[static_cast<size_t>(step_of_root[static_cast<size_t>(u[0])])];
     op.time_s = halo_overlap_time(prog.steps[k].time_s, op.time_s, *w, band).time_s;
     prog.steps[k].time_s = 0;
@@ -219,6 +221,12 @@ std::vector<RankProgram> spmd_rank_programs(const Graph& rank0, const DeviceMesh
   std::vector<int64_t> ranks(static_cast<size_t>(mesh.num_devices()));
   for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int64_t>(r);
   return programs_of(rank0, ranks, mesh, device, options);
+}
+
+CostOptions runtime_cost_options(const DeviceProfile& device) {
+  CostOptions o;
+  o.halo_overlap = device.kind == DeviceKind::kCpu;
+  return o;
 }
 
 }  // namespace tessera::cost

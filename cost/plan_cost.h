@@ -63,4 +63,10 @@ std::vector<RankProgram> rank_programs(const std::vector<Graph>& rank_graphs, co
 std::vector<RankProgram> spmd_rank_programs(const Graph& rank0, const DeviceMesh& mesh, const DeviceProfile& device,
                                             const CostOptions& options = {});
 
+// The options that price rank programs as `tessera run` lowers them on
+// `device`: halo_overlap where the runtime overlaps a HaloExchange with its
+// window op (the CPU runtime, runtime/cpu/halo_overlap.h; the CUDA lowering
+// exchanges, then runs the op).
+CostOptions runtime_cost_options(const DeviceProfile& device);
+
 }  // namespace tessera::cost

@@ -24,11 +24,12 @@ bool WindowRows::taps_any(int64_t o, RowRange rows) const {
   return false;
 }
 
-std::optional<WindowRows> window_rows_of(const Node& n, int64_t dim) {
+std::optional<WindowRows> window_rows_of(const Node& n, int64_t dim, bool ceil_mode_too) {
   if (n.kind != OpKind::kConv && n.kind != OpKind::kMaxPool && n.kind != OpKind::kAveragePool) return std::nullopt;
   for (const char* name : {"kernel_shape", "strides", "pads", "dilations"})
     if (!n.attrs.has(name)) return std::nullopt;
-  if (n.kind != OpKind::kConv && n.attrs.has("ceil_mode") && n.attrs.i("ceil_mode") != 0) return std::nullopt;
+  if (!ceil_mode_too && n.kind != OpKind::kConv && n.attrs.has("ceil_mode") && n.attrs.i("ceil_mode") != 0)
+    return std::nullopt;
   const std::vector<int64_t>& k = n.attrs.ints("kernel_shape");
   auto spatial = static_cast<int64_t>(k.size());
   int64_t j = dim - 2;

@@ -48,8 +48,10 @@ struct WindowRows {
 // Node n's window along its spatial dim `dim` (2 for rows of NCHW), the one
 // place the runtime reads the window attributes. nullopt for other ops, a
 // ceil-mode pool (its last window may hang past the padding), or a dim that
-// is not spatial.
-std::optional<WindowRows> window_rows_of(const Node& n, int64_t dim);
+// is not spatial. `ceil_mode_too`: a ceil-mode pool's window as well, for
+// callers that read only reached() (the rows a band of output rows reaches
+// is the same formula; out_rows() is not: the sharding strategy's bands).
+std::optional<WindowRows> window_rows_of(const Node& n, int64_t dim, bool ceil_mode_too = false);
 
 // One rank's band of a window op's input after its HaloExchange: `before`
 // rows from the previous rank, its own `rows`, `after` rows from the next,

@@ -101,7 +101,7 @@ bool rewrite_ranks(Plan& p, SearchOptions so, const cost::DeviceProfile& rank_de
     out.push_back(std::move(s.graph));
     if (r == 0) p.rank_search = std::move(s);
   }
-  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(out[0], p.mesh, rank_device));
+  cost::PlanCost pc = cost::plan_cost(cost::spmd_rank_programs(out[0], p.mesh, rank_device, cost::runtime_cost_options(rank_device)));
   if (!(pc.time_s < priced.time_s)) {
     p.rank_search = SearchResult();
     return false;
@@ -189,7 +189,7 @@ bool choose_carried_boundary(Plan& p, const DeviceMesh& mesh, const cost::Device
     if (c.constraints.size() == p.constraints.size()) continue;
     c.sharding = propagate(p.optimized, mesh, c.constraints, device);
     c.ranks = partition(p.optimized, c.sharding).ranks;
-    c.cost = cost::plan_cost(cost::spmd_rank_programs(c.ranks[0], mesh, rank_device));
+    c.cost = cost::plan_cost(cost::spmd_rank_programs(c.ranks[0], mesh, rank_device, cost::runtime_cost_options(rank_device)));
     if (c.cost.time_s < (best ? best->cost.time_s : priced.time_s) * (1 - 1e-9)) best = std::move(c);
   }
   if (!best) return false;
@@ -237,7 +237,7 @@ void plan_on_mesh(Plan& p, const Graph& canonical, const OptimizeOptions& o, con
   p.mesh = mesh;
   // Each rank on its share of the host where ranks share one (CPUs).
   const cost::DeviceProfile rank_device = cost::rank_share(device, cost::ranks_per_node(device, mesh.num_devices()));
-  if (!o.shard_search) priced = cost::plan_cost(cost::spmd_rank_programs(p.ranks[0], mesh, rank_device));
+  if (!o.shard_search) priced = cost::plan_cost(cost::spmd_rank_programs(p.ranks[0], mesh, rank_device, cost::runtime_cost_options(rank_device)));
   choose_carried_boundary(p, mesh, device, rank_device, priced);
   rank_so.device = rank_device;
   rank_so.budget_s = budget.take(shares.rank_rewrite);

@@ -23,6 +23,7 @@
 
 #include "calibrate/prepare_device.h"
 #include "cost/device_profile.h"
+#include "cost/plan_cost.h"
 #include "graph/error.h"
 #include "mutator/plan_files.h"
 #include "mutator/sharding/spatial_partition.h"
@@ -159,6 +160,21 @@ int main(int argc, char** argv) {
         std::optional<mutator::SpatialChoice> c =
             mutator::cheapest_spatial_plan(g, chain, dim, DeviceMesh::parse("tp=" + std::to_string(n)), device);
         if (c) std::printf(", %lld %.3f ms (k=%lld)", static_cast<long long>(n), c->time_s * 1e3, static_cast<long long>(c->every));
+      }
+      std::printf("\n");
+      // As the sharding search prices a chain (deep_halo.h): k counts window
+      // layers, collectives on the compute stream, the runtime's halo overlap.
+      mutator::SpatialPricing search;
+      search.unit = mutator::SpatialPricing::Unit::kWindowLayers;
+      search.plan = {};
+      search.halo_overlap = cost::runtime_cost_options(device).halo_overlap;
+      std::printf("as the search prices it on %s:", device.name.c_str());
+      for (int64_t n : {2, 4, 8}) {
+        std::optional<mutator::SpatialChoice> c =
+            mutator::cheapest_spatial_plan(g, chain, dim, DeviceMesh::parse("tp=" + std::to_string(n)), device, search);
+        if (c && !c->tried.empty())
+          std::printf(" %lld: every window layer %.3f ms, chosen %.3f ms (k=%lld);", static_cast<long long>(n),
+                      c->tried.front().second * 1e3, c->time_s * 1e3, static_cast<long long>(c->every));
       }
       std::printf("\n");
     }

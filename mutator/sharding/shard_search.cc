@@ -18,6 +18,8 @@
 #include "mutator/rules/rule.h"
 #include "mutator/sharding/annotations.h"
 #include "mutator/sharding/partition.h"
+#include "mutator/sharding/shard_plan.h"
+#include "mutator/sharding/shard_variants.h"
 #include "mutator/sharding/sharded_cost.h"
 #include "mutator/sharding/spatial_strategy.h"
 #include "mutator/sharding/structure.h"
@@ -512,26 +514,6 @@ class MeshSearch {
   bool exhausted_ = false;
 };
 
-// Every instance of a mesh rule the graph has, for a mesh whose innermost
-// axis has `ways` devices, applied together.
-Graph apply_everywhere(const Graph& g, const Rule& rule, int64_t ways, std::vector<std::string>& applied) {
-  std::vector<std::vector<NodeId>> users = g.users();
-  RuleContext ctx{g, users};
-  std::vector<Mutation> ms;
-  std::set<NodeId> used;
-  for (NodeId n : g.topo_order()) {
-    if (std::find(rule.roots.begin(), rule.roots.end(), g.node(n).kind) == rule.roots.end()) continue;
-    for (Mutation& m : propose(rule, ctx, n, ways)) {
-      if (std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId x) { return used.count(x) > 0; })) continue;
-      used.insert(m.nodes.begin(), m.nodes.end());
-      m.id.kind = MutationId::Kind::kSharding;
-      applied.push_back(m.description);
-      ms.push_back(std::move(m));
-    }
-  }
-  return ms.empty() ? g : apply_mutations(g, ms);
-}
-
 }  // namespace
 
 std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh) {
@@ -565,111 +547,6 @@ std::vector<DeviceMesh> sub_meshes(const DeviceMesh& mesh) {
   }
   return out;
 }
-
-namespace {
-
-// A point's plan as it will be written: propagated from its pins, rank 0's
-// program partitioned (SPMD ranks run alike), priced on the ranks' critical
-// path, so that degrees and rewrites are compared on the number plan.json
-// reports. Rank 0's program is not kept: its column-split weights are copies
-// (a third of a Llama's weights on tp=2), and only the winner's ranks are
-// built again. Propagation runs on `device`, as the plan is propagated; the
-// ranks' programs are priced on `rank_device`, each rank's share of its host.
-struct PricedPlan {
-  ShardedGraph sharded;
-  cost::PlanCost cost;
-};
-
-PricedPlan price_partitioned(const Graph& g, const DeviceMesh& mesh, const cost::DeviceProfile& device,
-                             const cost::DeviceProfile& rank_device, const std::vector<ShardConstraint>& pins,
-                             DegreePoint& p) {
-  p.priced_as_plan = true;
-  PricedPlan out;
-  if (mesh.num_devices() == 1) {
-    p.predicted_s = p.compute_s = cost::graph_cost(g, rank_device).time_s;
-    p.comm_s = 0;
-    return out;
-  }
-  out.sharded = propagate(g, mesh, pins, device);
-  out.cost = cost::plan_cost(cost::spmd_rank_programs(partition_rank(g, out.sharded, 0), mesh, rank_device));
-  p.predicted_s = out.cost.time_s;
-  p.compute_s = out.cost.compute_s[0];
-  p.comm_s = out.cost.comm_s[0];
-  return out;
-}
-
-// The graphs a mesh is searched on: the graph as given, and each mesh rule
-// of the registry applied everywhere it applies (for the mesh's innermost
-// degree where the rule depends on it), made once per rule and degree.
-class Variants {
- public:
-  struct Variant {
-    std::string name;            // "as given", "split-merged-projection x12", "permute-merged-projection(2) x12"
-    const Rule* rule = nullptr;  // nullptr: as given
-    Graph graph;
-    std::vector<std::string> rewrites;
-  };
-
-  Variants(const Graph& g, const ShardSearchOptions& o) : g_(g) {
-    variants_.push_back({"as given", nullptr, g, {}});
-    if (!o.rewrites || o.rewrite == "none") return;
-    if (!o.rewrite.empty()) {
-      const Rule& r = find_rule(o.rewrite);  // Error(kUsage) naming the valid rules
-      if (!r.mesh_only)
-        TESSERA_THROW(ErrorKind::kUsage, "rule '" << o.rewrite << "' is not a sharding rewrite (" << mesh_rule_names()
-                                                  << ")");
-      if (o.disabled_rules.count(r.name))
-        TESSERA_THROW(ErrorKind::kUsage, "sharding rewrite '" << o.rewrite << "' is also disabled by --disable-rule");
-    }
-    for (const Rule& r : all_rules())
-      if (r.mesh_only && !o.disabled_rules.count(r.name) && (o.rewrite.empty() || o.rewrite == r.name))
-        rules_.push_back(&r);
-  }
-
-  static std::string mesh_rule_names() {
-    std::string out;
-    for (const Rule& r : all_rules())
-      if (r.mesh_only) out += (out.empty() ? "" : ", ") + r.name;
-    return out;
-  }
-
-  // Indices of the graphs to search `mesh` on: the graph as given (unless
-  // only a rewrite was asked for), then every rule that applies.
-  std::vector<size_t> for_mesh(const DeviceMesh& mesh, bool only_rewritten) {
-    std::vector<size_t> out;
-    if (!only_rewritten || mesh.num_devices() == 1) out.push_back(0);
-    if (mesh.num_devices() == 1) return out;
-    int64_t ways = mesh.axes().back().size;
-    for (const Rule* r : rules_) {
-      auto key = std::make_pair(r, r->mesh_fn ? ways : 0);
-      auto it = made_.find(key);
-      if (it == made_.end()) {
-        std::vector<std::string> applied;
-        Graph rewritten = apply_everywhere(g_, *r, ways, applied);
-        size_t idx = 0;
-        if (!applied.empty()) {
-          idx = variants_.size();
-          std::string name = r->name + (r->mesh_fn ? "(" + std::to_string(ways) + ")" : "") + " x" +
-                             std::to_string(applied.size());
-          variants_.push_back({name, r, std::move(rewritten), applied});
-        }
-        it = made_.emplace(key, idx).first;
-      }
-      if (it->second > 0) out.push_back(it->second);
-    }
-    return out;
-  }
-
-  const Variant& operator[](size_t k) const { return variants_[k]; }
-
- private:
-  const Graph& g_;
-  std::vector<const Rule*> rules_;
-  std::vector<Variant> variants_;
-  std::map<std::pair<const Rule*, int64_t>, size_t> made_;  // 0: applies nowhere
-};
-
-}  // namespace
 
 size_t pick_degree_point(const std::vector<DegreePoint>& curve) {
   size_t fastest = curve.size();
@@ -797,7 +674,7 @@ ShardSearchResult search_shardings(const Graph& g, const cost::DeviceProfile& de
     // The winner as it was priced: its sharding and every rank's program
     // (the same program over their blocks).
     PricedPlan& w = priced.at(pick);
-    for (int64_t k = 0; k < best.mesh.num_devices(); ++k) r.ranks.push_back(partition_rank(r.graph, w.sharded, k));
+    r.ranks = written_ranks(r.graph, w);
     r.sharding = std::move(w.sharded);
     r.plan_cost = std::move(w.cost);
   }

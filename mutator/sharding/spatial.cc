@@ -181,25 +181,61 @@ std::optional<SpatialHalo> spatial_halo(const Graph& g, const std::vector<NodeId
   return h;
 }
 
-std::optional<std::vector<SpatialHalo>> spatial_halos_every(const Graph& g, const std::vector<NodeId>& chain,
-                                                            int64_t dim, int64_t n, int64_t k) {
+std::vector<size_t> every_k_layers(size_t chain_size, int64_t k) {
   TESSERA_CHECK(k >= 1, "an exchange every " << k << " layers");
+  std::vector<size_t> starts;
+  for (size_t end = chain_size; end > 0;) {
+    size_t begin = end > static_cast<size_t>(k) ? end - static_cast<size_t>(k) : 0;
+    starts.insert(starts.begin(), begin);
+    end = begin;
+  }
+  return starts;
+}
+
+bool is_window_layer(OpKind k) { return k == OpKind::kConv || k == OpKind::kMaxPool || k == OpKind::kAveragePool; }
+
+int64_t window_layers(const Graph& g, const std::vector<NodeId>& chain) {
+  return std::count_if(chain.begin(), chain.end(), [&](NodeId n) { return is_window_layer(g.node(n).kind); });
+}
+
+std::vector<size_t> every_k_window_layers(const Graph& g, const std::vector<NodeId>& chain, int64_t k) {
+  TESSERA_CHECK(k >= 1, "an exchange every " << k << " window layers");
+  TESSERA_CHECK(!chain.empty() && is_window_layer(g.node(chain.front()).kind), "a chain starting with a window op");
+  std::vector<size_t> starts;
+  int64_t seen = 0;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (!is_window_layer(g.node(chain[i]).kind)) continue;
+    if (seen % k == 0) starts.push_back(i);
+    ++seen;
+  }
+  return starts;
+}
+
+std::optional<std::vector<SpatialHalo>> spatial_halos_at(const Graph& g, const std::vector<NodeId>& chain,
+                                                         int64_t dim, int64_t n, const std::vector<size_t>& starts) {
+  TESSERA_CHECK(!starts.empty() && starts.front() == 0 && std::is_sorted(starts.begin(), starts.end()) &&
+                    std::adjacent_find(starts.begin(), starts.end()) == starts.end() && starts.back() < chain.size(),
+                "segments of a chain of " << chain.size() << " layers start at 0, increasing, within it");
   // Segments from the end: the dim at each segment's output is the dim its
   // successor reads.
   std::vector<SpatialHalo> out;
   int64_t at_dim = dim;
   size_t end = chain.size();
-  while (end > 0) {
-    size_t begin = end > static_cast<size_t>(k) ? end - static_cast<size_t>(k) : 0;
-    std::vector<NodeId> segment(chain.begin() + static_cast<std::ptrdiff_t>(begin),
+  for (size_t s = starts.size(); s-- > 0;) {
+    std::vector<NodeId> segment(chain.begin() + static_cast<std::ptrdiff_t>(starts[s]),
                                 chain.begin() + static_cast<std::ptrdiff_t>(end));
     std::optional<SpatialHalo> h = spatial_halo(g, segment, at_dim, n);
     if (!h) return std::nullopt;
     at_dim = h->in_dim;
     out.insert(out.begin(), *h);
-    end = begin;
+    end = starts[s];
   }
   return out;
+}
+
+std::optional<std::vector<SpatialHalo>> spatial_halos_every(const Graph& g, const std::vector<NodeId>& chain,
+                                                            int64_t dim, int64_t n, int64_t k) {
+  return spatial_halos_at(g, chain, dim, n, every_k_layers(chain.size(), k));
 }
 
 }  // namespace tessera::mutator

@@ -88,8 +88,24 @@ struct SpatialHalo {
 std::optional<SpatialHalo> spatial_halo(const Graph& g, const std::vector<NodeId>& chain, int64_t dim, int64_t n);
 
 // The chain cut into exchanges every k layers (k = 1: before every layer):
-// the halos of the segments in order, k layers each, the last shorter.
+// the halos of the segments in order, k layers each, the first shorter.
 std::optional<std::vector<SpatialHalo>> spatial_halos_every(const Graph& g, const std::vector<NodeId>& chain,
                                                             int64_t dim, int64_t n, int64_t k);
+// The same for segments starting at `starts` (indices into the chain,
+// increasing, the first 0): one exchange before each.
+std::optional<std::vector<SpatialHalo>> spatial_halos_at(const Graph& g, const std::vector<NodeId>& chain,
+                                                         int64_t dim, int64_t n, const std::vector<size_t>& starts);
+
+// Where an exchange every k layers starts its segments: the last k layers,
+// the k before them, ..., the first segment shorter.
+std::vector<size_t> every_k_layers(size_t chain_size, int64_t k);
+// Where an exchange every k window layers (Conv, MaxPool, AveragePool)
+// starts them: before the first window op of the chain, then before every
+// k-th after it; the element-wise layers after a window op go with it
+// (k = 1: an exchange before every window op, as the search's strategies
+// emit). The chain must start with a window op.
+std::vector<size_t> every_k_window_layers(const Graph& g, const std::vector<NodeId>& chain, int64_t k);
+int64_t window_layers(const Graph& g, const std::vector<NodeId>& chain);  // window ops in the chain
+bool is_window_layer(OpKind k);                                            // Conv, MaxPool, AveragePool
 
 }  // namespace tessera::mutator

@@ -89,10 +89,14 @@ int64_t SpatialPlan::halo_bytes() const {
 
 std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
                                         const DeviceMesh& mesh, int64_t k) {
+  return spatial_plan_at(g, chain, dim, mesh, every_k_layers(chain.size(), k == 0 ? static_cast<int64_t>(chain.size()) : k));
+}
+
+std::optional<SpatialPlan> spatial_plan_at(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
+                                           const DeviceMesh& mesh, const std::vector<size_t>& starts) {
   TESSERA_CHECK(mesh.axes().size() == 1, "a spatial plan over the one axis of a mesh, not " << mesh.str());
   int64_t n = mesh.axes()[0].size;
-  int64_t every = k == 0 ? static_cast<int64_t>(chain.size()) : k;
-  std::optional<std::vector<SpatialHalo>> segments = spatial_halos_every(g, chain, dim, n, every);
+  std::optional<std::vector<SpatialHalo>> segments = spatial_halos_at(g, chain, dim, n, starts);
   if (!segments) return std::nullopt;
   for (const SpatialHalo& s : *segments)
     if (!s.neighbours_only) return std::nullopt;
@@ -134,7 +138,7 @@ std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId
     size_t next = 0;
     for (size_t s = 0; s < segments->size(); ++s) {
       const SpatialHalo& h = (*segments)[s];
-      size_t len = s == 0 ? chain.size() - static_cast<size_t>(every) * (segments->size() - 1) : static_cast<size_t>(every);
+      size_t len = (s + 1 < starts.size() ? starts[s + 1] : chain.size()) - starts[s];
       std::vector<NodeId> seg(chain.begin() + static_cast<std::ptrdiff_t>(next),
                               chain.begin() + static_cast<std::ptrdiff_t>(next + len));
       if (h.halo_rows() > 0) {
@@ -189,17 +193,24 @@ std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId
 }
 
 std::optional<SpatialChoice> cheapest_spatial_plan(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
-                                                   const DeviceMesh& mesh, const cost::DeviceProfile& device) {
+                                                   const DeviceMesh& mesh, const cost::DeviceProfile& device,
+                                                   const SpatialPricing& how) {
   std::optional<SpatialChoice> best;
   std::vector<std::pair<int64_t, double>> tried;
-  for (int64_t k = 1; k <= static_cast<int64_t>(chain.size()); ++k) {
-    std::optional<SpatialPlan> plan = spatial_plan(g, chain, dim, mesh, k);
+  int64_t most = how.unit == SpatialPricing::Unit::kWindowLayers ? window_layers(g, chain)
+                                                                 : static_cast<int64_t>(chain.size());
+  for (int64_t k = 1; k <= most; ++k) {
+    std::vector<size_t> starts = how.unit == SpatialPricing::Unit::kWindowLayers ? every_k_window_layers(g, chain, k)
+                                                                                 : every_k_layers(chain.size(), k);
+    std::optional<SpatialPlan> plan = spatial_plan_at(g, chain, dim, mesh, starts);
     if (!plan) continue;
     cost::CostOptions o;
     o.mesh = &plan->mesh;
-    double t = cost::plan_cost(cost::rank_programs(plan->ranks, plan->mesh, device, o), {true}).time_s;
+    o.halo_overlap = how.halo_overlap;
+    double t = cost::plan_cost(cost::rank_programs(plan->ranks, plan->mesh, device, o), how.plan).time_s;
     tried.emplace_back(k, t);
-    if (!best || t < best->time_s) best = SpatialChoice{std::move(*plan), k, t, {}};
+    // A deeper halo only where it is cheaper by more than rounding.
+    if (!best || t < best->time_s * (1 - 1e-9)) best = SpatialChoice{std::move(*plan), k, t, {}};
   }
   if (best) best->tried = tried;
   return best;

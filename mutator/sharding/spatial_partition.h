@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cost/device_profile.h"
+#include "cost/plan_cost.h"
 #include "graph/graph.h"
 #include "graph/sharding.h"
 #include "mutator/sharding/spatial.h"
@@ -36,13 +37,26 @@ struct SpatialPlan {
 // neighbour's band.
 std::optional<SpatialPlan> spatial_plan(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
                                         const DeviceMesh& mesh, int64_t k = 0);
+// The same with an exchange before the layers at `starts` (spatial.h:
+// every_k_layers, every_k_window_layers).
+std::optional<SpatialPlan> spatial_plan_at(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
+                                           const DeviceMesh& mesh, const std::vector<size_t>& starts);
 
 // Exchange once every k layers, k chosen by cost: every k from 1 to the
 // chain's length is planned and priced on `device` (the ranks' kernels at
 // their band shapes plus each HaloExchange's send/recv on the collective
-// model, the latest rank's finish), the cheapest kept. A deeper halo saves
-// exchanges (latency) and costs recomputed rows (compute) and more rows
-// per message. `one_device_s`: the chain on one device, for the degree curve.
+// model, the latest rank's finish), the cheapest kept (the smallest k on
+// ties). A deeper halo saves exchanges (latency) and costs recomputed rows
+// (compute) and more rows per message. `one_device_s`: the chain on one
+// device, for the degree curve. The one-chain tool (bench/sharding/
+// spatial_plan) and the sharding search (deep_halo.h) both choose here.
+struct SpatialPricing {
+  // k counts every layer (the one-chain tool's --every) or window layers
+  // only (the search: an exchange always goes before a window op).
+  enum class Unit { kLayers, kWindowLayers } unit = Unit::kLayers;
+  bool halo_overlap = false;    // cost::CostOptions::halo_overlap
+  cost::PlanCostOptions plan{true};  // the one-chain tool: collectives on their own stream
+};
 struct SpatialChoice {
   SpatialPlan plan;
   int64_t every = 0;
@@ -50,7 +64,8 @@ struct SpatialChoice {
   std::vector<std::pair<int64_t, double>> tried;  // (k, predicted seconds)
 };
 std::optional<SpatialChoice> cheapest_spatial_plan(const Graph& g, const std::vector<NodeId>& chain, int64_t dim,
-                                                   const DeviceMesh& mesh, const cost::DeviceProfile& device);
+                                                   const DeviceMesh& mesh, const cost::DeviceProfile& device,
+                                                   const SpatialPricing& how = {});
 double chain_seconds(const Graph& g, const std::vector<NodeId>& chain, const cost::DeviceProfile& device);
 
 // The ranks' programs with the chain's whole input and output, as `tessera

@@ -6,6 +6,7 @@
 
 #include "graph/attr_views.h"
 #include "graph/error.h"
+#include "graph/halo_rows.h"
 #include "mutator/sharding/spatial.h"
 
 namespace tessera::mutator {
@@ -21,13 +22,10 @@ struct BandRead {
   Band have() const { return {own.lo - before(), own.hi + after()}; }
 };
 
-bool is_window_op(OpKind k) { return k == OpKind::kConv || k == OpKind::kMaxPool || k == OpKind::kAveragePool; }
-
 // Per coordinate of an axis of n ranks, the band each reads along `dim`
 // (bands as the Sharding's blocks: block_start, uneven where n does not
-// divide the rows); nullopt where the op reads the dim by no affine window,
-// a weight reads it, a rank would hold no rows, or a halo reaches past the
-// neighbour's band.
+// divide the rows); nullopt where the op has no window along the dim, a
+// rank would hold no rows, or a halo reaches past the neighbour's band.
 std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64_t dim, int64_t n) {
   const Node& node = g.node(id);
   const Shape& in = g.type(node.inputs[0]).shape;
@@ -35,22 +33,21 @@ std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64
   if (dim < 2 || dim >= static_cast<int64_t>(in.size()) || dim >= static_cast<int64_t>(out.size())) return std::nullopt;
   int64_t hin = in[static_cast<size_t>(dim)], hout = out[static_cast<size_t>(dim)];
   if (n < 2 || hin < n || hout < n) return std::nullopt;
+  // Weights and biases are not indexed by the rows of a Conv or a pool.
+  std::optional<WindowRows> w = window_rows_of(node, dim, /*ceil_mode_too=*/true);
+  if (!w) return std::nullopt;
   std::vector<BandRead> reads;
   for (int64_t c = 0; c < n; ++c) {
     BandRead r;
     r.own = {block_start(hin, n, c), block_start(hin, n, c + 1)};
     r.out = {block_start(hout, n, c), block_start(hout, n, c + 1)};
-    int64_t d = -1, d2 = -1;
-    std::optional<Band> want = rows_read(g, id, dim, r.out, 0, &d);
-    std::optional<Band> reach = rows_reached(g, id, dim, r.out, 0, &d2);
-    if (!want || !reach || d != dim || d2 != dim || want->size() == 0) return std::nullopt;
-    for (size_t s = 1; s < node.inputs.size(); ++s) {  // weights and biases: not indexed by the rows
-      if (node.inputs[s] == kNoValue) continue;
-      int64_t other = -1;
-      if (!rows_read(g, id, dim, r.out, static_cast<int>(s), &other) || other >= 0) return std::nullopt;
-    }
-    r.want = *want;
-    r.reach = *reach;
+    // The window's rows (graph/halo_rows.h, the geometry the runtime and
+    // the collective model read): what the band of output rows reaches,
+    // padding included, and what of it lies in the input.
+    RowRange reach = w->reached({r.out.lo, r.out.hi});
+    r.reach = {reach.lo, reach.hi};
+    r.want = {std::max<int64_t>(0, reach.lo), std::min(hin, reach.hi)};
+    if (r.want.size() == 0) return std::nullopt;
     reads.push_back(r);
   }
   for (int64_t c = 0; c < n; ++c) {  // a halo from the rank beyond the neighbour: not offered
@@ -158,11 +155,20 @@ bool every_band_computes(const Graph& g, const Node& node, int64_t dim, const st
 
 }  // namespace
 
+std::optional<std::vector<std::pair<int64_t, int64_t>>> spatial_halo_rows(const Graph& g, NodeId id, int64_t dim,
+                                                                          int64_t n) {
+  std::optional<std::vector<BandRead>> reads = band_reads(g, id, dim, n);
+  if (!reads) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const BandRead& r : *reads) out.emplace_back(r.before(), r.after());
+  return out;
+}
+
 bool is_spatial(const AxisStrategy& s) { return s.kind == AxisStrategy::Kind::kExplicit && s.emit == &emit_spatial; }
 
 std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const DeviceMesh& mesh) {
   std::vector<Strategy> out;
-  if (!is_window_op(n.kind) || n.outputs.size() != 1 || n.inputs.empty() || mesh.num_devices() < 2) return out;
+  if (!is_window_layer(n.kind) || n.outputs.size() != 1 || n.inputs.empty() || mesh.num_devices() < 2) return out;
   NodeId id = g.value(n.outputs[0]).producer;
   const TensorType& x = g.type(n.inputs[0]);
   for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {

@@ -1,6 +1,7 @@
 // Spatial splits as sharding strategies, so that the one sharding search
 // offers them beside batch and channel splits (GSPMD's windowed-op halo,
-// derived here from the dimension map as in spatial.h).
+// derived here from the window's rows, graph/halo_rows.h: the formula of
+// the dimension map in spatial.h, which the one-chain tool reads).
 //
 // A spatial dim of an activation split in bands is an ordinary shard,
 // S(dim): element-wise ops keep it (a pass factor), a global pool or a
@@ -15,8 +16,8 @@
 // whose emitter, on the rank at coordinate c of the axis,
 //   1. receives the halo: a HaloExchange over the axis of the rows the
 //      band of its output reads beyond its own band of the input
-//      (rows_read: any stride, dilation, padding), before[c] rows from the
-//      previous rank and after[c] from the next;
+//      (WindowRows::reached: any stride, dilation, padding), before[c]
+//      rows from the previous rank and after[c] from the next;
 //   2. cuts the rows its band reads (a strided window may skip the last
 //      rows), on every rank where any rank needs it (the ranks' programs
 //      keep one node list);
@@ -29,6 +30,9 @@
 // deepest halo for the price (AxisStrategy::halo_bytes).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "graph/strategy.h"
@@ -38,6 +42,13 @@ namespace tessera::mutator {
 // The spatial strategies of `n` on `mesh` (empty for other ops, for a mesh
 // of one device, for bands that would leave a rank without rows).
 std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const DeviceMesh& mesh);
+
+// The rows the HaloExchange of node `id`'s spatial strategy brings each
+// coordinate of an axis of n ranks along `dim`: (from the previous rank,
+// from the next), per coordinate; nullopt where no spatial strategy is
+// offered. The rows come from graph/halo_rows.h (window_rows_of, reached).
+std::optional<std::vector<std::pair<int64_t, int64_t>>> spatial_halo_rows(const Graph& g, NodeId id, int64_t dim,
+                                                                          int64_t n);
 
 // Whether an axis strategy is one of them (its emitter exchanges a halo).
 bool is_spatial(const AxisStrategy& s);
