@@ -8,6 +8,7 @@
 #include "graph/hash.h"
 #include "mutator/rules/rule.h"
 #include "report/report.h"
+#include "report/spatial_bands.h"
 #include "report/report_svg.h"
 
 namespace tessera::report {
@@ -210,6 +211,18 @@ std::string report_json(const Plan& p, const Measurement* m) {
     for (const CollectiveRecord& c : p.collectives) kinds[c.kind] += 1;
     j["collective_counts"] = kinds;
     j["propagation"] = {{"sweeps", p.sharding.sweeps}, {"reshard_s", p.sharding.reshard_seconds}};
+    // Spatial splits (spatial_bands.h): rows as [lo, hi) of the whole tensor.
+    json spatial = json::array();
+    auto rows = [](const RowRange& r) { return json::array({r.lo, r.hi}); };
+    for (const SpatialExchange& e : spatial_exchanges(p)) {
+      json bands = json::array();
+      for (const RankBand& b : e.bands)
+        bands.push_back({{"coordinate", b.coordinate}, {"band", rows(b.band)}, {"halo_above", rows(b.above)},
+                         {"halo_below", rows(b.below)}, {"bytes", b.bytes}});
+      spatial.push_back({{"exchange", e.name}, {"tensor", e.tensor}, {"layer", e.layer}, {"mesh_axis", e.mesh_axis},
+                         {"dim", e.dim}, {"rows", e.rows}, {"bytes", e.total_bytes()}, {"bands", bands}});
+    }
+    j["spatial_splits"] = spatial;
   }
   if (m)
     j["measured"] = {{"backend", m->backend}, {"runs", m->runs}, {"before_ms", m->before_ms},

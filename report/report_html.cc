@@ -17,6 +17,7 @@
 
 #include "report/plan_picture.h"
 #include "report/report_svg.h"
+#include "report/spatial_bands.h"
 #include "graph/attr_views.h"
 
 namespace tessera::report {
@@ -66,10 +67,6 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-std::string bytes_str(int64_t b) {
-  return b >= 1000000 ? fmt("%.1f MB", static_cast<double>(b) / 1e6) : fmt("%.1f kB", static_cast<double>(b) / 1e3);
 }
 
 // Kernel classes by the larger of their two times, the smallest merged into
@@ -250,84 +247,38 @@ std::string mesh_tables(const Plan& p) {
   return os.str();
 }
 
-// Spatial splits: per HaloExchange (one per windowed layer whose band reads
-// across a seam), the rows each rank holds and the halo rows it receives,
-// drawn as bars (a rank's band, its halo from above and below in purple)
-// and listed; bytes are what all ranks receive together.
+// Spatial splits (spatial_bands.h): per HaloExchange, the exchanged
+// tensor's rows as a bar with each rank's band and the halo rows it
+// receives, and a table of the same numbers.
 std::string spatial_section(const Plan& p) {
-  struct Exchange {
-    std::string layer;
-    int64_t dim = 0, bytes = 0;
-    std::vector<int64_t> rows, before, after;
-  };
-  std::vector<Exchange> ex;
-  for (size_t r = 0; r < p.ranks.size(); ++r) {
-    size_t k = 0;
-    for (NodeId n : p.ranks[r].topo_order()) {
-      const Node& node = p.ranks[r].node(n);
-      if (node.kind != OpKind::kHaloExchange) continue;
-      const HaloExchangeAttrs halo = HaloExchangeAttrs::of(node);
-      if (k == ex.size()) {
-        Exchange e;
-        e.layer = node.name;
-        if (e.layer.size() > 5 && e.layer.compare(e.layer.size() - 5, 5, "/halo") == 0) e.layer.resize(e.layer.size() - 5);
-        e.dim = halo.axis;
-        ex.push_back(e);
-      }
-      Exchange& e = ex[k++];
-      const TensorType& in = p.ranks[r].type(node.inputs[0]);
-      int64_t rows = in.shape[static_cast<size_t>(e.dim)];
-      auto c = static_cast<size_t>(halo.coordinate);
-      int64_t got = halo.before[c] + halo.after[c];
-      e.rows.push_back(rows);
-      e.before.push_back(halo.before[c]);
-      e.after.push_back(halo.after[c]);
-      e.bytes += rows > 0 ? got * (in.nbytes() / rows) : 0;
-    }
-  }
+  std::vector<SpatialExchange> ex = spatial_exchanges(p);
   if (ex.empty()) return "";
   int64_t total = 0;
-  for (const Exchange& e : ex) total += e.bytes;
+  for (const SpatialExchange& e : ex) total += e.total_bytes();
   std::ostringstream os;
   os << "<h2>Spatial splits: bands and halos</h2>\n<p class=\"note\">Each rank computes a band of rows of the "
-        "image; before a windowed layer it receives the halo, the rows its windows reach in its neighbours' bands "
-        "(purple). "
-     << ex.size() << " exchanges, " << bytes_str(total) << " received by all ranks per run.</p>\n";
-  const double w = 360, h = 10;
-  for (const Exchange& e : ex) {
-    int64_t sum = 0;
-    for (int64_t r : e.rows) sum += r;
-    if (sum <= 0) continue;
-    os << "<div>" << xml_escape(e.layer) << " (dim " << e.dim << ")<br><svg width=\"" << w + 2 << "\" height=\"" << h + 2
-       << "\">";
-    double x = 1;
-    for (size_t r = 0; r < e.rows.size(); ++r) {
-      double bw = w * static_cast<double>(e.rows[r]) / static_cast<double>(sum);
-      double hb = w * static_cast<double>(e.before[r]) / static_cast<double>(sum);
-      double ha = w * static_cast<double>(e.after[r]) / static_cast<double>(sum);
-      os << "<rect x=\"" << fmt("%.1f", x) << "\" y=\"1\" width=\"" << fmt("%.1f", bw) << "\" height=\"" << h
-         << "\" fill=\"" << (r % 2 ? "#cfe0f5" : "#9dbce6") << "\"><title>rank " << r << ": " << e.rows[r]
-         << " rows, halo +" << e.before[r] << "/+" << e.after[r] << "</title></rect>";
-      if (hb > 0)
-        os << "<rect x=\"" << fmt("%.1f", x) << "\" y=\"1\" width=\"" << fmt("%.1f", std::max(1.0, hb))
-           << "\" height=\"" << h << "\" fill=\"#7b3fc4\"/>";
-      if (ha > 0)
-        os << "<rect x=\"" << fmt("%.1f", x + bw - std::max(1.0, ha)) << "\" y=\"1\" width=\""
-           << fmt("%.1f", std::max(1.0, ha)) << "\" height=\"" << h << "\" fill=\"#7b3fc4\"/>";
-      x += bw;
+        "image (the plan's sharding of each tensor: uneven bands give the first ranks one row more); before a "
+        "windowed layer it receives the halo, the rows its windows reach in its neighbours' bands (hatched, drawn "
+        "where those rows lie: over the neighbour's band, at least 3 px however few). "
+     << ex.size() << " exchange" << (ex.size() == 1 ? "" : "s") << ", " << bytes_str(total)
+     << " received by all ranks per run.</p>\n"
+     << spatial_defs_svg() << "<div style=\"display:flex;flex-wrap:wrap;gap:6px 18px\">\n";
+  for (const SpatialExchange& e : ex)
+    os << "<figure style=\"margin:0\"><figcaption class=\"note\">" << xml_escape(e.layer) << " reads <b>"
+       << xml_escape(e.tensor) << "</b>: " << e.rows << " rows of dim " << e.dim << " in " << e.bands.size()
+       << " bands over " << xml_escape(e.mesh_axis) << ", " << bytes_str(e.total_bytes()) << "</figcaption>"
+       << spatial_exchange_svg(e) << "</figure>\n";
+  os << "</div>\n<table>\n<tr><th>layer</th><th>tensor</th><th>dim</th><th>rows</th><th>rank</th><th>band</th>"
+        "<th>halo from above</th><th>halo from below</th><th>bytes received</th></tr>\n";
+  for (const SpatialExchange& e : ex) {
+    for (const RankBand& b : e.bands) {
+      std::string lead = b.coordinate == 0 ? td(e.layer) + td(e.tensor) + td(std::to_string(e.dim), "num") +
+                                                 td(std::to_string(e.rows), "num")
+                                           : "<td colspan=\"4\"></td>";
+      os << "<tr>" << lead << td(std::to_string(b.coordinate), "num") << td(str(b.band))
+         << td(b.above.empty() ? "" : str(b.above)) << td(b.below.empty() ? "" : str(b.below))
+         << td(bytes_str(b.bytes), "num") << "</tr>\n";
     }
-    os << "</svg></div>\n";
-  }
-  os << "<table>\n<tr><th>layer</th><th>dim</th><th>rows per rank</th><th>halo rows received (above/below)</th>"
-        "<th>bytes</th></tr>\n";
-  for (const Exchange& e : ex) {
-    std::string rows, halo;
-    for (size_t r = 0; r < e.rows.size(); ++r) {
-      rows += (r ? " " : "") + std::to_string(e.rows[r]);
-      halo += (r ? " " : "") + std::to_string(e.before[r]) + "/" + std::to_string(e.after[r]);
-    }
-    os << "<tr>" << td(e.layer) << td(std::to_string(e.dim), "num") << td(rows) << td(halo)
-       << td(bytes_str(e.bytes), "num") << "</tr>\n";
   }
   os << "</table>\n";
   return os.str();

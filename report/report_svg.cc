@@ -59,6 +59,16 @@ std::string time_str(double s) {
   return buf;
 }
 
+std::string bytes_str(int64_t b) {
+  char buf[32];
+  const auto v = static_cast<double>(b);
+  if (b < 1000)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else
+    std::snprintf(buf, sizeof buf, b >= 1000000 ? "%.1f MB" : "%.1f kB", b >= 1000000 ? v / 1e6 : v / 1e3);
+  return buf;
+}
+
 std::string bar_chart_svg(const std::vector<BarGroup>& groups, const std::vector<std::string>& series) {
   const double label_w = 170, bar_max = 560, bar_h = 11, value_w = 90;
   const double group_h = static_cast<double>(series.size()) * (bar_h + 2) + 8;

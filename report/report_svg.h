@@ -2,6 +2,7 @@
 // the two charts (horizontal bars, a curve over the mesh degrees).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ std::string svg_text(double x, double y, const std::string& text, const std::str
 double speedup(double before, double after);
 // "1.234 ms", "56.7 us", "2.1 s".
 std::string time_str(double seconds);
+// "640 B", "12.3 kB", "4.5 MB".
+std::string bytes_str(int64_t bytes);
 
 struct BarGroup {
   std::string label;

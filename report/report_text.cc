@@ -8,6 +8,7 @@
 #include "mutator/sharding/propagate.h"
 #include "report/report.h"
 #include "report/report_svg.h"
+#include "report/spatial_bands.h"
 
 namespace tessera::report {
 
@@ -64,6 +65,27 @@ void sharding_search_lines(std::ostringstream& os, const ShardSearchResult& r) {
   }
 }
 
+// Spatial splits (spatial_bands.h): per exchange, each rank's band of the
+// tensor's rows and the halo rows it receives from each neighbour.
+void spatial_lines(std::ostringstream& os, const Plan& p) {
+  std::vector<SpatialExchange> ex = spatial_exchanges(p);
+  if (ex.empty()) return;
+  int64_t total = 0;
+  for (const SpatialExchange& e : ex) total += e.total_bytes();
+  os << "\nspatial splits: bands and halos (" << ex.size() << " HaloExchange, " << bytes_str(total)
+     << " received by all ranks per run; rows [lo,hi) of the whole tensor):\n";
+  for (const SpatialExchange& e : ex) {
+    os << "  " << e.layer << " reads " << e.tensor << ": " << e.rows << " rows of dim " << e.dim << " in "
+       << e.bands.size() << " bands over " << e.mesh_axis << ", " << bytes_str(e.total_bytes()) << "\n";
+    for (const RankBand& b : e.bands) {
+      os << "    rank " << b.coordinate << " rows " << str(b.band);
+      if (!b.above.empty()) os << ", halo " << str(b.above) << " from rank " << b.coordinate - 1;
+      if (!b.below.empty()) os << ", halo " << str(b.below) << " from rank " << b.coordinate + 1;
+      os << ", receives " << bytes_str(b.bytes) << "\n";
+    }
+  }
+}
+
 void mesh_lines(std::ostringstream& os, const Plan& p) {
   char buf[256];
   os << "\nannotations and the search's pins (" << p.constraints.size() << " tensors):\n";
@@ -90,6 +112,7 @@ void mesh_lines(std::ostringstream& os, const Plan& p) {
   }
   os << "\nwhat each rank sends (" << p.collectives.size() << " collectives):\n";
   for (const auto& [what, e] : sends) os << "  " << e.first << " x " << what << ", " << megabytes(e.second) << "\n";
+  spatial_lines(os, p);
   applied_lines(os, "rewrites of the ranks' programs", p.rank_search);
   os << "\nshardings:\n" << describe(p.optimized, p.sharding);
 }

@@ -48,6 +48,16 @@ def run(cmd, timeout=1800):
     return p.stdout
 
 
+def suite_model(folder, tool):
+    """A suite model's file and its --input flags; exits naming the generator
+    when bench/models/generate.py has not written it."""
+    model_dir = os.path.join(ROOT, "bench", "models", "cache", folder)
+    model = os.path.join(model_dir, "model.onnx")
+    if not os.path.exists(model):
+        sys.exit(f"{tool}: {model} is missing: python3 bench/models/generate.py --only {folder}")
+    return model, inputs_of(model_dir)
+
+
 def inputs_of(model_dir):
     manifest = json.load(open(os.path.join(model_dir, "manifest.json")))
     args = []
@@ -109,11 +119,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tessera-ranks-")
     rows = []
     for name in args.models.split(","):
-        model_dir = os.path.join(ROOT, "bench", "models", "cache", MODELS[name])
-        model = os.path.join(model_dir, "model.onnx")
-        if not os.path.exists(model):
-            sys.exit(f"bench_ranks: {model} is missing: python3 bench/models/generate.py --only {MODELS[name]}")
-        feeds = inputs_of(model_dir)
+        model, feeds = suite_model(MODELS[name], "bench_ranks")
         ref_dir = os.path.join(work, name, "single")
         run([args.tessera, "run", model, *feeds, "--output-dir", ref_dir])
         want = outputs_in(ref_dir)
