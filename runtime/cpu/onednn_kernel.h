@@ -68,6 +68,8 @@ class OnednnKernel : public Kernel {
   using NativePack = std::function<std::pair<std::shared_ptr<const void>, int64_t>()>;
   std::shared_ptr<const void> prepack_native(const Tensor& t, const std::string& format, const NativePack& pack);
   void set_impl(const std::string& s) { impl_ = s; }
+  // Names a step of our own that follows the op's ("+native_swish").
+  void add_impl_suffix(const std::string& s) { impl_ += s; }
   // The step does nothing in a run where values a and b share a buffer (a
   // copy of the residual into the output that in-place placement made moot).
   void skip_when_same(size_t step, ValueId a, ValueId b) { steps_[step].same = {a, b}; }

@@ -741,5 +741,34 @@ TEST(FusionTest, SiluPatternBecomesOnePostOp) {
   EXPECT_EQ(ops[0], "MatMul+Swish+Mul");
 }
 
+// A convolution's SiLU over a result of 16384 elements or more runs as the
+// native pass after the convolution (native_swish.h), on AVX-512 hosts; a
+// smaller result keeps oneDNN's post-op. Both match the reference, the
+// depthwise and the 1x1 forms of EfficientNet's blocks included, over
+// inputs wide enough to reach the pass's clamp at +-18.
+TEST(FusionTest, LargeConvolutionSiluIsANativePass) {
+  std::mt19937 rng(17);
+  struct Case {
+    int64_t cin, cout, k, group, hw;
+  };
+  for (const Case& c : {Case{16, 96, 1, 1, 32}, Case{32, 32, 3, 32, 40}, Case{8, 16, 3, 1, 9}}) {
+    Graph g;
+    ValueId x = g.add_input("x", {DType::kF32, {1, c.cin, c.hw, c.hw}});
+    Tensor w = random_tensor(DType::kF32, {c.cout, c.cin / c.group, c.k, c.k}, rng);
+    for (int64_t i = 0; i < w.numel(); ++i) w.mutable_data_as<float>()[i] *= 12.0f;
+    ValueId conv = g.add(OpKind::kConv, {x, g.add_constant("w", std::move(w))},
+                         attrs({{"kernel_shape", Ints{c.k, c.k}}, {"strides", Ints{1, 1}},
+                                {"pads", Ints{c.k / 2, c.k / 2, c.k / 2, c.k / 2}}, {"dilations", Ints{1, 1}},
+                                {"group", c.group}}));
+    g.set_outputs({g.add(OpKind::kMul, {conv, g.add(OpKind::kSigmoid, {conv})})});
+    RunOptions o;
+    o.profile = true;
+    ExecutablePlan plan = expect_matches_reference(g, o);
+    bool large = c.cout * c.hw * c.hw >= 16384, native = false;
+    for (const KernelProfile& k : plan.profile().kernels) native = native || k.impl.ends_with("+native_swish");
+    EXPECT_EQ(native, large && __builtin_cpu_supports("avx512f")) << c.cout << "x" << c.hw << "x" << c.hw;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::runtime
