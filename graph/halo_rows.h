@@ -5,8 +5,9 @@
 // from a slice of the input. The runtime's overlapped halo exchange
 // (runtime/cpu/halo_overlap.h), the CUDA lowering and the collective model's
 // price of a HaloExchange read it; the sharding strategy's halo comes from
-// the dimension map (mutator/sharding/spatial.h), whose formula is the one
-// below: output row o reads s·o - p + d·t over the taps t in [0, K).
+// the verifier's seams (mutator/sharding/seam_halo_memo.h), checked against
+// the formula below (the dimension map's, mutator/sharding/spatial.h):
+// output row o reads s·o - p + d·t over the taps t in [0, K).
 //
 // Rows are counted along the dim; a negative row or one past the input is
 // padding (zeros for Conv and AveragePool, -inf for MaxPool).

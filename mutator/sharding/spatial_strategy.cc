@@ -3,29 +3,39 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "graph/attr_views.h"
 #include "graph/error.h"
 #include "graph/halo_rows.h"
+#include "mutator/sharding/seam_halo_memo.h"
 #include "mutator/sharding/spatial.h"
 
 namespace tessera::mutator {
 namespace {
 
 // What the band of one rank reads: its own rows of the input, its rows of
-// the output, the input rows those read (want) and the rows the windows
-// reach, padding included (reach).
+// the output, the input rows those read (want), the rows the windows reach,
+// padding included (reach), and the halo the verifier's seams ask for from
+// the previous and the next rank (seam_halo_memo.h).
 struct BandRead {
   Band own, out, want, reach;
-  int64_t before() const { return std::max<int64_t>(0, own.lo - want.lo); }
-  int64_t after() const { return std::max<int64_t>(0, want.hi - own.hi); }
+  int64_t seam_before = 0, seam_after = 0;
+  int64_t before() const { return seam_before; }
+  int64_t after() const { return seam_after; }
+  // The halo of the formula (want beyond own), the seams' cross-check.
+  int64_t formula_before() const { return std::max<int64_t>(0, own.lo - want.lo); }
+  int64_t formula_after() const { return std::max<int64_t>(0, want.hi - own.hi); }
   Band have() const { return {own.lo - before(), own.hi + after()}; }
 };
 
 // Per coordinate of an axis of n ranks, the band each reads along `dim`
 // (bands as the Sharding's blocks: block_start, uneven where n does not
 // divide the rows); nullopt where the op has no window along the dim, a
-// rank would hold no rows, or a halo reaches past the neighbour's band.
+// rank would hold no rows, a halo reaches past the neighbour's band, or the
+// verifier's seams do not give the formula's halo with a corrected split
+// that passes its test.
 std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64_t dim, int64_t n) {
   const Node& node = g.node(id);
   const Shape& in = g.type(node.inputs[0]).shape;
@@ -52,9 +62,20 @@ std::optional<std::vector<BandRead>> band_reads(const Graph& g, NodeId id, int64
   }
   for (int64_t c = 0; c < n; ++c) {  // a halo from the rank beyond the neighbour: not offered
     const BandRead& r = reads[static_cast<size_t>(c)];
-    if ((c > 0 && r.before() > reads[static_cast<size_t>(c - 1)].own.size()) ||
-        (c + 1 < n && r.after() > reads[static_cast<size_t>(c + 1)].own.size()))
+    if ((c > 0 && r.formula_before() > reads[static_cast<size_t>(c - 1)].own.size()) ||
+        (c + 1 < n && r.formula_after() > reads[static_cast<size_t>(c + 1)].own.size()))
       return std::nullopt;
+  }
+  // The halo is the one the verifier finds at the seams of the bands run as
+  // whole images, on a surrogate of the window; the formula cross-checks it.
+  std::optional<WindowGeometry> geometry = window_geometry(g, id, dim, n);
+  if (!geometry) return std::nullopt;
+  std::optional<std::vector<std::pair<int64_t, int64_t>>> seams = seam_halo_rows(*geometry);
+  if (!seams || seams->size() != reads.size()) return std::nullopt;
+  for (size_t c = 0; c < reads.size(); ++c) {
+    BandRead& r = reads[c];
+    std::tie(r.seam_before, r.seam_after) = (*seams)[c];
+    if (r.seam_before != r.formula_before() || r.seam_after != r.formula_after()) return std::nullopt;
   }
   return reads;
 }

@@ -15,9 +15,11 @@
 //
 // whose emitter, on the rank at coordinate c of the axis,
 //   1. receives the halo: a HaloExchange over the axis of the rows the
-//      band of its output reads beyond its own band of the input
-//      (WindowRows::reached: any stride, dilation, padding), before[c]
-//      rows from the previous rank and after[c] from the next;
+//      band of its output reads beyond its own band of the input, as the
+//      verifier's seams find them on a surrogate of the window
+//      (seam_halo_memo.h) and WindowRows::reached agrees (any stride,
+//      dilation, padding; not offered where they differ), before[c] rows
+//      from the previous rank and after[c] from the next;
 //   2. cuts the rows its band reads (a strided window may skip the last
 //      rows), on every rank where any rank needs it (the ranks' programs
 //      keep one node list);
@@ -46,7 +48,8 @@ std::vector<Strategy> spatial_strategies(const Graph& g, const Node& n, const De
 // The rows the HaloExchange of node `id`'s spatial strategy brings each
 // coordinate of an axis of n ranks along `dim`: (from the previous rank,
 // from the next), per coordinate; nullopt where no spatial strategy is
-// offered. The rows come from graph/halo_rows.h (window_rows_of, reached).
+// offered. The rows are the verifier's seams' (seam_halo_memo.h), equal to
+// graph/halo_rows.h's formula (window_rows_of, reached) where offered.
 std::optional<std::vector<std::pair<int64_t, int64_t>>> spatial_halo_rows(const Graph& g, NodeId id, int64_t dim,
                                                                           int64_t n);
 
