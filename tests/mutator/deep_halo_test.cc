@@ -83,12 +83,7 @@ void zero_halos(Graph& rank) {
 }
 
 verifier::EndToEndReport check(const Graph& g, const ShardedGraph& s, std::vector<Graph> ranks) {
-  verifier::ShardedProgram sp;
-  sp.mesh = s.mesh;
-  sp.per_rank = std::move(ranks);
-  sp.input_shardings = s.inputs;
-  sp.output_shardings = s.outputs;
-  return verifier::check_end_to_end(verifier::Program(g), verifier::Program(sp));
+  return testing::check_ranks(g, s, std::move(ranks));
 }
 
 TEST(DeepHalo, ChainsOfWindowLayersInBands) {

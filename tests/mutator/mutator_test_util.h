@@ -6,6 +6,9 @@
 #include "cost/device_profile.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
+#include "mutator/sharding/propagate.h"
+#include "verifier/plan_check.h"
+#include "verifier/program.h"
 
 namespace tessera::mutator::testing {
 
@@ -91,6 +94,16 @@ inline Graph qkv_graph(int64_t tokens, int64_t width, uint64_t seed = 1) {
   ValueId s = g.add(OpKind::kAdd, {outs[0], outs[1]}, {}, "sum");
   g.set_outputs({s, outs[2]});
   return g;
+}
+
+// The ranks' programs of a sharded graph checked end to end against it.
+inline verifier::EndToEndReport check_ranks(const Graph& g, const ShardedGraph& s, std::vector<Graph> ranks) {
+  verifier::ShardedProgram sp;
+  sp.mesh = s.mesh;
+  sp.per_rank = std::move(ranks);
+  sp.input_shardings = s.inputs;
+  sp.output_shardings = s.outputs;
+  return verifier::check_end_to_end(verifier::Program(g), verifier::Program(sp));
 }
 
 }  // namespace tessera::mutator::testing

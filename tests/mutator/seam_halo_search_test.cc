@@ -15,8 +15,6 @@
 #include "mutator/sharding/spatial.h"
 #include "mutator/sharding/spatial_strategy.h"
 #include "tests/mutator/mutator_test_util.h"
-#include "verifier/plan_check.h"
-#include "verifier/program.h"
 
 namespace tessera::mutator {
 namespace {
@@ -91,12 +89,7 @@ std::vector<std::pair<int64_t, int64_t>> emitted(const Graph& g, int64_t n, bool
                        node.attrs.ints("after").at(static_cast<size_t>(r)));
     }
   }
-  verifier::ShardedProgram sp;
-  sp.mesh = s.mesh;
-  sp.per_rank = ranks.ranks;
-  sp.input_shardings = s.inputs;
-  sp.output_shardings = s.outputs;
-  *checked = verifier::check_end_to_end(verifier::Program(g), verifier::Program(sp)).passed;
+  *checked = testing::check_ranks(g, s, ranks.ranks).passed;
   return out;
 }
 

@@ -70,12 +70,7 @@ NodeId named(const Graph& g, const std::string& name) {
 }
 
 verifier::EndToEndReport check(const Graph& g, const ShardedGraph& s) {
-  verifier::ShardedProgram sp;
-  sp.mesh = s.mesh;
-  sp.per_rank = partition(g, s).ranks;
-  sp.input_shardings = s.inputs;
-  sp.output_shardings = s.outputs;
-  return verifier::check_end_to_end(verifier::Program(g), verifier::Program(sp));
+  return testing::check_ranks(g, s, partition(g, s).ranks);
 }
 
 TEST(SpatialStrategy, OfferedForWindowOpsEvenAndUneven) {
