@@ -230,24 +230,32 @@ RunFn run_fn(int64_t rows) {
 }  // namespace
 
 PanelQueue::PanelQueue(int64_t panels, int64_t chunk, int shares)
-    : panels_(panels), chunk_(std::max<int64_t>(chunk, 1)), shares_(static_cast<size_t>(std::max(shares, 1))) {
-  int64_t chunks = (panels_ + chunk_ - 1) / chunk_, n = static_cast<int64_t>(shares_.size());
+    : panels_(panels), chunk_(std::max<int64_t>(chunk, 1)), runs_(static_cast<size_t>(std::max(shares, 1))) {
+  int64_t chunks = (panels_ + chunk_ - 1) / chunk_, n = static_cast<int64_t>(runs_.size());
+  TESSERA_CHECK(chunks < (int64_t{1} << 32), "a skinny product of " << chunks << " chunks");
   for (int64_t s = 0; s < n; ++s) {
-    shares_[s].next.store(s * chunks / n, std::memory_order_relaxed);
-    shares_[s].end = (s + 1) * chunks / n;
+    auto front = static_cast<uint64_t>(s * chunks / n), back = static_cast<uint64_t>((s + 1) * chunks / n);
+    runs_[s].range.store(back << 32 | front, std::memory_order_relaxed);
   }
 }
 
 bool PanelQueue::next(int t, int64_t* begin, int64_t* end) {
-  size_t n = shares_.size();
+  size_t n = runs_.size();
   for (size_t i = 0; i < n; ++i) {
-    Cursor& c = shares_[(static_cast<size_t>(t) + i) % n];
-    if (c.next.load(std::memory_order_relaxed) >= c.end) continue;
-    int64_t taken = c.next.fetch_add(1, std::memory_order_relaxed);
-    if (taken >= c.end) continue;
-    *begin = taken * chunk_;
-    *end = std::min(panels_, *begin + chunk_);
-    return true;
+    std::atomic<uint64_t>& range = runs_[(static_cast<size_t>(t) + i) % n].range;
+    uint64_t r = range.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t front = r & 0xFFFFFFFFu, back = r >> 32;
+      if (front >= back) break;
+      // Its own run from the front, another's from the back.
+      uint64_t taken = i == 0 ? front : back - 1;
+      uint64_t left = i == 0 ? back << 32 | (front + 1) : (back - 1) << 32 | front;
+      if (range.compare_exchange_weak(r, left, std::memory_order_relaxed)) {
+        *begin = static_cast<int64_t>(taken) * chunk_;
+        *end = std::min(panels_, *begin + chunk_);
+        return true;
+      }
+    }
   }
   return false;
 }

@@ -63,11 +63,13 @@ class SkinnyWeights {
 
 // How SkinnyWeights::run hands its column panels to threads: the panels in
 // chunks, the chunks in `shares` contiguous runs, one a thread; a thread
-// takes its own run's chunks front to back, then whatever is left of the
-// others'. When every thread starts on time each streams its own run, as a
-// static split; a thread that starts late (an OpenMP worker woken from
-// sleep, or preempted by another process on a shared core) leaves its run
-// to the others instead of the whole product waiting on it. Thread-safe.
+// takes its own run's chunks front to back, then the others' from their
+// back ends, so that their owners' streams (and the hardware prefetcher
+// running ahead of them) go on undisturbed. When every thread starts on
+// time each streams its own run, as a static split; a thread that starts
+// late (an OpenMP worker woken from sleep, or preempted by another process
+// on a shared core) leaves its run to the others instead of the whole
+// product waiting on it. Lock-free; thread-safe.
 class PanelQueue {
  public:
   PanelQueue(int64_t panels, int64_t chunk, int shares);
@@ -76,12 +78,13 @@ class PanelQueue {
   bool next(int t, int64_t* begin, int64_t* end);
 
  private:
-  struct alignas(64) Cursor {
-    std::atomic<int64_t> next{0};
-    int64_t end = 0;  // chunks
+  // A run's chunks not yet taken, [front, back): front in the low 32 bits,
+  // back in the high 32, changed together by compare-and-swap.
+  struct alignas(64) Run {
+    std::atomic<uint64_t> range{0};
   };
   int64_t panels_, chunk_;
-  std::vector<Cursor> shares_;
+  std::vector<Run> runs_;
 };
 
 // This host's DRAM read bandwidth, the bound the kernels are held to:
