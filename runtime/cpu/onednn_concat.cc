@@ -155,7 +155,7 @@ void affine_piece(float* to, const float* from, int64_t count, int64_t first, in
 // Concat -> BatchNormalization (-> Relu) in one pass over f32 sources that
 // share one row layout: each piece is normalized on its way into the
 // result, which the concatenation never is stored as. densenet121, 1
-// thread: see docs/performance.md (issue 40, third pass).
+// thread: see docs/performance_issue40.md (third pass).
 Built make_concat_norm(const BuildContext& c, const FusedGroup& grp, const std::vector<Md>& srcs) {
   const Graph& g = c.g;
   const Node& n = g.node(grp.root);

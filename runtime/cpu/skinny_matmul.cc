@@ -171,13 +171,17 @@ TESSERA_AVX512_BF16 void panel_bf16(const uint16_t* a, int64_t lda, int64_t k, c
   }
 }
 
+// The bytes of weight a thread claims at a time: 2 threads on this host
+// stream 30-35 GB/s together, so a chunk is 4-8 us of one thread's
+// stream, about what a woken OpenMP worker is late by (pool_probe.h).
+constexpr int64_t kChunkBytes = 128 << 10;
+
 // Panel p's kernel call for M rows, V vectors.
 template <int M, int V>
 void run_panels(DType dtype, const void* a, int64_t lda, int64_t k, const uint8_t* packed, int64_t panel_bytes,
                 const void* bias, void* y, bool f32_out, int64_t n, int64_t panels, int threads) {
   constexpr int64_t kWidth = 16 * V;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t p = 0; p < panels; ++p) {
+  auto panel = [&](int64_t p) {
     int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
     const uint8_t* w = packed + p * panel_bytes;
     if (dtype == DType::kF32) {
@@ -189,6 +193,20 @@ void run_panels(DType dtype, const void* a, int64_t lda, int64_t k, const uint8_
                        bias ? static_cast<const uint16_t*>(bias) + c0 : nullptr,
                        static_cast<uint8_t*>(y) + c0 * static_cast<int64_t>(out_elem), f32_out, n, cols);
     }
+  };
+  if (threads <= 1 || panels <= 1) {
+    for (int64_t p = 0; p < panels; ++p) panel(p);
+    return;
+  }
+  // At least 4 chunks a thread, so that a late thread's run can be shared.
+  int64_t chunk = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(panel_bytes, 1));
+  chunk = std::max<int64_t>(1, std::min(chunk, panels / (4 * int64_t{threads})));
+  PanelQueue queue(panels, chunk, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    int t = omp_get_thread_num();
+    for (int64_t begin = 0, end = 0; queue.next(t, &begin, &end);)
+      for (int64_t p = begin; p < end; ++p) panel(p);
   }
 }
 
@@ -210,6 +228,37 @@ RunFn run_fn(int64_t rows) {
 }
 
 }  // namespace
+
+PanelQueue::PanelQueue(int64_t panels, int64_t chunk, int shares)
+    : panels_(panels), chunk_(std::max<int64_t>(chunk, 1)), runs_(static_cast<size_t>(std::max(shares, 1))) {
+  int64_t chunks = (panels_ + chunk_ - 1) / chunk_, n = static_cast<int64_t>(runs_.size());
+  TESSERA_CHECK(chunks < (int64_t{1} << 32), "a skinny product of " << chunks << " chunks");
+  for (int64_t s = 0; s < n; ++s) {
+    auto front = static_cast<uint64_t>(s * chunks / n), back = static_cast<uint64_t>((s + 1) * chunks / n);
+    runs_[s].range.store(back << 32 | front, std::memory_order_relaxed);
+  }
+}
+
+bool PanelQueue::next(int t, int64_t* begin, int64_t* end) {
+  size_t n = runs_.size();
+  for (size_t i = 0; i < n; ++i) {
+    std::atomic<uint64_t>& range = runs_[(static_cast<size_t>(t) + i) % n].range;
+    uint64_t r = range.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t front = r & 0xFFFFFFFFu, back = r >> 32;
+      if (front >= back) break;
+      // Its own run from the front, another's from the back.
+      uint64_t taken = i == 0 ? front : back - 1;
+      uint64_t left = i == 0 ? back << 32 | (front + 1) : (back - 1) << 32 | front;
+      if (range.compare_exchange_weak(r, left, std::memory_order_relaxed)) {
+        *begin = static_cast<int64_t>(taken) * chunk_;
+        *end = std::min(panels_, *begin + chunk_);
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 bool skinny_supported(DType dtype) {
   if (dtype == DType::kF32) return features().f32;

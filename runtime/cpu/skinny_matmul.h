@@ -20,8 +20,10 @@
 // GB/s, under one core's 30 GB/s here.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "graph/tensor.h"
 
@@ -57,6 +59,32 @@ class SkinnyWeights {
   int64_t k_, n_, rows_, vectors_, panels_, panel_elems_;
   int64_t bytes_;
   std::shared_ptr<uint8_t> packed_;  // stream_buffer()
+};
+
+// How SkinnyWeights::run hands its column panels to threads: the panels in
+// chunks, the chunks in `shares` contiguous runs, one a thread; a thread
+// takes its own run's chunks front to back, then the others' from their
+// back ends, so that their owners' streams (and the hardware prefetcher
+// running ahead of them) go on undisturbed. When every thread starts on
+// time each streams its own run, as a static split; a thread that starts
+// late (an OpenMP worker woken from sleep, or preempted by another process
+// on a shared core) leaves its run to the others instead of the whole
+// product waiting on it. Lock-free; thread-safe.
+class PanelQueue {
+ public:
+  PanelQueue(int64_t panels, int64_t chunk, int shares);
+  // The next chunk for thread `t` (any t >= 0: taken modulo the shares):
+  // panels [*begin, *end). False when every chunk is taken.
+  bool next(int t, int64_t* begin, int64_t* end);
+
+ private:
+  // A run's chunks not yet taken, [front, back): front in the low 32 bits,
+  // back in the high 32, changed together by compare-and-swap.
+  struct alignas(64) Run {
+    std::atomic<uint64_t> range{0};
+  };
+  int64_t panels_, chunk_;
+  std::vector<Run> runs_;
 };
 
 // This host's DRAM read bandwidth, the bound the kernels are held to:

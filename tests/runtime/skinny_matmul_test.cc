@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "runtime/runtime.h"
 #include "tests/runtime/runtime_test_util.h"
@@ -208,6 +212,46 @@ TEST(SkinnyMatmulTest, ProfileShowsEachProductsBandwidthAgainstTheHosts) {
   // A bandwidth given (another host's, say) is the one the table divides by.
   p.dram_read_gbs = 1e-3;
   EXPECT_NE(p.table().find("DRAM read bandwidth 0.0 GB/s"), std::string::npos) << p.table();
+}
+
+// The chunks a thread takes from a PanelQueue, until none is left.
+std::vector<std::pair<int64_t, int64_t>> drain(cpu::PanelQueue& q, int t) {
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (int64_t b = 0, e = 0; q.next(t, &b, &e);) got.emplace_back(b, e);
+  return got;
+}
+
+// A thread that starts late finds its run taken by the others, from its
+// back end (a static split would leave thread 0 with panels 0-3 and the
+// product waiting for thread 1); one that starts on time begins at its own
+// run's front, and a thief leaves that front to it.
+TEST(SkinnyMatmulTest, PanelQueueLeavesALateThreadsRunToTheOthers) {
+  using Chunks = std::vector<std::pair<int64_t, int64_t>>;
+  cpu::PanelQueue alone(10, 2, 2);  // 5 chunks: runs of chunks {0, 1} and {2, 3, 4}
+  EXPECT_EQ(drain(alone, 0), (Chunks{{0, 2}, {2, 4}, {8, 10}, {6, 8}, {4, 6}}));
+  EXPECT_TRUE(drain(alone, 1).empty());
+  cpu::PanelQueue both(11, 3, 2);  // chunks of 3 panels, the last of 2
+  int64_t b = 0, e = 0;
+  ASSERT_TRUE(both.next(1, &b, &e));
+  EXPECT_EQ(std::make_pair(b, e), std::make_pair(int64_t{6}, int64_t{9}));
+  EXPECT_EQ(drain(both, 0), (Chunks{{0, 3}, {3, 6}, {9, 11}}));
+  cpu::PanelQueue stolen(12, 2, 2);  // runs of chunks {0, 1, 2} and {3, 4, 5}
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(stolen.next(0, &b, &e));  // thread 0's own run
+  ASSERT_TRUE(stolen.next(0, &b, &e));  // then the back of thread 1's
+  EXPECT_EQ(std::make_pair(b, e), std::make_pair(int64_t{10}, int64_t{12}));
+  EXPECT_EQ(drain(stolen, 1), (Chunks{{6, 8}, {8, 10}}));
+  EXPECT_TRUE(drain(both, 3).empty());
+  // Threads racing: every panel exactly once.
+  cpu::PanelQueue raced(1000, 3, 2);
+  std::vector<std::atomic<int>> seen(1000);
+  auto worker = [&](int t) {
+    for (int64_t lo = 0, hi = 0; raced.next(t, &lo, &hi);)
+      for (int64_t p = lo; p < hi; ++p) seen[p].fetch_add(1);
+  };
+  std::thread other(worker, 1);
+  worker(0);
+  other.join();
+  for (int64_t p = 0; p < 1000; ++p) ASSERT_EQ(seen[p].load(), 1) << "panel " << p;
 }
 
 TEST(SkinnyMatmulTest, DramReaderReadsItsWholeBuffer) {
