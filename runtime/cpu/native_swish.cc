@@ -1,5 +1,6 @@
 #include "runtime/cpu/native_swish.h"
 
+#include <algorithm>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -33,13 +34,24 @@ __attribute__((target("avx512f"))) __m512 swish16(__m512 x) {
   return _mm512_mul_ps(x, s);
 }
 
-__attribute__((target("avx512f"))) void swish_avx512(float* p, int64_t n) {
-  int64_t vectors = (n + 15) / 16;
-#pragma omp parallel for schedule(static)
-  for (int64_t v = 0; v < vectors; ++v) {
-    int64_t i = v * 16;
-    __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+// Elements [lo, hi) of p.
+__attribute__((target("avx512f"))) void swish_range(float* p, int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi; i += 16) {
+    __mmask16 m = hi - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (hi - i)) - 1);
     _mm512_mask_storeu_ps(p + i, m, swish16(_mm512_maskz_loadu_ps(m, p + i)));
+  }
+}
+
+// Each thread one contiguous run of whole vectors (a static schedule). The
+// parallel region stays outside the AVX-512 function: its outlined body
+// would not carry the target attribute (clang refuses the vector ABI then).
+void swish_avx512(float* p, int64_t n) {
+  const int64_t vectors = (n + 15) / 16;
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    const int64_t lo = vectors * t / threads * 16, hi = std::min(n, vectors * (t + 1) / threads * 16);
+    if (lo < hi) swish_range(p, lo, hi);
   }
 }
 
