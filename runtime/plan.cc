@@ -386,6 +386,9 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
     plan_threads = 1;
   }
   ThreadScope threads(plan_threads);
+  // Not for ranks: ranks whose masks overlap (mpirun --bind-to none, or the
+  // in-process ranks' threads) could bind two teams to the same CPUs.
+  PinnedTeam pinned(options_.pin_threads && !options_.communicator ? plan_threads : 1);
   int current_threads = plan_threads;
 
   ctx.ptr = base_ptr_;

@@ -1,4 +1,5 @@
 #include "runtime/pool_probe.h"
+#include "runtime/thread_scope.h"
 
 #include <omp.h>
 
@@ -25,6 +26,7 @@ void probe_region(int threads, std::vector<double>& slots) {
 std::vector<PoolWakeSample> measure_pool_wake(int threads, const std::vector<double>& gaps_s, int repeats) {
   std::vector<double> slots(static_cast<size_t>(std::max(threads, 1)) * 16, 0.0);
   std::vector<PoolWakeSample> out;
+  PinnedTeam pinned(threads);  // as a run binds its team
   for (double gap : gaps_s) {
     std::vector<double> times;
     for (int r = 0; r < std::max(repeats, 1); ++r) {

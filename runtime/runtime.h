@@ -45,6 +45,12 @@ struct RunOptions {
   // for tests and measurements.
   enum class OneThreadRuns : uint8_t { kWhenOversubscribed, kNever, kAlways };
   OneThreadRuns one_thread_runs = OneThreadRuns::kWhenOversubscribed;
+  // The run's OpenMP threads each bound to a CPU of the caller's affinity
+  // mask while it runs (runtime/thread_scope.h: PinnedTeam says why and when
+  // it does nothing). Single-rank plans only (ranks sharing CPUs could bind
+  // two teams to the same ones); off: the threads stay where the scheduler
+  // puts them.
+  bool pin_threads = true;
   bool allow_tf32 = false;  // CUDA: TF32 tensor cores for f32 matmul/conv
   // The ranks this plan's collectives talk to; nullptr: a single rank, and a
   // graph with collectives is rejected.

@@ -1,4 +1,5 @@
 #include "runtime/cpu/skinny_matmul.h"
+#include "runtime/thread_scope.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -407,6 +408,7 @@ double dram_read_gbs(int threads, int passes) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = measured.find(threads);
   if (it != measured.end()) return it->second;
+  PinnedTeam pinned(threads);  // as a run binds its team
   DramReader reader(threads);
   reader.pass();  // the first pass maps pages
   std::vector<double> gbs;

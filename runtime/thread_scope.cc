@@ -1,0 +1,49 @@
+#include "runtime/thread_scope.h"
+
+#include <algorithm>
+
+namespace tessera::runtime {
+
+PinnedTeam::PinnedTeam(int threads) {
+  if (threads < 2 || omp_get_proc_bind() != omp_proc_bind_false || omp_in_parallel()) return;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < threads) return;
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) allowed.push_back(c);
+  // The caller stays where it is; the others take the CPUs after it.
+  const int here = sched_getcpu();
+  auto first = std::find(allowed.begin(), allowed.end(), here);
+  const size_t start = first == allowed.end() ? 0 : static_cast<size_t>(first - allowed.begin());
+  for (int t = 0; t < threads; ++t) cpus_.push_back(allowed[(start + static_cast<size_t>(t)) % allowed.size()]);
+  saved_.assign(static_cast<size_t>(threads), mask);
+  bool all = true;
+#pragma omp parallel num_threads(threads) reduction(&& : all)
+  {
+    const auto t = static_cast<size_t>(omp_get_thread_num());
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus_[t], &one);
+    all = omp_get_num_threads() == threads && sched_getaffinity(0, sizeof saved_[t], &saved_[t]) == 0 &&
+          sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  if (!all) {  // a smaller team (nested, or a limit): leave every thread as it was
+    restore();
+    cpus_.clear();
+  }
+}
+
+PinnedTeam::~PinnedTeam() {
+  if (!cpus_.empty()) restore();
+}
+
+void PinnedTeam::restore() {
+  const int threads = static_cast<int>(cpus_.size());
+#pragma omp parallel num_threads(threads)
+  {
+    const auto t = static_cast<size_t>(omp_get_thread_num());
+    if (t < saved_.size()) sched_setaffinity(0, sizeof saved_[t], &saved_[t]);
+  }
+}
+
+}  // namespace tessera::runtime
