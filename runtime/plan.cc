@@ -58,21 +58,6 @@ void bind_graph_values(const Graph& g, PlanSpec& spec) {
 
 namespace {
 
-// Whether the cores are oversubscribed right now: more threads runnable
-// (Linux's /proc/loadavg, fourth field "running/total", the calling thread
-// included; a short file, read in microseconds) than there are cores. False
-// where unknown. Then every fork-join of a multi-threaded run waits for a
-// thread that shares its core: on 2 cores with two compilers running,
-// bert_base at 2 threads took 1142 ms against 131 ms at 1. With one other
-// runnable thread, two threads still paid off on the suite (the woken worker
-// preempts it): the test counts others, not free cores.
-bool cores_oversubscribed(int cores) {
-  std::ifstream in("/proc/loadavg");
-  double avg1 = 0, avg5 = 0, avg15 = 0;
-  int running = 0;
-  if (!(in >> avg1 >> avg5 >> avg15 >> running)) return false;
-  return running > cores;
-}
 
 // Shares the storage of every constant a kernel reads at run time or the plan
 // returns as an output (prepacked ones are listed as kNoValue by their kernel).

@@ -1,6 +1,10 @@
 #include "runtime/thread_scope.h"
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <fstream>
+#include <string>
 
 namespace tessera::runtime {
 
@@ -44,6 +48,33 @@ void PinnedTeam::restore() {
     const auto t = static_cast<size_t>(omp_get_thread_num());
     if (t < saved_.size()) sched_setaffinity(0, sizeof saved_[t], &saved_[t]);
   }
+}
+
+int own_running_threads() {
+  int running = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    // "tid (comm) S ...": comm may hold spaces and parentheses, the state
+    // follows the last ')'.
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++running;
+  }
+  closedir(dir);
+  return running;
+}
+
+bool cores_oversubscribed(int cores) {
+  std::ifstream in("/proc/loadavg");
+  double avg1 = 0, avg5 = 0, avg15 = 0;
+  int running = 0;
+  if (!(in >> avg1 >> avg5 >> avg15 >> running)) return false;
+  if (running <= cores) return false;
+  return running - own_running_threads() >= cores;
 }
 
 }  // namespace tessera::runtime

@@ -61,4 +61,23 @@ class PinnedTeam {
   std::vector<cpu_set_t> saved_;
 };
 
+// Whether the cores are oversubscribed right now: other processes' runnable
+// threads (Linux's /proc/loadavg, fourth field "running/total", less this
+// process's own runnable threads, read from /proc/self/task only when the
+// total is over the cores) as many as the cores or more. False where
+// unknown. Then every fork-join of a multi-threaded run waits for a thread
+// that shares its core: on 2 cores with two compilers running, bert_base at
+// 2 threads took 1142 ms against 131 ms at 1. With one other runnable
+// thread, two threads still paid off on the suite (the woken worker
+// preempts it): the test counts others, not free cores. Our own threads do
+// not count: right after a run the pool's workers still spin, and a run
+// that starts then (a decode loop's next step, a server's next request)
+// read them as load and fell to one thread (MNASNet at 2 threads, runs 1 ms
+// apart: 2.6-2.9 ms in half the runs, the one-thread time, 1.6-1.7 in the
+// others).
+bool cores_oversubscribed(int cores);
+
+// This process's threads that are runnable now (state R).
+int own_running_threads();
+
 }  // namespace tessera::runtime

@@ -7,6 +7,8 @@
 // --expect DIR: compare with DIR/output_<i>.pb instead of MODEL_DIR's.
 // --default-thread-line: the runtime's default one-thread line instead of this
 // host's (cost::one_thread_line of its cached or detected profile), for A/B.
+// --no-pin: the run's threads where the scheduler puts them
+// (RunOptions::pin_threads off), for A/B.
 // --serve: after the warm-up, time one run per "run" line read from stdin
 // (printing its ms), and print the JSON line at end of input.
 #include <sys/resource.h>
@@ -33,7 +35,7 @@ using namespace tessera;
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_runtime MODEL_DIR [--backend B] [--threads N] [--repeat N] [--warmup N] [--profile]\n"
-                 "                     [--default-thread-line]\n";
+                 "                     [--default-thread-line] [--no-pin]\n";
     return 2;
   }
   std::string dir = argv[1];
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     else if (a == "--backend") opt.backend = runtime::backend_from_name(next());
     else if (a == "--profile") opt.profile = true;
     else if (a == "--no-fuse") opt.fuse = false;
+    else if (a == "--no-pin") opt.pin_threads = false;
     else if (a == "--serve") serve = true;
     else if (a == "--default-thread-line") default_line = true;
     else if (a == "--expect") expect_dir = next();

@@ -6,8 +6,9 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <atomic>
 #include <random>
-#include <set>
+#include <thread>
 
 #include "tests/runtime/runtime_test_util.h"
 
@@ -83,6 +84,30 @@ TEST(PinnedTeam, ARunGivesTheCallerItsMaskBack) {
     ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
     EXPECT_TRUE(CPU_EQUAL(&before, &now)) << "pin_threads " << pin;
   }
+}
+
+// The oversubscription test leaves this process's own runnable threads out
+// (a run's workers still spinning from the last run are not load): two
+// spinning threads count, and stop counting once they end.
+TEST(OwnRunningThreads, CountsThisProcesssSpinningThreads) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < 2; ++i)
+    spinners.emplace_back([&] {
+      started.fetch_add(1);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  while (started.load() < 2) {
+  }
+  int with = own_running_threads();
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  int after = own_running_threads();
+  EXPECT_GE(with, 3);  // the spinners and this thread
+  EXPECT_LE(after, with - 2);
+  EXPECT_GE(after, 1);
 }
 
 }  // namespace
