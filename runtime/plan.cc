@@ -82,42 +82,47 @@ std::string Profile::table() const {
   // shows a weight-streaming kernel, not in profile(): callers that read
   // the kernel times between runs do not pay for it (nor find the caches
   // flushed).
-  double dram_read_gbs = this->dram_read_gbs;
-  if (dram_read_gbs == 0 && dram_threads > 0) dram_read_gbs = cpu::dram_read_gbs(dram_threads);
+  cpu::DramBandwidth dram{dram_read_gbs, 0};
+  if (dram.median_gbs == 0 && dram_threads > 0) dram = cpu::dram_read_bandwidth(dram_threads);
   double total = 0;
   for (const KernelProfile& k : kernels) total += k.total_ms;
   std::ostringstream os;
   os << std::fixed << std::setprecision(3);
-  os << "     ms/run  share  op                         impl                       node\n";
+  os << "     ms/run   median  share  op                         impl                       node\n";
   for (const KernelProfile& k : kernels) {
     double per_run = runs > 0 ? k.total_ms / static_cast<double>(runs) : 0.0;
-    os << std::setw(11) << per_run << "  " << std::setw(4) << std::setprecision(1)
+    os << std::setw(11) << per_run << std::setw(9) << k.median_ms << "  " << std::setw(4) << std::setprecision(1)
        << (total > 0 ? 100.0 * k.total_ms / total : 0.0) << "%  " << std::setprecision(3) << std::left
        << std::setw(26) << k.op << " " << std::setw(26) << (k.fallback ? k.impl + " [FALLBACK]" : k.impl) << " "
        << k.node << std::right;
-    if (k.streamed_bytes > 0 && k.total_ms > 0 && dram_read_gbs > 0) {
-      double gbs = static_cast<double>(k.streamed_bytes) * static_cast<double>(runs) / (k.total_ms * 1e6);
-      os << "  [" << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram_read_gbs
+    if (k.streamed_bytes > 0 && k.median_ms > 0 && dram.median_gbs > 0) {
+      double gbs = static_cast<double>(k.streamed_bytes) / (k.median_ms * 1e6);
+      os << "  [" << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram.median_gbs
          << " of DRAM]" << std::setprecision(3);
     }
     os << "\n";
   }
   os << "total " << (runs > 0 ? total / static_cast<double>(runs) : 0.0) << " ms/run over " << runs << " runs\n";
   int64_t streamed = 0, streaming = 0;
-  double streaming_ms = 0;
+  double streaming_ms = 0, streaming_median_ms = 0;
   for (const KernelProfile& k : kernels)
     if (k.streamed_bytes > 0) {
       streamed += k.streamed_bytes;
       streaming_ms += k.total_ms;
+      streaming_median_ms += k.median_ms;
       ++streaming;
     }
-  if (streaming > 0 && streaming_ms > 0 && dram_read_gbs > 0 && runs > 0) {
-    double per_run = streaming_ms / static_cast<double>(runs), gbs = static_cast<double>(streamed) / (per_run * 1e6);
-    os << std::setprecision(1) << "DRAM read bandwidth " << dram_read_gbs << " GB/s (" << dram_threads
-       << (dram_threads == 1 ? " thread" : " threads") << ", measured in this process); " << streaming
-       << " weight-streaming kernels read " << static_cast<double>(streamed) / 1e6 << " MB in "
-       << std::setprecision(3) << per_run << " ms/run: "
-       << std::setprecision(1) << gbs << " GB/s, " << std::setprecision(2) << gbs / dram_read_gbs << " of DRAM\n";
+  if (streaming > 0 && streaming_median_ms > 0 && dram.median_gbs > 0 && runs > 0) {
+    double mean = streaming_ms / static_cast<double>(runs);
+    auto gbs = [&](double ms) { return static_cast<double>(streamed) / (ms * 1e6); };
+    os << std::setprecision(1) << "DRAM read bandwidth " << dram.median_gbs << " GB/s (" << dram_threads
+       << (dram_threads == 1 ? " thread" : " threads");
+    if (dram.best_gbs > 0) os << ", median of 9 passes in this process, best " << dram.best_gbs;
+    os << "); " << streaming << " weight-streaming kernels read " << static_cast<double>(streamed) / 1e6
+       << " MB in " << std::setprecision(3) << streaming_median_ms << " ms/run (medians): " << std::setprecision(1)
+       << gbs(streaming_median_ms) << " GB/s, " << std::setprecision(2) << gbs(streaming_median_ms) / dram.median_gbs
+       << " of DRAM (means: " << std::setprecision(3) << mean << " ms/run, " << std::setprecision(2)
+       << gbs(mean) / dram.median_gbs << ")\n";
   }
   return os.str();
 }
@@ -176,6 +181,10 @@ class ExecutablePlan::Impl {
   std::unique_ptr<uint8_t[]> arena_raw_;
   uint8_t* arena_ = nullptr;
   std::vector<double> kernel_ms_;
+  // With options_.profile: each kernel's time in each run (kernel, run),
+  // for the medians; kernel_ms_ at the last run's start.
+  std::vector<std::vector<float>> run_ms_;
+  std::vector<double> ms_before_run_;
   int64_t runs_ = 0;
   std::vector<Tensor> last_outputs_;  // shared with the caller; reused once it lets go
 };
@@ -290,6 +299,7 @@ void ExecutablePlan::Impl::layout() {
   for (const TensorType& t : spec_.output_types) memory_.io_bytes += t.nbytes();
   memory_.peak_bytes = memory_.arena_bytes + memory_.weight_bytes + memory_.io_bytes;
   kernel_ms_.assign(static_cast<size_t>(nk), 0.0);
+  if (options_.profile) run_ms_.assign(static_cast<size_t>(nk), {});
 }
 
 // Output j can be computed in input i's buffer when it is (a view of) the
@@ -376,6 +386,7 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
   PinnedTeam pinned(options_.pin_threads && !options_.communicator ? plan_threads : 1);
   int current_threads = plan_threads;
 
+  if (options_.profile) ms_before_run_ = kernel_ms_;
   ctx.ptr = base_ptr_;
   ctx.communicator = options_.communicator;
   for (size_t v = 0; v < spec_.values.size(); ++v)
@@ -446,6 +457,9 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
     std::memcpy(outs[j].mutable_data(), ctx.ptr[v], static_cast<size_t>(outs[j].nbytes()));
   }
   ++runs_;
+  if (options_.profile)
+    for (size_t k = 0; k < run_ms_.size(); ++k)
+      run_ms_[k].push_back(static_cast<float>(kernel_ms_[k] - ms_before_run_[k]));
   // A donated buffer is the caller's: the next run must not take it back.
   last_outputs_ = outs;
   for (size_t j = 0; j < outs.size(); ++j)
@@ -492,6 +506,12 @@ Profile ExecutablePlan::Impl::profile() const {
     const Kernel& kern = *spec_.kernels[k];
     p.kernels.push_back(
         {kern.node, kern.op, kern.impl(), kern.fallback, kernel_ms_[k], runs_, kern.streamed_bytes, kern.wait_ms()});
+    std::vector<float> ms = run_ms_[k];
+    if (!ms.empty()) {
+      auto mid = ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2);
+      std::nth_element(ms.begin(), mid, ms.end());
+      p.kernels.back().median_ms = *mid;
+    }
     if (kern.streamed_bytes > 0) p.dram_threads = options_.threads > 0 ? options_.threads : omp_get_num_procs();
   }
   std::stable_sort(p.kernels.begin(), p.kernels.end(),

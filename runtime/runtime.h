@@ -85,19 +85,23 @@ struct KernelProfile {
   // Of total_ms, the time spent waiting for other ranks (Kernel::wait_ms:
   // the overlapped halo exchange's wait after its window op's interior).
   double wait_ms = 0;
+  double median_ms = 0;  // the median over runs of its time in one run (the warm-up's included)
 };
 
 struct Profile {
   std::vector<KernelProfile> kernels;  // slowest first
   int64_t runs = 0;
   // Where some kernel streams its weights: the plan's thread count, at
-  // which table() measures this host's DRAM read bandwidth
-  // (cpu::dram_read_gbs) unless dram_read_gbs is set; else 0.
+  // which table() measures this host's DRAM read bandwidth (the median of
+  // cpu::dram_read_bandwidth's passes) unless dram_read_gbs is set; else 0.
   int dram_threads = 0;
   double dram_read_gbs = 0;
-  // One line per kernel: ms per run, share, op, impl, node; fallbacks
-  // marked; a weight-streaming kernel's GB/s and its share of the DRAM
-  // read bandwidth after the node, and their sum after the total.
+  // One line per kernel: ms per run (the mean) and the median run's, share,
+  // op, impl, node; fallbacks marked; a weight-streaming kernel's GB/s in
+  // its median run and its share of the DRAM read bandwidth after the node,
+  // and their sum (of medians, and of means) after the total. Medians:
+  // one preempted call in 21 moved a 4 MB product's mean from 0.9 of the
+  // bandwidth to 0.25.
   std::string table() const;
 };
 

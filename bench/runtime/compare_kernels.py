@@ -35,7 +35,7 @@ def tessera_profile(tessera, model_dir, threads, repeat):
     by_op = collections.Counter()
     total = None
     for line in out.splitlines():
-        m = re.match(r"\s+([\d.]+)\s+[\d.]+%\s+(\S+)\s+(\S+)\s+(.*)$", line)
+        m = re.match(r"\s+([\d.]+)\s+[\d.]+\s+[\d.]+%\s+(\S+)\s+(\S+)\s+(.*)$", line)  # mean, median, share
         if m:
             by_op[m.group(2).split("+")[0]] += float(m.group(1))
         m = re.match(r"median latency: ([\d.]+) ms", line)

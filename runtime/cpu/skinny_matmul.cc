@@ -402,9 +402,9 @@ double DramReader::pass() const {
   return static_cast<double>(bytes_) / s / 1e9;
 }
 
-double dram_read_gbs(int threads, int passes) {
+DramBandwidth dram_read_bandwidth(int threads, int passes) {
   static std::mutex mu;
-  static std::map<int, double> measured;
+  static std::map<int, DramBandwidth> measured;
   std::lock_guard<std::mutex> lock(mu);
   auto it = measured.find(threads);
   if (it != measured.end()) return it->second;
@@ -413,7 +413,8 @@ double dram_read_gbs(int threads, int passes) {
   reader.pass();  // the first pass maps pages
   std::vector<double> gbs;
   for (int i = 0; i < std::max(passes, 1); ++i) gbs.push_back(reader.pass());
-  return measured[threads] = *std::max_element(gbs.begin(), gbs.end());
+  std::sort(gbs.begin(), gbs.end());
+  return measured[threads] = {gbs[gbs.size() / 2], gbs.back()};
 }
 
 }  // namespace tessera::runtime::cpu

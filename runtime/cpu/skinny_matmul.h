@@ -104,10 +104,16 @@ class DramReader {
   std::shared_ptr<uint8_t> data_;  // stream_buffer()
 };
 
-// The best of `passes` DramReader passes at `threads` threads (what the
-// memory gives: another process's load only lowers a pass), measured
-// once per thread count in a process (--profile's reference figure).
-double dram_read_gbs(int threads, int passes = 9);
+// `passes` DramReader passes at `threads` threads, measured once per thread
+// count in a process (--profile's reference figure): their median, the
+// figure a kernel's median run is held against (on shared cores a pass and
+// a run see the same spread of load), and their best (what the memory
+// gives when another process's load lowers nothing).
+struct DramBandwidth {
+  double median_gbs = 0;
+  double best_gbs = 0;
+};
+DramBandwidth dram_read_bandwidth(int threads, int passes = 9);
 
 // The last-level cache's size in bytes (sysfs, else sysconf; 32 MiB where
 // neither says).
