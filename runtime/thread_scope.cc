@@ -32,22 +32,17 @@ PinnedTeam::PinnedTeam(int threads) {
           sched_setaffinity(0, sizeof one, &one) == 0;
   }
   if (!all) {  // a smaller team (nested, or a limit): leave every thread as it was
-    restore();
+#pragma omp parallel num_threads(threads)
+    {
+      const auto t = static_cast<size_t>(omp_get_thread_num());
+      if (t < saved_.size()) sched_setaffinity(0, sizeof saved_[t], &saved_[t]);
+    }
     cpus_.clear();
   }
 }
 
 PinnedTeam::~PinnedTeam() {
-  if (!cpus_.empty()) restore();
-}
-
-void PinnedTeam::restore() {
-  const int threads = static_cast<int>(cpus_.size());
-#pragma omp parallel num_threads(threads)
-  {
-    const auto t = static_cast<size_t>(omp_get_thread_num());
-    if (t < saved_.size()) sched_setaffinity(0, sizeof saved_[t], &saved_[t]);
-  }
+  if (!cpus_.empty()) sched_setaffinity(0, sizeof saved_[0], &saved_[0]);
 }
 
 int own_running_threads() {

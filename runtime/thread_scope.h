@@ -27,8 +27,9 @@ class ThreadScope {
 
 // Binds the first `threads` threads of the OpenMP pool, the calling thread
 // first, each to one CPU of the calling thread's affinity mask (the caller to
-// the CPU it is on, the others to the next ones of the mask in turn) for the
-// scope's life, and gives every one its mask back after.
+// the CPU it is on, the others to the next ones of the mask in turn). The
+// caller gets its mask back at the scope's end; the pool's workers stay
+// where they were put, until the next scope moves them.
 //
 // Why: libgomp's idle threads sleep after a short spin, and on a virtual
 // machine the scheduler often wakes a sleeping worker on the waking thread's
@@ -39,6 +40,10 @@ class ThreadScope {
 // in most rounds (the first region alone 6 ms, both threads on one CPU);
 // SqueezeNet at 2 threads, single runs 50 ms apart, 3.9-4.2 ms bound against
 // 4-16 ms unbound (ONNX Runtime's pool, whose spinning yields, 4.0-4.7).
+// Why the workers stay bound: one set free at the end of a run is woken on
+// its waker's CPU at the next one, and the scope's own first region pays
+// for it (after a 50 ms gap: median 0.17 ms but 4-8 ms in one run of ten;
+// 0.07 ms, at most 0.11, with the worker left on its CPU).
 //
 // Does nothing where binding cannot help or is not ours to choose: one
 // thread, fewer CPUs in the mask than threads, or an OpenMP runtime that
@@ -55,8 +60,6 @@ class PinnedTeam {
   const std::vector<int>& cpus() const { return cpus_; }
 
  private:
-  void restore();
-
   std::vector<int> cpus_;
   std::vector<cpu_set_t> saved_;
 };
