@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 
@@ -181,6 +180,7 @@ class ExecutablePlan::Impl {
   std::unique_ptr<uint8_t[]> arena_raw_;
   uint8_t* arena_ = nullptr;
   std::vector<double> kernel_ms_;
+  LoadWatch load_;  // whether a run drops to one thread (OneThreadRuns::kWhenOversubscribed)
   // With options_.profile: each kernel's time in each run (kernel, run),
   // for the medians; kernel_ms_ at the last run's start.
   std::vector<std::vector<float>> run_ms_;
@@ -374,9 +374,9 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
   // On oversubscribed cores the run drops to one thread, as ONNX Runtime's
   // pool degrades to its calling thread when the workers are not scheduled.
   using OneThread = RunOptions::OneThreadRuns;
+  const bool watch = plan_threads > 1 && options_.one_thread_runs == OneThread::kWhenOversubscribed;
   if (plan_threads > 1 && (options_.one_thread_runs == OneThread::kAlways ||
-                           (options_.one_thread_runs == OneThread::kWhenOversubscribed &&
-                            cores_oversubscribed(omp_get_num_procs())))) {
+                           (watch && load_.oversubscribed_at_start(omp_get_num_procs())))) {
     ctx.one_thread = true;
     plan_threads = 1;
   }
@@ -456,6 +456,7 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
     if (output_slot_[v] == static_cast<int64_t>(j) || in_place[j] || outs[j].nbytes() == 0) continue;
     std::memcpy(outs[j].mutable_data(), ctx.ptr[v], static_cast<size_t>(outs[j].nbytes()));
   }
+  if (watch) load_.sample_at_end(omp_get_num_procs(), plan_threads);
   ++runs_;
   if (options_.profile)
     for (size_t k = 0; k < run_ms_.size(); ++k)

@@ -1,10 +1,10 @@
 #include "runtime/thread_scope.h"
 
-#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <string>
+#include <cstdio>
 
 namespace tessera::runtime {
 
@@ -45,31 +45,33 @@ PinnedTeam::~PinnedTeam() {
   if (!cpus_.empty()) sched_setaffinity(0, sizeof saved_[0], &saved_[0]);
 }
 
-int own_running_threads() {
-  int running = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (!dir) return 0;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    // "tid (comm) S ...": comm may hold spaces and parentheses, the state
-    // follows the last ')'.
-    size_t close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++running;
-  }
-  closedir(dir);
-  return running;
-}
-
-bool cores_oversubscribed(int cores) {
-  std::ifstream in("/proc/loadavg");
+int LoadWatch::loadavg_running() {
+  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
   double avg1 = 0, avg5 = 0, avg15 = 0;
   int running = 0;
-  if (!(in >> avg1 >> avg5 >> avg15 >> running)) return false;
-  if (running <= cores) return false;
-  return running - own_running_threads() >= cores;
+  return std::sscanf(buf, "%lf %lf %lf %d", &avg1, &avg5, &avg15, &running) == 4 ? running : -1;
+}
+
+bool LoadWatch::verdict(int cores, int own) const {
+  int running = running_();
+  return running >= 0 && running - own >= cores;
+}
+
+bool LoadWatch::oversubscribed_at_start(int cores) {
+  if (sampled_once_ && std::chrono::steady_clock::now() - sampled_ < std::chrono::seconds(1)) return oversubscribed_;
+  return verdict(cores, 1);
+}
+
+void LoadWatch::sample_at_end(int cores, int team) {
+  oversubscribed_ = verdict(cores, team);
+  sampled_ = std::chrono::steady_clock::now();
+  sampled_once_ = true;
 }
 
 }  // namespace tessera::runtime

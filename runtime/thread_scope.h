@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <chrono>
 #include <vector>
 
 namespace tessera::runtime {
@@ -64,23 +65,44 @@ class PinnedTeam {
   std::vector<cpu_set_t> saved_;
 };
 
-// Whether the cores are oversubscribed right now: other processes' runnable
-// threads (Linux's /proc/loadavg, fourth field "running/total", less this
-// process's own runnable threads, read from /proc/self/task only when the
-// total is over the cores) as many as the cores or more. False where
-// unknown. Then every fork-join of a multi-threaded run waits for a thread
-// that shares its core: on 2 cores with two compilers running, bert_base at
-// 2 threads took 1142 ms against 131 ms at 1. With one other runnable
-// thread, two threads still paid off on the suite (the woken worker
-// preempts it): the test counts others, not free cores. Our own threads do
-// not count: right after a run the pool's workers still spin, and a run
-// that starts then (a decode loop's next step, a server's next request)
-// read them as load and fell to one thread (MNASNet at 2 threads, runs 1 ms
-// apart: 2.6-2.9 ms in half the runs, the one-thread time, 1.6-1.7 in the
-// others).
-bool cores_oversubscribed(int cores);
+// Whether other processes' runnable threads fill the cores, for a run about
+// to start: as many of them as cores, or more (Linux's /proc/loadavg, fourth
+// field "running/total", less this process's own runnable threads). Then
+// every fork-join of a multi-threaded run waits for a thread that shares
+// its core: on 2 cores with two compilers running, bert_base at 2 threads
+// took 1142 ms against 131 ms at 1. With one other runnable thread, two
+// threads still paid off on the suite (the woken worker preempts it): the
+// test counts others, not free cores.
+//
+// The file is read at the end of each run, where the run's team is what
+// runs of this process (its workers spin for a while after the last
+// region): others = running - team. A run starting within a second of that
+// takes its verdict, one inter-run gap old, and reads nothing. Reading at
+// the start instead cost 50-90 us after an idle gap (the first system call
+// of a run on this VM), and telling the pool's still-spinning workers from
+// other load there took a scan of /proc/self/task, 60-130 us (reading a
+// thread's stat on another CPU): MNASNet at 2 threads, single runs 50 ms
+// apart, 2.59 ms with the check at the start against 2.45 without it.
+// Older than a second, or never taken: the file is read at the start, the
+// workers asleep by then (others = running - 1).
+class LoadWatch {
+ public:
+  // `running` reads the fourth field's first number; -1 where unknown.
+  explicit LoadWatch(int (*running)() = &loadavg_running) : running_(running) {}
 
-// This process's threads that are runnable now (state R).
-int own_running_threads();
+  bool oversubscribed_at_start(int cores);
+  // After a run whose `team` threads are this process's runnable ones.
+  void sample_at_end(int cores, int team);
+
+  static int loadavg_running();
+
+ private:
+  bool verdict(int cores, int own) const;
+
+  int (*running_)();
+  std::chrono::steady_clock::time_point sampled_{};
+  bool sampled_once_ = false;
+  bool oversubscribed_ = false;
+};
 
 }  // namespace tessera::runtime

@@ -6,9 +6,7 @@
 #include <omp.h>
 #include <sched.h>
 
-#include <atomic>
 #include <random>
-#include <thread>
 
 #include "tests/runtime/runtime_test_util.h"
 
@@ -89,28 +87,49 @@ TEST(PinnedTeam, ARunGivesTheCallerItsMaskBack) {
   }
 }
 
-// The oversubscription test leaves this process's own runnable threads out
-// (a run's workers still spinning from the last run are not load): two
-// spinning threads count, and stop counting once they end.
-TEST(OwnRunningThreads, CountsThisProcesssSpinningThreads) {
-  std::atomic<bool> stop{false};
-  std::atomic<int> started{0};
-  std::vector<std::thread> spinners;
-  for (int i = 0; i < 2; ++i)
-    spinners.emplace_back([&] {
-      started.fetch_add(1);
-      while (!stop.load(std::memory_order_relaxed)) {
-      }
-    });
-  while (started.load() < 2) {
-  }
-  int with = own_running_threads();
-  stop = true;
-  for (std::thread& t : spinners) t.join();
-  int after = own_running_threads();
-  EXPECT_GE(with, 3);  // the spinners and this thread
-  EXPECT_LE(after, with - 2);
-  EXPECT_GE(after, 1);
+// What /proc/loadavg's running count reads in the LoadWatch tests, and how
+// often it was read.
+int fake_running = 0;
+int fake_reads = 0;
+int read_fake() {
+  ++fake_reads;
+  return fake_running;
+}
+
+// At a run's end the team's threads are this process's runnable ones: on 2
+// cores, 3 running with a team of 2 is one other thread (not
+// oversubscribed), 4 is two. A run starting right after takes that verdict
+// without reading the file again.
+TEST(LoadWatch, CountsTheTeamOutAtARunsEnd) {
+  LoadWatch w(&read_fake);
+  fake_running = 3;
+  w.sample_at_end(2, 2);
+  fake_reads = 0;
+  EXPECT_FALSE(w.oversubscribed_at_start(2));
+  EXPECT_EQ(fake_reads, 0);
+  fake_running = 4;
+  w.sample_at_end(2, 2);
+  EXPECT_TRUE(w.oversubscribed_at_start(2));
+  EXPECT_EQ(fake_reads, 1);
+}
+
+// With no sample taken, the start reads the file, the caller its only
+// runnable thread: 3 running on 2 cores is two others.
+TEST(LoadWatch, ReadsAtTheStartWithoutASample) {
+  LoadWatch w(&read_fake);
+  fake_reads = 0;
+  fake_running = 3;
+  EXPECT_TRUE(w.oversubscribed_at_start(2));
+  fake_running = 2;
+  EXPECT_FALSE(w.oversubscribed_at_start(2));
+  fake_running = -1;  // unknown: not oversubscribed
+  EXPECT_FALSE(w.oversubscribed_at_start(2));
+  EXPECT_EQ(fake_reads, 3);
+}
+
+TEST(LoadWatch, ReadsThisHostsLoad) {
+  int running = LoadWatch::loadavg_running();
+  EXPECT_GE(running, 1) << "this thread at least";
 }
 
 }  // namespace
