@@ -370,13 +370,15 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
   // under the default ran on every core at --threads 1: resnet18 15.9 s user
   // over 10.6 s wall).
   ExecContext ctx;
-  int plan_threads = options_.threads > 0 ? options_.threads : omp_get_num_procs();
+  // The caller's cores, read before the run binds it to one of them.
+  const int cores = omp_get_num_procs();
+  int plan_threads = options_.threads > 0 ? options_.threads : cores;
   // On oversubscribed cores the run drops to one thread, as ONNX Runtime's
   // pool degrades to its calling thread when the workers are not scheduled.
   using OneThread = RunOptions::OneThreadRuns;
   const bool watch = plan_threads > 1 && options_.one_thread_runs == OneThread::kWhenOversubscribed;
   if (plan_threads > 1 && (options_.one_thread_runs == OneThread::kAlways ||
-                           (watch && load_.oversubscribed_at_start(omp_get_num_procs())))) {
+                           (watch && load_.oversubscribed_at_start(cores)))) {
     ctx.one_thread = true;
     plan_threads = 1;
   }
@@ -456,7 +458,7 @@ std::vector<Tensor> ExecutablePlan::Impl::run(const std::vector<Tensor>& inputs,
     if (output_slot_[v] == static_cast<int64_t>(j) || in_place[j] || outs[j].nbytes() == 0) continue;
     std::memcpy(outs[j].mutable_data(), ctx.ptr[v], static_cast<size_t>(outs[j].nbytes()));
   }
-  if (watch) load_.sample_at_end(omp_get_num_procs(), plan_threads);
+  if (watch) load_.sample_at_end(cores, plan_threads);
   ++runs_;
   if (options_.profile)
     for (size_t k = 0; k < run_ms_.size(); ++k)

@@ -15,12 +15,31 @@ PinnedTeam::PinnedTeam(int threads) {
   std::vector<int> allowed;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &mask)) allowed.push_back(c);
-  // The caller stays where it is; the others take the CPUs after it.
-  const int here = sched_getcpu();
-  auto first = std::find(allowed.begin(), allowed.end(), here);
-  const size_t start = first == allowed.end() ? 0 : static_cast<size_t>(first - allowed.begin());
-  for (int t = 0; t < threads; ++t) cpus_.push_back(allowed[(start + static_cast<size_t>(t)) % allowed.size()]);
+  // The caller's pool keeps its workers bound between scopes: where the
+  // last scope's CPUs are all still allowed, the team takes them again, the
+  // caller moving back to its own first (a caller that had drifted onto a
+  // worker's CPU would otherwise wake that worker onto its own core, the
+  // placement the binding is for). Else the caller stays where it is and the
+  // others take the CPUs after it.
+  thread_local std::vector<int> last;
+  bool again = static_cast<int>(last.size()) == threads;
+  for (int c : last) again = again && CPU_ISSET(c, &mask);
+  if (again) {
+    cpus_ = last;
+  } else {
+    const int here = sched_getcpu();
+    auto first = std::find(allowed.begin(), allowed.end(), here);
+    const size_t start = first == allowed.end() ? 0 : static_cast<size_t>(first - allowed.begin());
+    for (int t = 0; t < threads; ++t) cpus_.push_back(allowed[(start + static_cast<size_t>(t)) % allowed.size()]);
+  }
   saved_.assign(static_cast<size_t>(threads), mask);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  CPU_SET(cpus_[0], &mine);
+  if (sched_setaffinity(0, sizeof mine, &mine) != 0) {
+    cpus_.clear();
+    return;
+  }
   bool all = true;
 #pragma omp parallel num_threads(threads) reduction(&& : all)
   {
@@ -28,8 +47,9 @@ PinnedTeam::PinnedTeam(int threads) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpus_[t], &one);
-    all = omp_get_num_threads() == threads && sched_getaffinity(0, sizeof saved_[t], &saved_[t]) == 0 &&
-          sched_setaffinity(0, sizeof one, &one) == 0;
+    all = omp_get_num_threads() == threads &&
+          (t == 0 || (sched_getaffinity(0, sizeof saved_[t], &saved_[t]) == 0 &&
+                      sched_setaffinity(0, sizeof one, &one) == 0));
   }
   if (!all) {  // a smaller team (nested, or a limit): leave every thread as it was
 #pragma omp parallel num_threads(threads)
@@ -38,7 +58,10 @@ PinnedTeam::PinnedTeam(int threads) {
       if (t < saved_.size()) sched_setaffinity(0, sizeof saved_[t], &saved_[t]);
     }
     cpus_.clear();
+    last.clear();
+    return;
   }
+  last = cpus_;
 }
 
 PinnedTeam::~PinnedTeam() {

@@ -27,10 +27,11 @@ class ThreadScope {
 };
 
 // Binds the first `threads` threads of the OpenMP pool, the calling thread
-// first, each to one CPU of the calling thread's affinity mask (the caller to
-// the CPU it is on, the others to the next ones of the mask in turn). The
-// caller gets its mask back at the scope's end; the pool's workers stay
-// where they were put, until the next scope moves them.
+// first, each to one CPU of the calling thread's affinity mask: the CPUs the
+// caller's last scope gave them where those are still allowed, else the
+// caller to the CPU it is on and the others to the next ones of the mask in
+// turn. The caller gets its mask back at the scope's end; the pool's workers
+// stay where they were put.
 //
 // Why: libgomp's idle threads sleep after a short spin, and on a virtual
 // machine the scheduler often wakes a sleeping worker on the waking thread's

@@ -53,6 +53,32 @@ TEST(PinnedTeam, BindsEachThreadToItsOwnCpuAndGivesTheCallerItsMaskBack) {
   EXPECT_EQ(CPU_COUNT(&after[1]), 1);
 }
 
+// A caller that drifted onto its worker's CPU between two runs moves back
+// to its own: the team keeps its CPUs, so the worker wakes where it is
+// bound and not on the caller's core.
+TEST(PinnedTeam, ACallerOnItsWorkersCpuMovesBack) {
+  if (allowed_cpus() < 2) GTEST_SKIP() << "one CPU in this process's affinity mask: nothing to bind";
+  if (omp_get_proc_bind() != omp_proc_bind_false) GTEST_SKIP() << "OMP_PROC_BIND set: the OpenMP runtime binds";
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  std::vector<int> first;
+  {
+    PinnedTeam pinned(2);
+    first = pinned.cpus();
+  }
+  ASSERT_EQ(first.size(), 2u);
+  cpu_set_t on_worker;
+  CPU_ZERO(&on_worker);
+  CPU_SET(first[1], &on_worker);
+  ASSERT_EQ(sched_setaffinity(0, sizeof on_worker, &on_worker), 0);  // the drift
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);        // its mask as before, still on first[1]
+  {
+    PinnedTeam pinned(2);
+    EXPECT_EQ(pinned.cpus(), first);
+    EXPECT_EQ(sched_getcpu(), first[0]);
+  }
+}
+
 TEST(PinnedTeam, LeavesThreadsAloneWhereBindingCannotHelp) {
   cpu_set_t before;
   ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
