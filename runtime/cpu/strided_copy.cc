@@ -1,5 +1,6 @@
 #include "runtime/cpu/strided_copy.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +11,44 @@
 
 namespace tessera::runtime::cpu {
 namespace {
+
+// A 16 x 16 tile of 4-byte elements transposed in registers: row b of the
+// source (16 elements from in + b * stride) becomes column b of the output
+// rows out[0..15]. The scalar tile loop reads and writes one element at a
+// time: ConvNeXt-Tiny's NCHW <-> NHWC permutes (96-768 channels) took
+// 0.24-0.40 ms each for 1.2 MB at two threads, 5.1 ms over the model
+// against ONNX Runtime's 0.8.
+__attribute__((target("avx512f"))) void transpose_tile16(const uint32_t* in, int64_t stride, uint32_t* const* out) {
+  __m512 r[16], t[16];
+  for (int b = 0; b < 16; ++b) r[b] = _mm512_loadu_ps(reinterpret_cast<const float*>(in + b * stride));
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+  for (int a = 0; a < 16; ++a) _mm512_storeu_ps(reinterpret_cast<float*>(out[a]), r[a]);
+}
+
+bool avx512_tiles() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
 
 // The loops of StridedCopy::run.
 class CopyLoops {
@@ -160,6 +199,7 @@ class CopyLoops {
       }
       outer_rows.push_back(i);
     }
+    const bool vector_tiles = avx512_tiles();
     auto tiles = [&](const auto& dst_of) {
       for_each_index(d, outer_rows, total / (nt * inner), parallel, [&](const Odometer& o) {
         if (inner < kTile) {
@@ -176,6 +216,15 @@ class CopyLoops {
           int64_t a1 = std::min(a0 + kTile, nt);
           for (int64_t b0 = 0; b0 < inner; b0 += kTile) {
             int64_t b1 = std::min(b0 + kTile, inner);
+            if constexpr (sizeof(T) == 4) {
+              if (vector_tiles && a1 - a0 == kTile && b1 - b0 == kTile) {
+                uint32_t* rows[kTile];
+                for (int64_t a = a0; a < a1; ++a)
+                  rows[a - a0] = reinterpret_cast<uint32_t*>(dst + o.doff + dst_of(a) + b0);
+                transpose_tile16(reinterpret_cast<const uint32_t*>(src + o.soff + a0 + b0 * ss), ss, rows);
+                continue;
+              }
+            }
             for (int64_t a = a0; a < a1; ++a) {
               T* out = dst + o.doff + dst_of(a);
               const T* in = src + o.soff + a;

@@ -80,6 +80,19 @@ TEST(StridedCopy, WinogradOutputTransforms) {
   }
 }
 
+// ConvNeXt's permutes between channels-first and channels-last, whole 16 x
+// 16 tiles of 4-byte elements (transposed in registers on an AVX-512 host)
+// and the partial tiles at their edges (channels and pixels not multiples of
+// 16), at 1 and 2 threads.
+TEST(StridedCopy, ChannelsLastPermutesInWholeAndPartialTiles) {
+  for (int threads : {1, 2}) {
+    expect_copies(transpose({1, 96, 56, 56}, {0, 2, 3, 1}, 4), threads);
+    expect_copies(transpose({1, 56, 56, 96}, {0, 3, 1, 2}, 4), threads);
+    expect_copies(transpose({1, 40, 7, 9}, {0, 2, 3, 1}, 4), threads);
+    expect_copies(transpose({2, 33, 17, 5}, {0, 3, 1, 2}, 4), threads);
+  }
+}
+
 TEST(StridedCopy, RowsGrowToALineWithinTheirLimit) {
   // The source continues along a dim of 20000 after a row of 3: the row
   // takes 8 of it (a split of the dim); along 10007, a prime, it would have
