@@ -35,13 +35,15 @@ class ThreadScope {
 //
 // Why: libgomp's idle threads sleep after a short spin, and on a virtual
 // machine the scheduler often wakes a sleeping worker on the waking thread's
-// own vCPU (the idle one reads as preempted): the two then share one core,
-// the worker spinning at every barrier, until the load balancer moves one,
-// milliseconds later. Measured on this project's 2-vCPU host, 200 two-thread
+// own vCPU (likely because the idle one reads as preempted): the two then
+// share one core, the worker spinning at every barrier, until the load
+// balancer moves one, milliseconds later. Measured on this project's 2-vCPU host, 200 two-thread
 // regions of 20 us each after a 50 ms idle gap: 3.6 ms bound, 14 ms unbound
 // in most rounds (the first region alone 6 ms, both threads on one CPU);
 // SqueezeNet at 2 threads, single runs 50 ms apart, 3.9-4.2 ms bound against
-// 4-16 ms unbound (ONNX Runtime's pool, whose spinning yields, 4.0-4.7).
+// 4-16 ms unbound (ONNX Runtime, 4.0-4.7: its parallel loops hand out
+// blocks from a shared counter to the caller and whichever workers run, so a
+// late worker holds nothing up).
 // Why the workers stay bound: one set free at the end of a run is woken on
 // its waker's CPU at the next one, and the scope's own first region pays
 // for it (after a 50 ms gap: median 0.17 ms but 4-8 ms in one run of ten;
