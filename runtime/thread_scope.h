@@ -37,9 +37,10 @@ class ThreadScope {
 // machine the scheduler often wakes a sleeping worker on the waking thread's
 // own vCPU (likely because the idle one reads as preempted): the two then
 // share one core, the worker spinning at every barrier, until the load
-// balancer moves one, milliseconds later. Measured on this project's 2-vCPU host, 200 two-thread
-// regions of 20 us each after a 50 ms idle gap: 3.6 ms bound, 14 ms unbound
-// in most rounds (the first region alone 6 ms, both threads on one CPU);
+// balancer moves one, milliseconds later. Measured on this project's 2-vCPU
+// host, 200 two-thread regions of 20 us each after a 50 ms idle gap: 3.6 ms
+// bound, 14 ms unbound in most rounds (the first region alone 6 ms, both
+// threads on one CPU);
 // SqueezeNet at 2 threads, single runs 50 ms apart, 3.9-4.2 ms bound against
 // 4-16 ms unbound (ONNX Runtime, 4.0-4.7: its parallel loops hand out
 // blocks from a shared counter to the caller and whichever workers run, so a
