@@ -12,9 +12,6 @@ PinnedTeam::PinnedTeam(int threads) {
   if (threads < 2 || omp_get_proc_bind() != omp_proc_bind_false || omp_in_parallel()) return;
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < threads) return;
-  std::vector<int> allowed;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &mask)) allowed.push_back(c);
   // The caller's pool keeps its workers bound between scopes: where the
   // last scope's CPUs are all still allowed, the team takes them again, the
   // caller moving back to its own first (a caller that had drifted onto a
@@ -27,6 +24,9 @@ PinnedTeam::PinnedTeam(int threads) {
   if (again) {
     cpus_ = last;
   } else {
+    std::vector<int> allowed;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &mask)) allowed.push_back(c);
     const int here = sched_getcpu();
     auto first = std::find(allowed.begin(), allowed.end(), here);
     const size_t start = first == allowed.end() ? 0 : static_cast<size_t>(first - allowed.begin());
