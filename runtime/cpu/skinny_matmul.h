@@ -113,7 +113,8 @@ struct DramBandwidth {
   double median_gbs = 0;
   double best_gbs = 0;
 };
-DramBandwidth dram_read_bandwidth(int threads, int passes = 9);
+constexpr int kDramPasses = 9;
+DramBandwidth dram_read_bandwidth(int threads, int passes = kDramPasses);
 
 // The last-level cache's size in bytes (sysfs, else sysconf; 32 MiB where
 // neither says).
