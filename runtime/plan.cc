@@ -115,7 +115,8 @@ std::string Profile::table() const {
     auto gbs = [&](double ms) { return static_cast<double>(streamed) / (ms * 1e6); };
     os << std::setprecision(1) << "DRAM read bandwidth " << dram.median_gbs << " GB/s (" << dram_threads
        << (dram_threads == 1 ? " thread" : " threads");
-    if (dram.best_gbs > 0) os << ", median of " << cpu::kDramPasses << " passes in this process, best " << dram.best_gbs;
+    if (dram.best_gbs > 0)
+      os << ", median of " << cpu::kDramPasses << " passes in this process, best " << dram.best_gbs;
     os << "); " << streaming << " weight-streaming kernels read " << static_cast<double>(streamed) / 1e6
        << " MB in " << std::setprecision(3) << streaming_median_ms << " ms/run (medians): " << std::setprecision(1)
        << gbs(streaming_median_ms) << " GB/s, " << std::setprecision(2) << gbs(streaming_median_ms) / dram.median_gbs
